@@ -1,0 +1,27 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "adplayerd",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "AdRuntime", targets: ["AdRuntime"]),
+        .library(name: "MpvPlayerAdapter", targets: ["MpvPlayerAdapter"]),
+        .executable(name: "adplayerd", targets: ["adplayerd"]),
+    ],
+    targets: [
+        // The C API of libmpv. No pkgConfig: Debian puts <mpv/client.h> in /usr/include, and
+        // pkg-config's Requires.private makes SwiftPM warn about -D flags (see notes/libmpv.md §6).
+        .systemLibrary(name: "CMpv", path: "Sources/CMpv", providers: [.apt(["libmpv-dev"])]),
+        .target(name: "AdRuntime", swiftSettings: strict),
+        .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "AdRuntime"], swiftSettings: strict),
+        .executableTarget(name: "adplayerd", dependencies: ["AdRuntime", "MpvPlayerAdapter"], swiftSettings: strict),
+        .testTarget(name: "AdRuntimeTests", dependencies: ["AdRuntime"], swiftSettings: strict),
+        .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "MpvPlayerAdapter", "CMpv"], swiftSettings: strict),
+    ]
+)

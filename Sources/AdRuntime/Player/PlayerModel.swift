@@ -1,0 +1,126 @@
+/// The player model: the facts the ad runtime reads from a content player (SPEC §2).
+///
+/// A player pushes every change to its observers (R4); the runtime never polls it for
+/// pauses or item changes. The position may be read on demand through `snapshot()`.
+
+/// Identity of what is in the player now.
+///
+/// Two values are equal only when they are the same pass over the same entry: a loop
+/// wrap (R14) or a replay after the end is another item, with `loop` one higher.
+public struct PlayerItem: Hashable, Sendable, CustomStringConvertible {
+    /// The player's own id for the entry (for mpv: the `playlist_entry_id` of `loadfile`).
+    public var entry: Int64
+    /// What was loaded.
+    public var path: String
+    /// 0 for the first pass over the entry, +1 on each loop wrap or replay after its end.
+    public var loop: Int
+
+    public init(entry: Int64, path: String, loop: Int = 0) {
+        self.entry = entry
+        self.path = path
+        self.loop = loop
+    }
+
+    /// The next pass over the same entry.
+    public func nextLoop() -> PlayerItem { PlayerItem(entry: entry, path: path, loop: loop + 1) }
+
+    public var description: String { "#\(entry).\(loop) \(path)" }
+}
+
+/// The facts at one moment.
+public struct PlayerSnapshot: Sendable, Equatable {
+    /// What is in the player; nil when nothing is, or the last item played to its end.
+    public var item: PlayerItem?
+    /// Seconds into the item, ≥ 0 (0 when there is no item).
+    public var position: Double
+    /// The item is in, is not paused and has not played to its end. Buffering counts as playing.
+    public var playing: Bool
+    /// Playback speed while playing; 0 while not playing.
+    public var rate: Double
+
+    public init(item: PlayerItem?, position: Double, playing: Bool, rate: Double) {
+        self.item = item
+        self.position = position
+        self.playing = playing
+        self.rate = playing ? rate : 0
+    }
+
+    public static let empty = PlayerSnapshot(item: nil, position: 0, playing: false, rate: 0)
+}
+
+/// Why an item could not be played.
+public struct PlayerFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The entry that failed (the player's id), and what it was.
+    public var entry: Int64
+    public var path: String
+    /// A code a program can match (for mpv: `loading-failed`, `unknown-format`, …).
+    public var code: String
+    /// A sentence a person can read.
+    public var message: String
+
+    public init(entry: Int64, path: String, code: String, message: String) {
+        self.entry = entry
+        self.path = path
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(path): \(message) [\(code)]" }
+}
+
+/// One change, as a player pushes it.
+public enum PlayerChange: Sendable, Equatable {
+    /// Another item is in the player (nil: none). Playing restarts from "not playing":
+    /// a `.playing` follows when the new item plays.
+    case item(PlayerItem?)
+    /// The item started or went on playing, at this rate.
+    case playing(rate: Double)
+    /// The item stopped playing while still in the player: a pause from anywhere (R3).
+    /// Not sent for the end of an item (that is `.ended`, R2).
+    case paused
+    /// The speed changed while playing.
+    case rate(Double)
+    /// A time jump of the current item.
+    case seeked(from: Double, to: Double)
+    /// The item played to its end. An `.item` change (to nil or to the next item) follows.
+    case ended(PlayerItem)
+    /// An entry could not be played; the player holds no item for it.
+    case failed(PlayerFailure)
+}
+
+/// A change and the facts right after it.
+public struct PlayerEvent: Sendable, Equatable {
+    public var change: PlayerChange
+    public var snapshot: PlayerSnapshot
+    /// When the player learned of the change, on the monotonic clock (nanoseconds,
+    /// `MonotonicTime.now()`); ends of ads report their latency from here.
+    public var observedAt: UInt64
+
+    public init(change: PlayerChange, snapshot: PlayerSnapshot, observedAt: UInt64) {
+        self.change = change
+        self.snapshot = snapshot
+        self.observedAt = observedAt
+    }
+}
+
+/// Receives a player's changes.
+///
+/// Threading: called on whichever thread delivers the player's changes (for mpv: the
+/// mpv event thread; for a scripted player: the thread that drives it), one change at a
+/// time, in order, never concurrently for one player. An observer may call back into the
+/// player (commands, `snapshot()`); changes that causes are delivered after this call returns.
+public protocol PlayerObserver: AnyObject, Sendable {
+    func player(_ player: any TrackablePlayer, didChange event: PlayerEvent)
+}
+
+/// A player that the ad runtime can follow.
+///
+/// Implementations push changes to observers through a `PlayerChangeFeed` and must be
+/// safe to call from any thread.
+public protocol TrackablePlayer: AnyObject, Sendable {
+    /// The facts now. Cheap; callable from any thread, also from inside an observer.
+    func snapshot() -> PlayerSnapshot
+    /// Starts pushing changes to `observer`, which is held weakly. The observation ends
+    /// when the returned token is cancelled or released, or when the observer is gone.
+    func addObserver(_ observer: any PlayerObserver) -> PlayerObservation
+}
