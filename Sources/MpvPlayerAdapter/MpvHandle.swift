@@ -32,7 +32,7 @@ public final class MpvHandle: @unchecked Sendable {
     private struct Life {
         var closed = false
         var thread: pthread_t?
-        var destroyed = false
+        var loop: EventLoop?
     }
 
     /// Options that no configuration can turn on: they would load files or run programs
@@ -58,13 +58,25 @@ public final class MpvHandle: @unchecked Sendable {
             try Self.check(mpv_request_log_messages(raw, logLevel), "request_log_messages")
         } catch {
             mpv_terminate_destroy(raw)
-            life.withLock { $0.closed = true; $0.destroyed = true }
+            life.withLock { $0.closed = true }
             throw error
         }
     }
 
     deinit {
-        shutdown()
+        if isEventThread {
+            // The last reference went away inside the event handler: the thread cannot join
+            // itself, so it destroys the handle when it sees SHUTDOWN, and is detached.
+            let (thread, loop) = gate.exclusively { life.withLock { life in
+                life.closed = true
+                return (life.thread, life.loop)
+            } }
+            loop?.destroyOnExit.store(true, ordering: .releasing)
+            withCStringArray(["quit"]) { _ = mpv_command(raw, $0) }
+            if let thread { pthread_detach(thread) }
+        } else {
+            shutdown()
+        }
     }
 
     // MARK: Events
@@ -79,6 +91,7 @@ public final class MpvHandle: @unchecked Sendable {
             let rc = pthread_create(&thread, nil, mpvEventThreadMain, context)
             precondition(rc == 0, "pthread_create failed: \(rc)")
             life.thread = thread
+            life.loop = loop
         }
     }
 
@@ -208,7 +221,6 @@ public final class MpvHandle: @unchecked Sendable {
             pthread_join(thread, nil)
         }
         mpv_terminate_destroy(raw)
-        life.withLock { $0.destroyed = true }
     }
 
     // MARK: Plumbing
@@ -265,9 +277,12 @@ public final class MpvClient: @unchecked Sendable {
 
 // MARK: - The event thread
 
-private final class EventLoop {
+private final class EventLoop: @unchecked Sendable {
+    // @unchecked: `raw` and `handler` are immutable; `raw` is used by this thread alone
+    // (`mpv_wait_event`) and, once `destroyOnExit` is set, destroyed by it alone.
     let raw: OpaquePointer
     let handler: @Sendable (MpvEvent) -> Void
+    let destroyOnExit = Atomic<Bool>(false)
 
     init(raw: OpaquePointer, handler: @escaping @Sendable (MpvEvent) -> Void) {
         self.raw = raw
@@ -279,8 +294,9 @@ private final class EventLoop {
             guard let pointer = mpv_wait_event(raw, -1) else { continue }
             let isShutdown = pointer.pointee.event_id == MPV_EVENT_SHUTDOWN
             if let event = MpvEvent(copying: pointer.pointee) { handler(event) }
-            if isShutdown { return }
+            if isShutdown { break }
         }
+        if destroyOnExit.load(ordering: .acquiring) { mpv_terminate_destroy(raw) }
     }
 }
 

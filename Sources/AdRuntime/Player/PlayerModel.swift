@@ -6,7 +6,8 @@
 /// Identity of what is in the player now.
 ///
 /// Two values are equal only when they are the same pass over the same entry: a loop
-/// wrap (R14) or a replay after the end is another item, with `loop` one higher.
+/// wrap (R14) or a replay after the end is another item, with `loop` one higher. The path
+/// describes the item and takes no part in its identity.
 public struct PlayerItem: Hashable, Sendable, CustomStringConvertible {
     /// The player's own id for the entry (for mpv: the `playlist_entry_id` of `loadfile`).
     public var entry: Int64
@@ -25,6 +26,12 @@ public struct PlayerItem: Hashable, Sendable, CustomStringConvertible {
     public func nextLoop() -> PlayerItem { PlayerItem(entry: entry, path: path, loop: loop + 1) }
 
     public var description: String { "#\(entry).\(loop) \(path)" }
+
+    public static func == (a: PlayerItem, b: PlayerItem) -> Bool { a.entry == b.entry && a.loop == b.loop }
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(entry)
+        hasher.combine(loop)
+    }
 }
 
 /// The facts at one moment.
