@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages adplayerd needs to build, test and run — only those missing.
+# Uses sudo when not root. Safe to run again.
+set -euo pipefail
+packages=(
+  libmpv-dev        # libmpv and its headers (CMpv)
+  ffmpeg            # sample media for the demo and the tests (lavfi)
+  python3           # test fixtures (throttled HTTP server)
+  ca-certificates
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
+echo "installing: ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
