@@ -12,7 +12,7 @@ run: deps media build
 
 test: deps media
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
-	$(SWIFT) test --skip-build $(SWIFT_FLAGS)
+	$(SWIFT) test --skip-build --disable-swift-testing $(SWIFT_FLAGS)
 
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
