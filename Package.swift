@@ -21,7 +21,10 @@ let package = Package(
         .target(name: "AdRuntime", swiftSettings: strict),
         .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "AdRuntime"], swiftSettings: strict),
         .executableTarget(name: "adplayerd", dependencies: ["AdRuntime", "MpvPlayerAdapter"], swiftSettings: strict),
-        .testTarget(name: "AdRuntimeTests", dependencies: ["AdRuntime"], swiftSettings: strict),
-        .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "MpvPlayerAdapter", "CMpv"], swiftSettings: strict),
+        // Test doubles shared by the test targets: a scripted ad source and a recording surface.
+        .target(name: "AdTestSupport", dependencies: ["AdRuntime"], swiftSettings: strict),
+        .testTarget(name: "AdRuntimeTests", dependencies: ["AdRuntime", "AdTestSupport"], swiftSettings: strict),
+        .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "AdTestSupport", "MpvPlayerAdapter", "CMpv"],
+                    swiftSettings: strict),
     ]
 )

@@ -112,7 +112,7 @@ public final class MpvPlayer: TrackablePlayer {
             try handle.set("pause", paused)
             publish(mapping.applyOwnPause(paused), mapping, now)
         }
-        feed.drain(from: self)
+        feed.drain()
     }
 
     public func togglePause() throws {
@@ -160,7 +160,7 @@ public final class MpvPlayer: TrackablePlayer {
         mapping.withLock { mapping in
             publish(mapping.apply(event, now: now, query: query), mapping, now)
         }
-        feed.drain(from: self)
+        feed.drain()
     }
 
     /// Enqueues `changes` in the feed; called with the mapping's lock held, so that the
@@ -168,7 +168,7 @@ public final class MpvPlayer: TrackablePlayer {
     private func publish(_ changes: [PlayerChange], _ mapping: MpvPlayerMapping, _ now: UInt64) {
         guard !changes.isEmpty else { return }
         let snapshot = mapping.snapshot()
-        feed.enqueue(changes.map { PlayerEvent(change: $0, snapshot: snapshot, observedAt: now) })
+        feed.enqueue(changes.map { PlayerEvent(change: $0, snapshot: snapshot, observedAt: now) }, from: self)
     }
 
     static func checkLocalFile(_ path: String) throws {

@@ -6,12 +6,12 @@ import Synchronization
 /// - `enqueue(_:)` may be called from any thread. A producer that derives changes from its
 ///   own state calls it while still holding that state's lock, so that the feed's order
 ///   is the order in which the state changed.
-/// - `drain()` is called by the producer after releasing its lock. The thread that finds
-///   nobody delivering becomes the deliverer and hands out every queued change, including
-///   those enqueued meanwhile by observers (re-entrant commands) or by other threads; a
-///   thread that finds a delivery under way returns at once and its changes are handed out
-///   by the deliverer, with no hop through an executor.
-/// - Observers are called with no lock of the feed held; they are held weakly.
+/// - `drain(from:)` is called by the producer after releasing its lock. Delivery is a
+///   `SerialDelivery`: the thread that finds nobody delivering hands out every queued
+///   change, including those enqueued meanwhile by observers (re-entrant commands) or by
+///   other threads; a thread that finds a delivery under way returns at once.
+/// - Observers are called with no lock of the feed held; they are held weakly, and the
+///   list is read when each change is handed out.
 public final class PlayerChangeFeed: Sendable {
     private struct Registration {
         let id: UInt64
@@ -21,11 +21,10 @@ public final class PlayerChangeFeed: Sendable {
     private struct State {
         var registrations: [Registration] = []
         var nextID: UInt64 = 1
-        var queue: [PlayerEvent] = []
-        var delivering = false
     }
 
     private let state = Mutex(State())
+    private let delivery = SerialDelivery()
 
     public init() {}
 
@@ -49,35 +48,22 @@ public final class PlayerChangeFeed: Sendable {
         state.withLock { state in state.registrations.filter { $0.observer != nil }.count }
     }
 
-    public func enqueue(_ events: [PlayerEvent]) {
-        guard !events.isEmpty else { return }
-        state.withLock { $0.queue.append(contentsOf: events) }
+    /// Queues `events` for delivery by `player`; see the type.
+    public func enqueue(_ events: [PlayerEvent], from player: any TrackablePlayer) {
+        for event in events {
+            delivery.enqueue { [weak self, weak player] in
+                guard let self, let player else { return }
+                let observers = self.state.withLock { state in
+                    state.registrations.removeAll { $0.observer == nil }
+                    return state.registrations.compactMap(\.observer)
+                }
+                for observer in observers { observer.player(player, didChange: event) }
+            }
+        }
     }
 
-    /// Hands out queued changes unless another thread is already doing so; see the type.
-    public func drain(from player: any TrackablePlayer) {
-        let becameDeliverer = state.withLock { state -> Bool in
-            if state.delivering || state.queue.isEmpty { return false }
-            state.delivering = true
-            return true
-        }
-        guard becameDeliverer else { return }
-        while true {
-            let next = state.withLock { state -> (PlayerEvent, [any PlayerObserver])? in
-                state.registrations.removeAll { $0.observer == nil }
-                guard !state.queue.isEmpty else {
-                    state.delivering = false
-                    return nil
-                }
-                let event = state.queue.removeFirst()
-                return (event, state.registrations.compactMap { $0.observer })
-            }
-            guard let (event, observers) = next else { return }
-            for observer in observers {
-                observer.player(player, didChange: event)
-            }
-        }
-    }
+    /// Hands out queued changes unless another thread is already doing so.
+    public func drain() { delivery.drain() }
 }
 
 /// A running observation of a player; cancelling (or releasing) it ends it.

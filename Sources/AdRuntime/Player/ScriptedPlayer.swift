@@ -143,11 +143,11 @@ public final class ScriptedPlayer: TrackablePlayer {
             let result = body(&state, now) { change, current in
                 events.append(PlayerEvent(change: change, snapshot: current.snapshot(at: now), observedAt: now))
             }
-            feed.enqueue(events)
+            feed.enqueue(events, from: self)
             rearmEndTimer(&state, now: now)
             return result
         }
-        feed.drain(from: self)
+        feed.drain()
         return result
     }
 

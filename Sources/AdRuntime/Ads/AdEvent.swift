@@ -1,0 +1,28 @@
+/// Identifies a shown or loaded ad in events.
+public struct AdInfo: Sendable, Equatable {
+    /// The presentation id (unique within the process).
+    public var id: UInt64
+    public var kind: AdKind
+    /// The source's id for the creative (`ov-1`, a VAST `Ad` id, a slot id).
+    public var creativeID: String
+    /// The content id of the episode.
+    public var contentID: String
+}
+
+/// What the runtime does, in order, as it does it.
+public enum AdEvent: Sendable, Equatable {
+    /// A request went to the source, with the position it carried (R11).
+    case requested(kind: AdKind, contentID: String, position: Double)
+    /// The source delivered an ad.
+    case loaded(AdInfo)
+    /// It is on screen (overlay, pause ad) or its video started (post-roll).
+    case started(AdInfo)
+    /// A post-roll passed a quartile (1: first quartile, 2: midpoint, 3: third quartile).
+    case quartile(AdInfo, Int)
+    /// It ended. `latencyMicroseconds`: from the moment the player learned of the change
+    /// that ended it to the moment the surface was told to take it down; nil when no
+    /// player change caused the end (its duration ran out, it was closed, destroyed).
+    case ended(AdInfo, reason: AdEndReason, latencyMicroseconds: UInt64?)
+    /// A request or a show failed; the content plays on (R16).
+    case error(kind: AdKind, creativeID: String?, error: AdError)
+}

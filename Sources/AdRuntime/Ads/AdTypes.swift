@@ -1,0 +1,164 @@
+/// The episode a `VideoAds` is for: an id that ad servers know it by.
+public struct ContentInfo: Sendable, Equatable {
+    /// The id ad servers know the episode by (a `title_id`).
+    public var id: String
+    public var title: String?
+    /// Seconds, when known.
+    public var duration: Double?
+    public var tags: [String]
+
+    public init(id: String, title: String? = nil, duration: Double? = nil, tags: [String] = []) {
+        self.id = id
+        self.title = title
+        self.duration = duration
+        self.tags = tags
+    }
+}
+
+/// The three ad kinds.
+public enum AdKind: String, Sendable, Equatable, CaseIterable {
+    /// A non-linear creative over playing content, for a duration (R6).
+    case overlay
+    /// A creative shown while the content is paused (R7).
+    case pauseAd = "pause_ad"
+    /// A linear (video) ad after the episode played to its end (R8).
+    case postroll
+}
+
+/// What an ad shows.
+public enum AdCreativeContent: Sendable, Equatable {
+    /// An image file or http(s) URL (PNG, JPEG), with its size when the source knows it.
+    case image(location: String, width: Int? = nil, height: Int? = nil)
+    /// Text (drawn as text, never interpreted as markup).
+    case text(String)
+    /// A video file or URL (post-rolls).
+    case video(location: String)
+    /// An HTML creative that mpv cannot draw; announced for a UI shell.
+    case html(url: String)
+
+    var fits: Set<AdKind> {
+        switch self {
+        case .image: [.overlay, .pauseAd]
+        case .text: [.overlay, .pauseAd]
+        case .html: [.overlay]
+        case .video: [.postroll]
+        }
+    }
+}
+
+/// An ad as a source delivers it.
+public struct AdCreative: Sendable, Equatable {
+    public var id: String
+    public var kind: AdKind
+    public var content: AdCreativeContent
+    /// Overlays: seconds on screen while the content plays (default 10).
+    public var duration: Double?
+    /// Overlays: the content time at which a scheduled slot starts, if the source has one.
+    public var slotStart: Double?
+    /// Tracking URLs by event name (`impression`, `start`, `firstQuartile`, …); the
+    /// tracking layer sends them.
+    public var tracking: [String: [String]]
+
+    public init(id: String, kind: AdKind, content: AdCreativeContent, duration: Double? = nil,
+                slotStart: Double? = nil, tracking: [String: [String]] = [:]) {
+        self.id = id
+        self.kind = kind
+        self.content = content
+        self.duration = duration
+        self.slotStart = slotStart
+        self.tracking = tracking
+    }
+}
+
+/// Why something about an ad could not be done. A value with a code a program can match
+/// (`code`) and a sentence a person can read (`message`).
+public enum AdError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Invalidation: String, Sendable, Equatable {
+        /// The player holds another item than the one this ad was for (R10, R14).
+        case contentChanged
+    }
+
+    /// The ad belongs to another item than the one in the player (R10, R14).
+    case invalidated(Invalidation)
+    /// The source had no ad.
+    case noFill
+    /// The source did not answer in time.
+    case timeout(seconds: Double)
+    /// The source failed, or delivered something unusable.
+    case loadFailed(String)
+    /// An overlay needs playing content.
+    case notPlaying
+    /// A pause ad needs paused content.
+    case notPaused
+    /// A post-roll needs the episode to have played to its end.
+    case notEnded
+    /// `show` needs a tracked player.
+    case notTracking
+    /// `destroy()` was called.
+    case destroyed
+    /// `show` was called twice.
+    case alreadyShown
+    /// The option does not apply to this kind of ad.
+    case wrongKind(AdKind)
+    /// The surface could not show the creative (a bad image, a video that does not play).
+    case renderFailed(String)
+
+    public var code: String {
+        switch self {
+        case .invalidated(let why): "invalidated.\(why.rawValue)"
+        case .noFill: "no_fill"
+        case .timeout: "timeout"
+        case .loadFailed: "load_failed"
+        case .notPlaying: "not_playing"
+        case .notPaused: "not_paused"
+        case .notEnded: "not_ended"
+        case .notTracking: "not_tracking"
+        case .destroyed: "destroyed"
+        case .alreadyShown: "already_shown"
+        case .wrongKind: "wrong_kind"
+        case .renderFailed: "render_failed"
+        }
+    }
+
+    public var message: String {
+        switch self {
+        case .invalidated: "the player holds another item than the one this ad was requested for; track the player again"
+        case .noFill: "the ad source had no ad"
+        case .timeout(let seconds): "the ad source did not answer within \(seconds) s"
+        case .loadFailed(let why): "the ad could not be loaded: \(why)"
+        case .notPlaying: "an overlay shows over playing content only"
+        case .notPaused: "a pause ad shows while the content is paused only"
+        case .notEnded: "a post-roll shows after the episode played to its end only"
+        case .notTracking: "no player is tracked"
+        case .destroyed: "this VideoAds was destroyed"
+        case .alreadyShown: "this ad was shown already"
+        case .wrongKind(let kind): "that does not apply to a \(kind.rawValue)"
+        case .renderFailed(let why): "the creative could not be shown: \(why)"
+        }
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// Why an ad ended. `didEnd` delivers exactly one, once (R15).
+public enum AdEndReason: String, Sendable, Equatable {
+    /// It ran its course (overlay duration, post-roll to its end).
+    case completed
+    /// Overlay: the content stopped playing (R6).
+    case paused
+    /// Pause ad: the content plays again (R7).
+    case played
+    /// The content jumped in time (R12).
+    case seeked
+    /// The player holds another item: another episode, the end of the item, a loop (R10, R14).
+    case contentChanged
+    /// Overlay: the output was hidden and the content did not play again within 1 s of its
+    /// return (R13).
+    case interrupted
+    /// The viewer (or the app on their behalf) closed or skipped it.
+    case closed
+    /// `destroy()`.
+    case destroyed
+    /// The creative could not be shown or played.
+    case failed
+}

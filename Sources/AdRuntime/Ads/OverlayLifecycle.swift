@@ -1,0 +1,155 @@
+/// An overlay: a non-linear creative over playing content (R6, R12, R13).
+///
+/// ```
+/// ready ──show()──────────────▶ showing ──duration of playing time──▶ ended(completed)
+///   └──show(atContentTime:)──▶ waiting ──plays across start──▶ showing
+/// showing ──pause──▶ ended(paused)          showing ──seek──▶ ended(seeked)
+/// showing ──background──▶ frozen ──foreground──▶ returning ──plays within 1 s──▶ showing
+///                                                   └──1 s, still not playing──▶ ended(interrupted)
+/// any ──another item / the end of the item──▶ ended(contentChanged)
+/// ```
+struct OverlayLifecycle: AdLifecycle {
+    enum State: Equatable {
+        case ready
+        /// Shown for a slot: waits for playback to play across `start` (a seek past it does not count).
+        case waiting(start: Double)
+        /// On screen; `remaining` seconds of playing time were left at `since`.
+        case showing(remaining: Double, since: UInt64)
+        /// On screen while the output is hidden: the clock is stopped (R13).
+        case frozen(remaining: Double)
+        /// The output is back; the content has 1 s to play again.
+        case returning(remaining: Double)
+        case ended(AdEndReason)
+    }
+
+    /// The grace after the output's return in which the content must play again (R13).
+    static let returnGrace = 1.0
+
+    private(set) var state = State.ready
+    let duration: Double
+    /// Set by `show(atContentTime:)` before `show`.
+    var slotStart: Double?
+
+    init(duration: Double) {
+        self.duration = duration
+    }
+
+    var isEnded: Bool { if case .ended = state { true } else { false } }
+    var isShown: Bool { state != .ready }
+    var isVisible: Bool {
+        switch state {
+        case .showing, .frozen, .returning: true
+        default: false
+        }
+    }
+
+    mutating func show(_ context: LifecycleContext) throws(AdError) -> [AdEffect] {
+        guard state == .ready else { throw .alreadyShown }
+        if let start = slotStart {
+            state = .waiting(start: start)
+            return armCrossing(context)
+        }
+        guard context.playing else { throw .notPlaying }
+        guard !context.background else { throw .notPlaying }
+        return startShowing(remaining: duration, context)
+    }
+
+    mutating func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect] {
+        let cause = event.observedAt
+        switch (state, event.change) {
+        case (.ended, _), (.ready, _):
+            return []
+        case (_, .item), (_, .ended), (_, .failed):
+            return end(.contentChanged, cause: cause)
+
+        case (.waiting(let start), .seeked(_, let to)):
+            // A seek that lands past the start does not start it (R12); one before re-arms.
+            return to < start ? armCrossing(context) : [.cancelTimer]
+        case (.waiting, .playing), (.waiting, .rate):
+            return armCrossing(context)
+        case (.waiting, .paused):
+            return [.cancelTimer]
+
+        case (.showing, .paused):
+            return end(.paused, cause: cause)
+        case (.showing, .seeked), (.frozen, .seeked), (.returning, .seeked):
+            return end(.seeked, cause: cause)
+        case (.showing, _):
+            return []   // a rate change: the duration is wall-clock time while playing
+
+        case (.frozen, _):
+            return []   // frozen through the content's pause (R13)
+        case (.returning(let remaining), .playing):
+            return startShowing(remaining: remaining, context)
+        case (.returning, _):
+            return []
+        }
+    }
+
+    mutating func timerFired(_ context: LifecycleContext) -> [AdEffect] {
+        switch state {
+        case .waiting(let start):
+            guard context.playing, !context.background else { return [] }
+            // Position is read on demand: if the rate changed under the timer, re-arm.
+            return context.position() >= start - 0.001 ? startShowing(remaining: duration, context)
+                                                       : armCrossing(context)
+        case .showing:
+            return end(.completed, cause: nil)
+        case .returning:
+            return end(.interrupted, cause: nil)
+        default:
+            return []
+        }
+    }
+
+    mutating func backgroundChanged(_ context: LifecycleContext) -> [AdEffect] {
+        switch state {
+        case .showing(let remaining, let since) where context.background:
+            state = .frozen(remaining: left(remaining, since, context))
+            return [.cancelTimer]
+        case .frozen(let remaining) where !context.background:
+            if context.playing { return startShowing(remaining: remaining, context) }
+            state = .returning(remaining: remaining)
+            return [.setTimer(Self.returnGrace)]
+        case .returning(let remaining) where context.background:
+            state = .frozen(remaining: remaining)
+            return [.cancelTimer]
+        case .waiting:
+            return context.background ? [.cancelTimer] : armCrossing(context)
+        default:
+            return []
+        }
+    }
+
+    mutating func stop(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
+        isEnded ? [] : end(reason, cause: cause)
+    }
+
+    // MARK: Transitions
+
+    private mutating func startShowing(remaining: Double, _ context: LifecycleContext) -> [AdEffect] {
+        let wasVisible = isVisible
+        state = .showing(remaining: remaining, since: context.now)
+        return (wasVisible ? [] : [.present]) + [.setTimer(remaining)]
+    }
+
+    /// While waiting and playing before the start: a timer for when playback reaches it.
+    private func armCrossing(_ context: LifecycleContext) -> [AdEffect] {
+        guard case .waiting(let start) = state, context.playing, !context.background, context.rate > 0 else {
+            return [.cancelTimer]
+        }
+        let position = context.position()
+        guard position < start else { return [.cancelTimer] }   // already past: not by playing across
+        return [.setTimer((start - position) / context.rate)]
+    }
+
+    private mutating func end(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
+        let wasVisible = isVisible
+        state = .ended(reason)
+        return [.cancelTimer] + (wasVisible ? [.dismiss] : []) + [.end(reason, cause: cause)]
+    }
+
+    private func left(_ remaining: Double, _ since: UInt64, _ context: LifecycleContext) -> Double {
+        max(0, remaining - Double(context.now &- since) / 1e9)
+    }
+}

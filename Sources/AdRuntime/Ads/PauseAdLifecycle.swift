@@ -1,0 +1,88 @@
+/// A pause ad: a creative shown while the content is paused (R7).
+///
+/// ```
+/// ready ──show()──────────────────▶ showing ──content plays──▶ ended(played)
+///   └──show(afterPausedFor: d)──▶ activating ──paused for d──▶ showing
+/// activating ──seek──▶ activating (the delay starts again)
+/// activating ──content plays──▶ ended(played), never seen
+/// activating ──background──▶ suspended ──foreground──▶ activating (the delay starts again)
+/// showing ──seek──▶ ended(seeked)
+/// any ──another item / the end of the item──▶ ended(contentChanged)
+/// ```
+struct PauseAdLifecycle: AdLifecycle {
+    enum State: Equatable {
+        case ready
+        /// Waiting for the content to stay paused for the activation delay.
+        case activating(delay: Double)
+        /// The output is hidden while activating: the delay waits for its return.
+        case suspended(delay: Double)
+        case showing
+        case ended(AdEndReason)
+    }
+
+    private(set) var state = State.ready
+    /// Set by `show(afterPausedFor:)` before `show`.
+    var activationDelay = 0.0
+
+    var isEnded: Bool { if case .ended = state { true } else { false } }
+    var isShown: Bool { state != .ready }
+    var isVisible: Bool { state == .showing }
+
+    mutating func show(_ context: LifecycleContext) throws(AdError) -> [AdEffect] {
+        guard state == .ready else { throw .alreadyShown }
+        guard !context.playing else { throw .notPaused }
+        if activationDelay > 0 {
+            state = context.background ? .suspended(delay: activationDelay) : .activating(delay: activationDelay)
+            return context.background ? [] : [.setTimer(activationDelay)]
+        }
+        state = .showing
+        return [.present]
+    }
+
+    mutating func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect] {
+        let cause = event.observedAt
+        switch (state, event.change) {
+        case (.ended, _), (.ready, _):
+            return []
+        case (_, .item), (_, .ended), (_, .failed):
+            return end(.contentChanged, cause: cause)
+        case (_, .playing):
+            return end(.played, cause: cause)
+        case (.activating(let delay), .seeked):
+            return [.setTimer(delay)]   // a seek during the delay starts it again (R7)
+        case (.showing, .seeked):
+            return end(.seeked, cause: cause)
+        default:
+            return []
+        }
+    }
+
+    mutating func timerFired(_ context: LifecycleContext) -> [AdEffect] {
+        guard case .activating = state, !context.playing, !context.background else { return [] }
+        state = .showing
+        return [.present]
+    }
+
+    mutating func backgroundChanged(_ context: LifecycleContext) -> [AdEffect] {
+        switch state {
+        case .activating(let delay) where context.background:
+            state = .suspended(delay: delay)
+            return [.cancelTimer]
+        case .suspended(let delay) where !context.background:
+            state = .activating(delay: delay)
+            return [.setTimer(delay)]
+        default:
+            return []
+        }
+    }
+
+    mutating func stop(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
+        isEnded ? [] : end(reason, cause: cause)
+    }
+
+    private mutating func end(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
+        let wasVisible = isVisible
+        state = .ended(reason)
+        return [.cancelTimer] + (wasVisible ? [.dismiss] : []) + [.end(reason, cause: cause)]
+    }
+}

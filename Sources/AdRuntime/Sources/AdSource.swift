@@ -1,0 +1,23 @@
+/// What the runtime asks a source for (SPEC §4): the content id, the kind and the
+/// position — 0 before `track(_:)` and after the tracked item is gone (R11).
+public struct AdRequest: Sendable, Equatable {
+    public var content: ContentInfo
+    public var kind: AdKind
+    /// Seconds into the episode.
+    public var position: Double
+
+    public init(content: ContentInfo, kind: AdKind, position: Double) {
+        self.content = content
+        self.kind = kind
+        self.position = position
+    }
+}
+
+/// Where ads come from: the local catalog, a VAST server, the slots API, or a test's.
+///
+/// `ad(for:)` returns nil for no fill and throws when it fails. It is called from a task
+/// of its own; the runtime gives up on it after its timeout and cancels the task (R16), so
+/// a source should honour cancellation but need not enforce a deadline of its own.
+public protocol AdSource: Sendable {
+    func ad(for request: AdRequest) async throws -> AdCreative?
+}

@@ -1,0 +1,105 @@
+import AdRuntime
+import Synchronization
+
+/// An ad surface for tests: records every call and what is on screen now; can be told to
+/// refuse creatives. Keeps each post-roll's reporter so that a test can drive the video.
+public final class RecordingAdSurface: AdSurface {
+    public enum Call: Equatable, Sendable {
+        case present(UInt64, String)
+        case dismiss(UInt64)
+        case playPostroll(UInt64, String)
+        case stopPostroll(UInt64)
+    }
+
+    public struct Refused: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    private struct State {
+        var calls: [Call] = []
+        var visible: [UInt64: AdPresentation] = [:]
+        var reporters: [UInt64: PostrollReporter] = [:]
+        var refuse: Set<String> = []
+        var presentCount: [UInt64: Int] = [:]
+    }
+
+    private let state = Mutex(State())
+    private let onCall: @Sendable (Call) -> Void
+
+    public init(onCall: @escaping @Sendable (Call) -> Void = { _ in }) {
+        self.onCall = onCall
+    }
+
+    /// Creatives with this id fail to show.
+    public func refuse(creativeID: String) { state.withLock { _ = $0.refuse.insert(creativeID) } }
+
+    public func present(_ presentation: AdPresentation) throws {
+        try state.withLock { state in
+            if state.refuse.contains(presentation.creative.id) { throw Refused(description: "refused \(presentation.creative.id)") }
+            state.calls.append(.present(presentation.id, presentation.creative.id))
+            state.visible[presentation.id] = presentation
+            state.presentCount[presentation.id, default: 0] += 1
+        }
+        onCall(.present(presentation.id, presentation.creative.id))
+    }
+
+    public func dismiss(_ id: UInt64) {
+        state.withLock { state in
+            state.calls.append(.dismiss(id))
+            state.visible[id] = nil
+        }
+        onCall(.dismiss(id))
+    }
+
+    public func playPostroll(_ presentation: AdPresentation, reporter: PostrollReporter) throws {
+        try state.withLock { state in
+            if state.refuse.contains(presentation.creative.id) { throw Refused(description: "refused \(presentation.creative.id)") }
+            state.calls.append(.playPostroll(presentation.id, presentation.creative.id))
+            state.visible[presentation.id] = presentation
+            state.reporters[presentation.id] = reporter
+        }
+        onCall(.playPostroll(presentation.id, presentation.creative.id))
+    }
+
+    public func stopPostroll(_ id: UInt64) {
+        state.withLock { state in
+            state.calls.append(.stopPostroll(id))
+            state.visible[id] = nil
+        }
+        onCall(.stopPostroll(id))
+    }
+
+    public var calls: [Call] { state.withLock { $0.calls } }
+    public var visible: Set<UInt64> { state.withLock { Set($0.visible.keys) } }
+    public func isVisible(_ id: UInt64) -> Bool { state.withLock { $0.visible[id] != nil } }
+    public func reporter(_ id: UInt64) -> PostrollReporter? { state.withLock { $0.reporters[id] } }
+    /// How often each ad was put up (an ad is presented at most once).
+    public var presentCounts: [UInt64: Int] { state.withLock { $0.presentCount } }
+}
+
+/// Records a `VideoAds`' events and its ads' ends.
+public final class AdEventLog: Sendable {
+    private let events = Mutex<[AdEvent]>([])
+    private let ends = Mutex<[(UInt64, AdEndReason)]>([])
+
+    public init() {}
+
+    public func record(_ event: AdEvent) { events.withLock { $0.append(event) } }
+
+    /// A `didEnd` for ad `id` that records its reason.
+    public func didEnd(_ id: UInt64) -> @Sendable (AdEndReason) -> Void {
+        { reason in self.ends.withLock { $0.append((id, reason)) } }
+    }
+
+    public var all: [AdEvent] { events.withLock { $0 } }
+    public func endReasons(_ id: UInt64) -> [AdEndReason] { ends.withLock { $0.filter { $0.0 == id }.map(\.1) } }
+    public var endCount: Int { ends.withLock { $0.count } }
+
+    public var ended: [(AdInfo, AdEndReason, UInt64?)] {
+        all.compactMap { if case .ended(let info, let reason, let latency) = $0 { (info, reason, latency) } else { nil } }
+    }
+
+    public var errors: [AdError] {
+        all.compactMap { if case .error(_, _, let error) = $0 { error } else { nil } }
+    }
+}

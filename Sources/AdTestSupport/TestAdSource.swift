@@ -1,0 +1,63 @@
+import AdRuntime
+import Foundation
+import Synchronization
+
+/// An ad source for tests: answers each kind as scripted and records every request.
+public final class TestAdSource: AdSource {
+    public enum Behaviour: Sendable {
+        case creative(AdCreative)
+        case noFill
+        case fail(String)
+        /// Never answers (until cancelled): the runtime's timeout must end it.
+        case never
+    }
+
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    private let behaviours: Mutex<[AdKind: Behaviour]>
+    private let log = Mutex<[AdRequest]>([])
+    private let cancellations = Atomic<Int>(0)
+
+    public init(_ behaviours: [AdKind: Behaviour] = TestAdSource.standard) {
+        self.behaviours = Mutex(behaviours)
+    }
+
+    /// An image overlay of 5 s, an image pause ad, a video post-roll.
+    public static let standard: [AdKind: Behaviour] = [
+        .overlay: .creative(AdCreative(id: "ov-test", kind: .overlay, content: .image(location: "overlay.png"), duration: 5)),
+        .pauseAd: .creative(AdCreative(id: "pa-test", kind: .pauseAd, content: .image(location: "pause.png"))),
+        .postroll: .creative(AdCreative(id: "pr-test", kind: .postroll, content: .video(location: "postroll.mp4"))),
+    ]
+
+    public func set(_ kind: AdKind, _ behaviour: Behaviour) { behaviours.withLock { $0[kind] = behaviour } }
+
+    public var requests: [AdRequest] { log.withLock { $0 } }
+    public var cancelledCount: Int { cancellations.load(ordering: .relaxed) }
+
+    public func ad(for request: AdRequest) async throws -> AdCreative? {
+        log.withLock { $0.append(request) }
+        switch behaviours.withLock({ $0[request.kind] }) ?? .noFill {
+        case .creative(let creative): return creative
+        case .noFill: return nil
+        case .fail(let why): throw Failure(description: why)
+        case .never:
+            while !Task.isCancelled { try? await Task.sleep(nanoseconds: 5_000_000) }
+            cancellations.add(1, ordering: .relaxed)
+            throw CancellationError()
+        }
+    }
+}
+
+/// Waits for an ad request's completion; the runtime answers from a task of its own.
+public func requestAd(_ ads: VideoAds, _ kind: AdKind, timeout: TimeInterval = 10) -> Result<Ad, AdError>? {
+    let box = Mutex<Result<Ad, AdError>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    ads.request(kind) { result in
+        box.withLock { $0 = result }
+        done.signal()
+    }
+    _ = done.wait(timeout: .now() + timeout)
+    return box.withLock { $0 }
+}
