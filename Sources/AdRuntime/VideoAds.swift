@@ -72,17 +72,19 @@ public final class VideoAds: Sendable {
     public func track(_ player: any TrackablePlayer) {
         locked { session in
             guard !session.destroyed else { return }
-            session.observation?.cancel()
             let snapshot = player.snapshot()
+            // Ads of another item go first, then the old observation: a change delivered
+            // meanwhile never finds one of them still up.
+            for id in session.shownAds where session.ads[id]?.item != snapshot.item {
+                session.run(id, self) { lifecycle, _ in lifecycle.stop(.contentChanged, cause: nil) }
+            }
+            session.observation?.cancel()
             session.player = player
             session.tracking = true
             session.bound = snapshot.item
             session.view = snapshot
             session.contentEnded = false
             session.observation = player.addObserver(follower)
-            for id in session.shownAds where session.ads[id]?.item != snapshot.item {
-                session.run(id, self) { lifecycle, _ in lifecycle.stop(.contentChanged, cause: nil) }
-            }
         }
     }
 
@@ -91,6 +93,10 @@ public final class VideoAds: Sendable {
     public func destroy() {
         locked { session in
             guard !session.destroyed else { return }
+            // What is on screen goes first, then the observation (see `track`).
+            for id in session.shownAds {
+                session.run(id, self) { lifecycle, _ in lifecycle.stop(.destroyed, cause: nil) }
+            }
             session.destroyed = true
             session.observation?.cancel()
             session.observation = nil
@@ -103,9 +109,6 @@ public final class VideoAds: Sendable {
                 delivery.enqueue { completion(.failure(.destroyed)) }
             }
             session.requests = [:]
-            for id in session.shownAds {
-                session.run(id, self) { lifecycle, _ in lifecycle.stop(.destroyed, cause: nil) }
-            }
             session.ads = [:]
         }
     }

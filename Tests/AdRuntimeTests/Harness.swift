@@ -3,7 +3,7 @@ import AdTestSupport
 import XCTest
 
 /// A VideoAds on a scripted player and virtual time, with a test source and surface.
-final class Harness {
+final class Harness: Sendable {
     let clock = VirtualClock()
     let player: ScriptedPlayer
     let source: TestAdSource
