@@ -309,7 +309,10 @@ public final class VideoAds: Sendable {
                 }
                 session.contentEnded = false
             case .ended(let item):
-                if item == session.bound { session.contentEnded = true }
+                if item == session.bound {
+                    session.contentEnded = true
+                    emit(.contentEnded(contentID: content.id))
+                }
             default:
                 break
             }

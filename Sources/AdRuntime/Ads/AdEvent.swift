@@ -23,6 +23,9 @@ public enum AdEvent: Sendable, Equatable {
     /// that ended it to the moment the surface was told to take it down; nil when no
     /// player change caused the end (its duration ran out, it was closed, destroyed).
     case ended(AdInfo, reason: AdEndReason, latencyMicroseconds: UInt64?)
+    /// The tracked episode played to its end: post-roll time. The app shows its post-roll
+    /// from here (a player observer of its own may see the end before the runtime does).
+    case contentEnded(contentID: String)
     /// A request or a show failed; the content plays on (R16).
     case error(kind: AdKind, creativeID: String?, error: AdError)
 }
