@@ -154,6 +154,7 @@ public final class MpvPlayer: TrackablePlayer {
         }
         let now = MonotonicTime.now()
         let query = MpvPlayerMapping.Query(
+            pause: { [handle] in (try? handle.get("pause", as: .flag))?.flag },
             eofReached: { [handle] in (try? handle.get("eof-reached", as: .flag))?.flag },
             timePos: { [handle] in (try? handle.get("time-pos", as: .double))?.double },
             path: { [handle] in (try? handle.get("path", as: .string))?.string })

@@ -51,6 +51,7 @@ struct MpvPlayerMapping {
     /// What the mapping may read from mpv synchronously, on the event thread, when a
     /// property change alone cannot be trusted to have arrived yet.
     struct Query {
+        var pause: () -> Bool?
         var eofReached: () -> Bool?
         var timePos: () -> Double?
         var path: () -> String?
@@ -206,7 +207,10 @@ struct MpvPlayerMapping {
                                         _ out: inout [PlayerChange]) {
         switch property {
         case .pause:
-            guard let paused = value.flag else { return }   // unknown: keep what we knew (R1)
+            // A notification is a snapshot from when mpv made it; our own command may have
+            // changed the flag since (a stale `yes` after our play() would be a pause that
+            // never was). What counts is the flag now.
+            guard let paused = query.pause() ?? value.flag else { return }   // unknown: keep what we knew (R1)
             if paused && !pause && eof != true && loaded, query.eofReached() == true {
                 // keep-open's own pause at the end (R2): the end first, and it is no viewer's pause.
                 applyEOF(true, &out)

@@ -7,6 +7,7 @@ import XCTest
 final class MappingRuleTests: XCTestCase {
     private var mapping = MpvPlayerMapping()
     private var eof: Bool? = false
+    private var pause: Bool? = false
     private var timePos: Double? = 0
     private var now: UInt64 = 1_000_000_000
 
@@ -17,8 +18,8 @@ final class MappingRuleTests: XCTestCase {
     }
 
     private var query: MpvPlayerMapping.Query {
-        let eof = self.eof, timePos = self.timePos
-        return .init(eofReached: { eof }, timePos: { timePos }, path: { "/media/ep.mp4" })
+        let eof = self.eof, timePos = self.timePos, pause = self.pause
+        return .init(pause: { pause }, eofReached: { eof }, timePos: { timePos }, path: { "/media/ep.mp4" })
     }
 
     private func feed(_ events: MpvEvent...) -> [PlayerChange] {
@@ -55,6 +56,7 @@ final class MappingRuleTests: XCTestCase {
     func testKeepOpensPauseBeforeEofReachedIsTheEnd() {
         let item = startPlaying()
         eof = true
+        pause = true
         XCTAssertEqual(feed(prop(.pause, .flag(true))), [.ended(item), .item(nil)])
         XCTAssertEqual(feed(prop(.eofReached, .flag(true))), [])
     }
@@ -109,10 +111,28 @@ final class MappingRuleTests: XCTestCase {
 
     func testOwnPauseTakesEffectAtOnceAndTheLateNotificationIsNotRepeated() {
         _ = startPlaying()
+        pause = true
         XCTAssertEqual(mapping.applyOwnPause(true), [.paused])
         XCTAssertEqual(feed(prop(.pause, .flag(true))), [])
+        pause = false
         XCTAssertEqual(mapping.applyOwnPause(false), [.playing(rate: 1)])
         XCTAssertEqual(feed(prop(.pause, .flag(false))), [])
+    }
+
+    /// A notification made before our own play() arrives after it: the flag now decides.
+    func testAStalePauseNotificationAfterOurOwnPlayIsNoPause() {
+        _ = startPlaying()
+        pause = true
+        XCTAssertEqual(mapping.applyOwnPause(true), [.paused])
+        pause = false
+        XCTAssertEqual(mapping.applyOwnPause(false), [.playing(rate: 1)])
+        XCTAssertEqual(feed(prop(.pause, .flag(true))), [], "the flag is no now: no pause")
+    }
+
+    func testAPauseFromElsewhereIsSeen() {
+        _ = startPlaying()
+        pause = true
+        XCTAssertEqual(feed(prop(.pause, .flag(true))), [.paused])
     }
 
     func testALoadErrorIsAFailureWithMpvsReason() {
