@@ -18,8 +18,11 @@ let package = Package(
         // The C API of libmpv. No pkgConfig: Debian puts <mpv/client.h> in /usr/include, and
         // pkg-config's Requires.private makes SwiftPM warn about -D flags (see notes/libmpv.md §6).
         .systemLibrary(name: "CMpv", path: "Sources/CMpv", providers: [.apt(["libmpv-dev"])]),
+        // FFmpeg's libavformat/libavcodec/libswscale (pulled in by libmpv-dev): ad images to BGRA.
+        .systemLibrary(name: "CFFmpeg", path: "Sources/CFFmpeg",
+                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev"])]),
         .target(name: "AdRuntime", swiftSettings: strict),
-        .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "AdRuntime"], swiftSettings: strict),
+        .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "CFFmpeg", "AdRuntime"], swiftSettings: strict),
         .executableTarget(name: "adplayerd", dependencies: ["AdRuntime", "MpvPlayerAdapter"], swiftSettings: strict),
         // Test doubles shared by the test targets: a scripted ad source and a recording surface.
         .target(name: "AdTestSupport", dependencies: ["AdRuntime"], swiftSettings: strict),

@@ -43,4 +43,35 @@ python3 -c 'import random,sys; r=random.Random(20261129); sys.stdout.buffer.writ
 # A good file under a misleading name: mpv probes content, so this plays.
 cp "$out/episode-1.mp4" "$out/wrong-extension.txt"
 
+# Content for pixel tests: flat dark grey, so that an ad's colours stand out.
+ff -f lavfi -i "color=c=0x202020:size=320x240:rate=25:duration=30" -f lavfi -i "sine=frequency=300:duration=30:sample_rate=48000" \
+   -c:v libx264 -preset ultrafast -pix_fmt yuv420p -c:a aac -b:a 32k -shortest -movflags +faststart -fflags +bitexact "$out/content-grey.mp4"
+
+# Creatives: solid colours that appear nowhere in the content.
+ff -f lavfi -i "color=c=0xFF00FF:size=200x100" -frames:v 1 -pix_fmt rgb24 "$out/overlay.png"
+ff -f lavfi -i "color=c=0x00FF00:size=160x90" -frames:v 1 -q:v 2 "$out/overlay.jpg"
+ff -f lavfi -i "color=c=0x00FFFF:size=300x200" -frames:v 1 -pix_fmt rgb24 "$out/pause.png"
+# Half-transparent red (alpha 128), for premultiplication.
+ff -f lavfi -i "color=c=0xFF000080:size=64x32,format=rgba" -frames:v 1 -pix_fmt rgba "$out/translucent.png"
+ff -f lavfi -i "color=c=0xFFFF00:size=320x240:rate=25:duration=2" -f lavfi -i "sine=frequency=1200:duration=2:sample_rate=48000" \
+   -c:v libx264 -preset ultrafast -pix_fmt yuv420p -c:a aac -b:a 32k -shortest -movflags +faststart -fflags +bitexact "$out/postroll.mp4"
+
+# Bad creatives.
+: > "$out/empty.png"
+echo "this is not an image" > "$out/not-an-image.png"
+head -c $(( $(stat -c %s "$out/overlay.png") / 2 )) "$out/overlay.png" > "$out/truncated.png"
+python3 - "$out" <<'PY'
+import struct, sys, zlib, random
+out = sys.argv[1]
+png = open(f"{out}/overlay.png", "rb").read()
+# A header that claims 30000 x 30000 pixels (IHDR width and height patched, CRC fixed).
+ihdr = png[12:29]
+patched = ihdr[:4] + struct.pack(">II", 30000, 30000) + ihdr[12:]
+open(f"{out}/huge-header.png", "wb").write(png[:12] + patched + struct.pack(">I", zlib.crc32(patched)) + png[33:])
+# A valid signature and header, then garbage where the pixels should be.
+r = random.Random(7)
+open(f"{out}/corrupt.png", "wb").write(png[:33] + bytes(r.getrandbits(8) for _ in range(400)))
+PY
+cp "$out/random-bytes.mp4" "$out/bad-postroll.mp4"
+
 echo "$want" > "$stamp"

@@ -1,0 +1,13 @@
+#ifndef ADPLAYERD_CFFMPEG_SHIM_H
+#define ADPLAYERD_CFFMPEG_SHIM_H
+/* FFmpeg's decoders and scaler, which libmpv already pulls in: used to decode ad images. */
+#include <libavformat/avformat.h>
+#include <libavcodec/avcodec.h>
+#include <libswscale/swscale.h>
+#include <libavutil/imgutils.h>
+#include <libavutil/error.h>
+
+/* AVERROR(EAGAIN) and AVERROR_EOF are macros Swift cannot import. */
+static inline int cffmpeg_error_again(void) { return AVERROR(EAGAIN); }
+static inline int cffmpeg_error_eof(void) { return AVERROR_EOF; }
+#endif

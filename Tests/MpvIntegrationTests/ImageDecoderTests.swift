@@ -1,0 +1,72 @@
+import Foundation
+import MpvPlayerAdapter
+import XCTest
+
+/// PNG and JPEG creatives to mpv's BGRA, and every class of bad creative refused with a reason.
+final class ImageDecoderTests: XCTestCase {
+    func testAPNGDecodesToBGRAAndScales() throws {
+        let path = try Media.path("overlay.png")
+        let probe = try ImageDecoder.probe(path)
+        XCTAssertEqual(probe.format, .png)
+        XCTAssertEqual(probe.width, 200)
+        XCTAssertEqual(probe.height, 100)
+        let image = try ImageDecoder.decode(path)
+        XCTAssertEqual(image.width, 200)
+        XCTAssertEqual(image.pixels.count, 200 * 100 * 4)
+        // lavfi made the PNG through YUV: within a few levels of pure magenta.
+        XCTAssertTrue(near(image.rgba(x: 100, y: 50), (255, 0, 255, 255)), "\(image.rgba(x: 100, y: 50))")
+        let first = Array(image.pixels[0..<4])
+        XCTAssertTrue(first[0] > 250 && first[1] < 5 && first[2] > 250 && first[3] == 255, "memory order is B G R A: \(first)")
+        let scaled = try ImageDecoder.decode(path, width: 50, height: 25)
+        XCTAssertEqual(scaled.width, 50)
+        XCTAssertEqual(scaled.height, 25)
+        XCTAssertTrue(near(scaled.rgba(x: 25, y: 12), (255, 0, 255, 255)))
+    }
+
+    func testAJPEGDecodes() throws {
+        let image = try ImageDecoder.decode(Media.path("overlay.jpg"))
+        XCTAssertEqual(ImageDecoder.probeFormat(try Media.path("overlay.jpg")), .jpeg)
+        XCTAssertEqual(image.width, 160)
+        XCTAssertEqual(image.height, 90)
+        let (r, g, b, a) = image.rgba(x: 80, y: 45)
+        XCTAssertTrue(r < 20 && g > 235 && b < 20 && a == 255, "\((r, g, b, a))")
+    }
+
+    func testAlphaIsPremultiplied() throws {
+        let image = try ImageDecoder.decode(Media.path("translucent.png"))
+        let (r, g, b, a) = image.rgba(x: 10, y: 10)
+        XCTAssertEqual(a, 128)
+        XCTAssertEqual(Int(r), 128, accuracy: 1)
+        XCTAssertEqual(g, 0)
+        XCTAssertEqual(b, 0)
+    }
+
+    func testBadCreativesAreRefusedWithAReason() throws {
+        let cases: [(String, String)] = [
+            ("empty.png", "empty"),
+            ("not-an-image.png", "not a PNG or JPEG"),
+            ("huge-header.png", "30000×30000"),
+            ("truncated.png", "corrupt"),
+            ("corrupt.png", "corrupt"),
+            ("episode-1.mp4", "not a PNG or JPEG"),
+            ("no-such-file.png", "cannot open"),
+        ]
+        for (name, fragment) in cases {
+            let path = Media.repository.appendingPathComponent("media/\(name)").path
+            XCTAssertThrowsError(try ImageDecoder.decode(path), name) { error in
+                let decodeError = error as? ImageDecodeError
+                XCTAssertEqual(decodeError?.path, path)
+                XCTAssertTrue(decodeError?.reason.contains(fragment) == true, "\(name): \(error)")
+            }
+        }
+    }
+}
+
+func near(_ a: (UInt8, UInt8, UInt8, UInt8), _ b: (UInt8, UInt8, UInt8, UInt8), tolerance: Int = 4) -> Bool {
+    abs(Int(a.0) - Int(b.0)) <= tolerance && abs(Int(a.1) - Int(b.1)) <= tolerance
+        && abs(Int(a.2) - Int(b.2)) <= tolerance && abs(Int(a.3) - Int(b.3)) <= tolerance
+}
+
+extension ImageDecoder {
+    static func probeFormat(_ path: String) -> Format? { try? probe(path).format }
+}
