@@ -42,6 +42,16 @@ public struct MpvPlayerConfiguration: Sendable {
     }
 }
 
+/// What an ad surface drawing into an `MpvPlayer` hears from it, on the event thread.
+protocol MpvOutputListener: AnyObject, Sendable {
+    func adPlayback(_ event: MpvPlayerMapping.AdPlayback)
+    func outputResized(width: Int, height: Int)
+}
+
+struct WeakListener {
+    weak var value: (any MpvOutputListener)?
+}
+
 /// The content player: one mpv core, seen through the player model.
 ///
 /// Threading: every method may be called from any thread. Player changes are derived on
@@ -53,6 +63,8 @@ public struct MpvPlayerConfiguration: Sendable {
 public final class MpvPlayer: TrackablePlayer {
     public let handle: MpvHandle
     private let feed = PlayerChangeFeed()
+    /// The ad surface drawing into this mpv, told about its ads' videos and the output size.
+    private let listener = Mutex<WeakListener>(WeakListener())
     private let mapping: Mutex<MpvPlayerMapping>
     private let onLog: @Sendable (MpvLogMessage) -> Void
 
@@ -143,6 +155,38 @@ public final class MpvPlayer: TrackablePlayer {
     public func setLoop(_ loop: Bool) throws { try handle.set("loop-file", loop ? "inf" : "no") }
 
     public func stop() throws { try handle.command(["stop"]) }
+
+    // MARK: Ads' videos and the output (for MpvAdSurface)
+
+    /// Plays an ad's video in this mpv's output, replacing what is there, at 1× and unpaused
+    /// whatever the content's speed and pause flag are (per-file options: mpv restores them
+    /// after the file). It is never reported as an item (R8); its progress and end go to the
+    /// attached surface. Returns its playlist entry id.
+    func playAd(_ path: String) throws -> Int64 {
+        try Self.checkLocalFile(path)
+        return try mapping.withLock { mapping in
+            let result = try handle.commandReturning(["loadfile", path, "replace",
+                                                      "speed=1,pause=no,keep-open=no,loop-file=no,start=0"])
+            guard let entry = result["playlist_entry_id"]?.int else {
+                throw MpvError(code: -12, operation: "loadfile (no playlist_entry_id)")
+            }
+            mapping.noteAdLoad(entry: entry)
+            return entry
+        }
+    }
+
+    /// Stops an ad's video if it has not ended yet (it replaced everything, so it is what plays).
+    func stopAd(_ entry: Int64) throws {
+        try mapping.withLock { mapping in
+            if mapping.isAdPending(entry) { try handle.command(["stop"]) }
+        }
+    }
+
+    var outputSize: (width: Int, height: Int) { mapping.withLock { $0.outputSize } }
+
+    func attach(_ surface: any MpvOutputListener) {
+        listener.withLock { $0.value = surface }
+    }
     public func next() throws { try handle.command(["playlist-next", "force"]) }
 
     // MARK: Events
@@ -158,10 +202,15 @@ public final class MpvPlayer: TrackablePlayer {
             eofReached: { [handle] in (try? handle.get("eof-reached", as: .flag))?.flag },
             timePos: { [handle] in (try? handle.get("time-pos", as: .double))?.double },
             path: { [handle] in (try? handle.get("path", as: .string))?.string })
-        mapping.withLock { mapping in
+        let (adEvents, resized, size) = mapping.withLock { mapping in
             publish(mapping.apply(event, now: now, query: query), mapping, now)
+            return (mapping.takeAdEvents(), mapping.takeOutputSizeChange(), mapping.outputSize)
         }
         feed.drain()
+        if !adEvents.isEmpty || resized, let surface = listener.withLock({ $0.value }) {
+            adEvents.forEach { surface.adPlayback($0) }
+            if resized { surface.outputResized(width: size.width, height: size.height) }
+        }
     }
 
     /// Enqueues `changes` in the feed; called with the mapping's lock held, so that the

@@ -26,6 +26,8 @@ struct MpvPlayerMapping {
     /// before `pause`, so that when both changed mpv reports the end first (R2).
     enum Observed: UInt64, CaseIterable {
         case eofReached = 1, pause, speed, timePos, duration, loopFile, path
+        /// Not player-model facts: the size ads are placed in.
+        case osdWidth, osdHeight, videoWidth, videoHeight
 
         var name: String {
             switch self {
@@ -36,6 +38,10 @@ struct MpvPlayerMapping {
             case .duration: "duration"
             case .loopFile: "loop-file"
             case .path: "path"
+            case .osdWidth: "osd-width"
+            case .osdHeight: "osd-height"
+            case .videoWidth: "dwidth"
+            case .videoHeight: "dheight"
             }
         }
 
@@ -44,6 +50,7 @@ struct MpvPlayerMapping {
             case .eofReached, .pause: .flag
             case .speed, .timePos, .duration: .double
             case .loopFile, .path: .string
+            case .osdWidth, .osdHeight, .videoWidth, .videoHeight: .int
             }
         }
     }
@@ -55,6 +62,14 @@ struct MpvPlayerMapping {
         var eofReached: () -> Bool?
         var timePos: () -> Double?
         var path: () -> String?
+    }
+
+    /// What happens to an ad's video played in the same mpv (R8): never an item.
+    enum AdPlayback: Equatable {
+        case started(entry: Int64)
+        case progress(entry: Int64, position: Double, duration: Double)
+        /// Played to its end, or stopped: `error` is nil. Could not be played: mpv's reason.
+        case ended(entry: Int64, error: String?)
     }
 
     private struct Seek {
@@ -88,6 +103,14 @@ struct MpvPlayerMapping {
     private var ownSeeksPending = 0
     private var publishedPlaying = false
     private var publishedRate = 1.0
+    /// Entries loaded as ads' videos, and the one playing now.
+    private var adEntries: Set<Int64> = []
+    private var adPlaying: Int64?
+    private var adDuration: Double?
+    private var adEvents: [AdPlayback] = []
+    private var osd = (width: 0, height: 0)
+    private var video = (width: 0, height: 0)
+    private var outputSizeChanged = false
 
     var playing: Bool { publishedPlaying }
 
@@ -113,6 +136,32 @@ struct MpvPlayerMapping {
         return out
     }
 
+    /// `entry` is an ad's video: it is never an item of the player model (R8).
+    mutating func noteAdLoad(entry: Int64) { adEntries.insert(entry) }
+
+    /// The ad's video was loaded and has not ended.
+    func isAdPending(_ entry: Int64) -> Bool { adEntries.contains(entry) }
+
+    /// Ad playback events since the last call.
+    mutating func takeAdEvents() -> [AdPlayback] {
+        defer { adEvents = [] }
+        return adEvents
+    }
+
+    /// The size to place ads in: mpv's OSD, else the video's display size, else 1280×720
+    /// (headless, `vo=null` has no OSD).
+    var outputSize: (width: Int, height: Int) {
+        if osd.width > 0, osd.height > 0 { return osd }
+        if video.width > 0, video.height > 0 { return video }
+        return (1280, 720)
+    }
+
+    /// True once after the output size changed.
+    mutating func takeOutputSizeChange() -> Bool {
+        defer { outputSizeChanged = false }
+        return outputSizeChanged
+    }
+
     mutating func noteOwnSeek() { ownSeeksPending += 1 }
     mutating func ownSeekFailed() { ownSeeksPending = max(0, ownSeeksPending - 1) }
 
@@ -120,6 +169,10 @@ struct MpvPlayerMapping {
 
     mutating func apply(_ event: MpvEvent, now: UInt64, query: Query) -> [PlayerChange] {
         var out: [PlayerChange] = []
+        if applyAd(event, &out) {
+            recompute(&out)
+            return out
+        }
         switch event {
         case .startFile(let entry):
             if item != nil { item = nil }
@@ -203,6 +256,53 @@ struct MpvPlayerMapping {
         return out
     }
 
+    /// Handles `event` if it concerns an ad's video; false if it is the content's.
+    private mutating func applyAd(_ event: MpvEvent, _ out: inout [PlayerChange]) -> Bool {
+        switch event {
+        case .startFile(let entry) where adEntries.contains(entry):
+            // The content (played to its end, or stopped) is gone from mpv; no item comes in.
+            leaveItem(&out)
+            currentEntry = entry
+            loaded = false
+            started = false
+            eof = nil
+            endedItem = nil
+            seek = nil
+            adPlaying = entry
+            adDuration = nil
+            adEvents.append(.started(entry: entry))
+            return true
+        case .endFile(let entry, let reason) where adEntries.contains(entry):
+            adEntries.remove(entry)
+            if adPlaying == entry {
+                adPlaying = nil
+                currentEntry = nil
+            }
+            if case .error(let error) = reason {
+                adEvents.append(.ended(entry: entry, error: error.message))
+            } else {
+                adEvents.append(.ended(entry: entry, error: nil))
+            }
+            return true
+        default:
+            break
+        }
+        guard let entry = adPlaying else { return false }
+        if case .property(let id, _, let value) = event, let property = Observed(rawValue: id) {
+            switch property {
+            case .timePos:
+                if let position = value.double { adEvents.append(.progress(entry: entry, position: max(0, position), duration: adDuration ?? 0)) }
+            case .duration:
+                adDuration = value.double
+            case .eofReached, .path, .loopFile:
+                break
+            default:
+                return false   // pause, speed and sizes are the player's, whatever plays
+            }
+        }
+        return true
+    }
+
     private mutating func applyProperty(_ property: Observed, _ value: MpvValue, now: UInt64, query: Query,
                                         _ out: inout [PlayerChange]) {
         switch property {
@@ -248,6 +348,17 @@ struct MpvPlayerMapping {
                 current.path = path
                 item = current
             }
+
+        case .osdWidth, .osdHeight, .videoWidth, .videoHeight:
+            let size = Int(value.int ?? 0)
+            let before = outputSize
+            switch property {
+            case .osdWidth: osd.width = size
+            case .osdHeight: osd.height = size
+            case .videoWidth: video.width = size
+            default: video.height = size
+            }
+            if outputSize != before { outputSizeChanged = true }
         }
     }
 

@@ -1,0 +1,159 @@
+import AdRuntime
+import AdTestSupport
+import Foundation
+import MpvPlayerAdapter
+import Synchronization
+import XCTest
+
+/// The mpv ad surface headless (`vo=null`): what mpv accepts, bad creatives, post-rolls in
+/// the same mpv, HTML announcements. Pixels are `PixelTests`' (under Xvfb).
+final class MpvAdSurfaceTests: MpvTestCase {
+    private func rig(_ behaviours: [AdKind: TestAdSource.Behaviour], content: String = "content-grey",
+                     onHTML: @escaping @Sendable (HTMLCreativeAnnouncement) -> Void = { _ in })
+        throws -> (MpvPlayer, PlayerRecorder, VideoAds, MpvAdSurface, AdEventLog) {
+        let (player, recorder) = try makePlayer()
+        let surface = MpvAdSurface(player: player, onHTML: onHTML)
+        let log = AdEventLog()
+        let ads = VideoAds(content: ContentInfo(id: content), source: TestAdSource(behaviours), surface: surface,
+                           onEvent: { log.record($0) })
+        addTeardownBlock { ads.destroy() }
+        return (player, recorder, ads, surface, log)
+    }
+
+    private func creative(_ kind: AdKind, _ content: AdCreativeContent, id: String = "c", duration: Double? = 30) -> TestAdSource.Behaviour {
+        .creative(AdCreative(id: id, kind: kind, content: content, duration: duration))
+    }
+
+    func testPlacementRules() {
+        let output = (width: 1280, height: 720)
+        XCTAssertEqual(AdPlacement.overlay(source: (200, 100), output: output), AdRect(x: 1280 - 21 - 320, y: 720 - 21 - 160, width: 320, height: 160))
+        XCTAssertEqual(AdPlacement.overlay(source: (2000, 100), output: output).width, 320, "fits the quarter-width box")
+        XCTAssertEqual(AdPlacement.overlay(source: (20, 10), output: output).width, 40, "at most twice its own size")
+        let pause = AdPlacement.pauseAd(source: (300, 200), output: output)
+        XCTAssertEqual(pause.height, 432)
+        XCTAssertEqual(pause.x + pause.width / 2, 640, accuracy: 1)
+        XCTAssertEqual(pause.y + pause.height / 2, 360, accuracy: 1)
+    }
+
+    func testTextIsEscapedSoThatItCannotInjectASS() {
+        XCTAssertEqual(assEscape(#"{\an5}Buy\Nnow"#), "\\{\\\u{2060}an5}Buy\\\u{2060}Nnow")
+        XCTAssertEqual(assEscape("two\nlines"), "two\\Nlines")
+        XCTAssertFalse(assEscape(#"{\pos(0,0)}"#).contains("{\\pos"))
+    }
+
+    func testImageAndTextOverlaysAndAPauseAdGoUpAndComeDown() throws {
+        let (player, recorder, ads, surface, log) = try rig([
+            .overlay: creative(.overlay, .image(location: try Media.path("overlay.png"))),
+            .pauseAd: creative(.pauseAd, .image(location: try Media.path("pause.png"))),
+        ])
+        try player.load(Media.path("content-grey.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        let overlay = try XCTUnwrap(requestAd(ads, .overlay)).get()
+        try overlay.show(didEnd: log.didEnd(overlay.id))
+        XCTAssertEqual(surface.visibleSlots.count, 1)
+        try player.pause()
+        ads.waitForCallbacks()
+        XCTAssertEqual(log.endReasons(overlay.id), [.paused])
+        XCTAssertEqual(surface.visibleSlots, [:])
+        let pauseAd = try XCTUnwrap(requestAd(ads, .pauseAd)).get()
+        try pauseAd.show(didEnd: log.didEnd(pauseAd.id))
+        XCTAssertEqual(surface.visibleSlots.count, 1)
+        try player.play()
+        ads.waitForCallbacks()
+        XCTAssertEqual(log.endReasons(pauseAd.id), [.played])
+        XCTAssertEqual(surface.visibleSlots, [:])
+        XCTAssertEqual(log.errors, [])
+    }
+
+    func testBadCreativesFailTheAdAndTheContentPlaysOn() throws {
+        // mpv routes FFmpeg's log, and so our decoder's complaints about the corrupt PNG.
+        logs.expectError(containing: "png: ")
+        let (player, recorder, ads, surface, log) = try rig([:])
+        try player.load(Media.path("content-grey.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        for name in ["empty.png", "corrupt.png", "truncated.png", "not-an-image.png", "huge-header.png", "missing.png"] {
+            let path = Media.repository.appendingPathComponent("media/\(name)").path
+            let ads2 = VideoAds(content: ContentInfo(id: "content-grey"),
+                                source: TestAdSource([.overlay: creative(.overlay, .image(location: path), id: name)]),
+                                surface: surface, onEvent: { log.record($0) })
+            ads2.track(player)
+            let overlay = try XCTUnwrap(requestAd(ads2, .overlay)).get()
+            try overlay.show(didEnd: log.didEnd(overlay.id))
+            ads2.waitForCallbacks()
+            XCTAssertEqual(log.endReasons(overlay.id), [.failed], name)
+            ads2.destroy()
+        }
+        XCTAssertEqual(log.errors.filter { $0.code == "render_failed" }.count, 6)
+        XCTAssertEqual(surface.visibleSlots, [:])
+        let position = player.snapshot().position
+        XCTAssertTrue(waitUntil { player.snapshot().position > position + 0.3 }, "the content plays on")
+        _ = ads
+    }
+
+    // R8: the post-roll plays in the same mpv, at 1x, and is never taken for an episode.
+    func testAPostrollPlaysInTheSameMpvAtOneXWithoutBecomingAnItem() throws {
+        let (player, recorder, ads, _, log) = try rig([.postroll: creative(.postroll, .video(location: try Media.path("postroll.mp4")))],
+                                                      content: "clip-1s")
+        try player.setSpeed(2)
+        try player.load(Media.path("clip-1s.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        let postroll = try XCTUnwrap(requestAd(ads, .postroll)).get()
+        XCTAssertTrue(waitUntil { log.all.contains(.contentEnded(contentID: "clip-1s")) })
+        let afterEnd = recorder.count
+        try postroll.show(didEnd: log.didEnd(postroll.id))
+        XCTAssertTrue(waitUntil { (try? player.handle.get("speed", as: .double))?.double == 1 }, "the ad plays at 1x")
+        XCTAssertTrue(waitUntil(timeout: 30) { !log.endReasons(postroll.id).isEmpty })
+        XCTAssertEqual(log.endReasons(postroll.id), [.completed])
+        XCTAssertEqual(recorder.changes.dropFirst(afterEnd).filter { ($0.newItem ?? nil) != nil }, [], "the ad became an item")
+        XCTAssertFalse(recorder.changes.dropFirst(afterEnd).contains { $0.isPlaying })
+        let quartiles = log.all.compactMap { if case .quartile(_, let q) = $0 { q } else { nil } }
+        XCTAssertEqual(quartiles, [1, 2, 3])
+        XCTAssertTrue(waitUntil { (try? player.handle.get("speed", as: .double))?.double == 2 }, "the content's speed is restored")
+        // The next episode is an item as usual.
+        let before = recorder.count
+        try player.load(Media.path("episode-1.mp4"))
+        XCTAssertNotNil(recorder.next(after: before) { ($0.newItem ?? nil) != nil })
+    }
+
+    func testAPostrollThatDoesNotDecodeFails() throws {
+        logs.expectError(containing: "Failed to recognize file format")
+        let (player, recorder, ads, _, log) = try rig([.postroll: creative(.postroll, .video(location: try Media.path("bad-postroll.mp4")))],
+                                                      content: "clip-1s")
+        try player.load(Media.path("clip-1s.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        let postroll = try XCTUnwrap(requestAd(ads, .postroll)).get()
+        XCTAssertTrue(waitUntil { log.all.contains(.contentEnded(contentID: "clip-1s")) })
+        try postroll.show(didEnd: log.didEnd(postroll.id))
+        XCTAssertTrue(waitUntil { !log.endReasons(postroll.id).isEmpty })
+        XCTAssertEqual(log.endReasons(postroll.id), [.failed])
+        XCTAssertTrue(log.errors.contains { $0.code == "render_failed" })
+        XCTAssertFalse(recorder.changes.contains { $0.isFailed }, "an ad's failure is not the content's")
+    }
+
+    func testHTMLCreativesAreAnnouncedWithGeometryForAUIShell() throws {
+        let announcements = Mutex<[HTMLCreativeAnnouncement]>([])
+        let (player, recorder, ads, _, log) = try rig(
+            [.overlay: creative(.overlay, .html(url: "https://ads.example/overlay/slot-1"), duration: 8)],
+            onHTML: { a in announcements.withLock { $0.append(a) } })
+        try player.load(Media.path("content-grey.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        let overlay = try XCTUnwrap(requestAd(ads, .overlay)).get()
+        try overlay.show(didEnd: log.didEnd(overlay.id))
+        guard case .show(let id, let url, let rect, let output, let duration, _)? = announcements.withLock({ $0.first }) else {
+            return XCTFail("not announced")
+        }
+        XCTAssertEqual(id, overlay.id)
+        XCTAssertEqual(url, "https://ads.example/overlay/slot-1")
+        XCTAssertEqual(output, AdRect(x: 0, y: 0, width: 320, height: 240), "the video's size headless")
+        XCTAssertEqual(rect, AdPlacement.overlayBox(output: (320, 240)))
+        XCTAssertEqual(duration, 8)
+        try player.pause()
+        ads.waitForCallbacks()
+        XCTAssertEqual(announcements.withLock { $0.last }, .hide(id: overlay.id))
+    }
+}
