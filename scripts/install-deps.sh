@@ -6,6 +6,9 @@ packages=(
   libmpv-dev        # libmpv and its headers (CMpv)
   ffmpeg            # sample media for the demo and the tests (lavfi)
   python3           # test fixtures (throttled HTTP server)
+  xvfb              # pixel tests: a virtual X display for vo=x11
+  xdotool           # pixel tests: a key pressed in mpv's window
+  fonts-dejavu-core # text overlays (libass needs a font)
   ca-certificates
 )
 missing=()

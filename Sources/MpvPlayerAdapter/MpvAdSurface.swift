@@ -220,21 +220,18 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener {
         case .image(let path, let source):
             let rect = pause ? AdPlacement.pauseAd(source: source, output: output) : AdPlacement.overlay(source: source, output: output)
             let image = try ImageDecoder.decode(path, width: rect.width, height: rect.height)
-            if pause { try ass(slot: shown.slot + 100, dimLayer(output), output) }
-            try image.pixels.withUnsafeBytes { bytes in
-                let address = UInt(bitPattern: bytes.baseAddress)
-                // mpv copies the memory before the command returns (overlay-add, mpv ≥ 0.18.1).
-                try handle.command(node: [
-                    "name": .string("overlay-add"), "id": .int(Int64(shown.slot)),
-                    "x": .int(Int64(rect.x)), "y": .int(Int64(rect.y)),
-                    "file": .string("&\(address)"), "offset": .int(0), "fmt": .string("bgra"),
-                    "w": .int(Int64(image.width)), "h": .int(Int64(image.height)), "stride": .int(Int64(image.stride)),
-                ])
+            if pause {
+                // One bitmap, the dimmed output with the image in it: with `vo=x11`, a second
+                // bitmap overlay under or over the image made mpv draw only one (measured).
+                try bitmap(slot: shown.slot, dimLayer(output, with: image, at: rect), at: (0, 0))
+            } else {
+                try bitmap(slot: shown.slot, image, at: (rect.x, rect.y))
             }
         case .text(let text):
             let m = AdPlacement.margin(output)
+            if pause { try bitmap(slot: Self.dimSlot, dimLayer(output), at: (0, 0)) }
             let events = pause
-                ? dimLayer(output) + "\n" + "{\\an5\\pos(\(output.width / 2),\(output.height / 2))\\fs\(output.height * 7 / 100)\\bord3\\shad0}" + assEscape(text)
+                ? "{\\an5\\pos(\(output.width / 2),\(output.height / 2))\\fs\(output.height * 7 / 100)\\bord3\\shad0}" + assEscape(text)
                 : "{\\an3\\pos(\(output.width - m),\(output.height - m))\\fs\(output.height * 45 / 1000)\\bord2\\shad0}" + assEscape(text)
             try ass(slot: shown.slot, events, output)
         case .html(let url):
@@ -247,9 +244,9 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener {
         switch shown.kind {
         case .image:
             try? handle.command(["overlay-remove", String(shown.slot)])
-            if shown.presentation.kind == .pauseAd { try? ass(slot: shown.slot + 100, nil, (0, 0)) }
         case .text:
             try? ass(slot: shown.slot, nil, (0, 0))
+            if shown.presentation.kind == .pauseAd { try? handle.command(["overlay-remove", String(Self.dimSlot)]) }
         case .html:
             onHTML(.hide(id: shown.presentation.id))
         }
@@ -270,9 +267,40 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener {
         try handle.command(node: args)
     }
 
-    /// A black layer at 50 % opacity over the whole output.
-    private func dimLayer(_ output: (width: Int, height: Int)) -> String {
-        let w = output.width, h = output.height
-        return "{\\an7\\pos(0,0)\\bord0\\shad0\\1c&H000000&\\1a&H80&\\p1}m 0 0 l \(w) 0 \(w) \(h) 0 \(h){\\p0}"
+    /// `overlay-add` slot of a text pause ad's dim layer (image pause ads carry their own).
+    static let dimSlot = 0
+
+    /// A black layer at 50 % opacity over the whole output (premultiplied: 0, 0, 0, 128),
+    /// with `image` composited over it at `rect` when given.
+    private func dimLayer(_ output: (width: Int, height: Int), with image: BGRAImage? = nil, at rect: AdRect? = nil) -> BGRAImage {
+        var pixels = [UInt8](repeating: 0, count: output.width * output.height * 4)
+        for i in stride(from: 3, to: pixels.count, by: 4) { pixels[i] = 128 }
+        if let image, let rect {
+            for row in 0..<image.height where rect.y + row >= 0 && rect.y + row < output.height {
+                for column in 0..<image.width where rect.x + column >= 0 && rect.x + column < output.width {
+                    let source = row * image.stride + column * 4
+                    let target = ((rect.y + row) * output.width + rect.x + column) * 4
+                    // Premultiplied "over": out = src + dst × (1 − src.alpha).
+                    let keep = 255 - Int(image.pixels[source + 3])
+                    for channel in 0..<4 {
+                        pixels[target + channel] = UInt8(Int(image.pixels[source + channel]) + Int(pixels[target + channel]) * keep / 255)
+                    }
+                }
+            }
+        }
+        return BGRAImage(width: output.width, height: output.height, pixels: pixels)
+    }
+
+    /// Puts `image` up in `overlay-add` slot `slot` (replacing what was there).
+    private func bitmap(slot: Int, _ image: BGRAImage, at origin: (x: Int, y: Int)) throws {
+        try image.pixels.withUnsafeBytes { bytes in
+            // mpv copies the memory before the command returns (overlay-add, mpv ≥ 0.18.1).
+            try handle.command(node: [
+                "name": .string("overlay-add"), "id": .int(Int64(slot)),
+                "x": .int(Int64(origin.x)), "y": .int(Int64(origin.y)),
+                "file": .string("&\(UInt(bitPattern: bytes.baseAddress))"), "offset": .int(0), "fmt": .string("bgra"),
+                "w": .int(Int64(image.width)), "h": .int(Int64(image.height)), "stride": .int(Int64(image.stride)),
+            ])
+        }
     }
 }

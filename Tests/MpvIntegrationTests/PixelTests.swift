@@ -1,0 +1,162 @@
+import AdRuntime
+import AdTestSupport
+import Foundation
+import MpvPlayerAdapter
+import XCTest
+
+/// What a person would see: mpv draws into an X window (`vo=x11` under Xvfb), the screen is
+/// grabbed and its pixels checked. With no X server available these fail, never skip.
+final class PixelTests: MpvTestCase {
+    private static let title = "adplayerd-pixel-test"
+    private var display: XDisplay?
+
+    /// The window: 640×360 at the screen's origin; the 4:3 content is pillarboxed in it.
+    private let window = (width: 640, height: 360)
+
+    override func tearDown() {
+        super.tearDown()   // players first
+        display?.stop()
+        display = nil
+    }
+
+    private func rig(_ behaviours: [AdKind: TestAdSource.Behaviour], content: String = "content-grey")
+        throws -> (MpvPlayer, PlayerRecorder, VideoAds, AdEventLog, XDisplay) {
+        let display = try XDisplay()
+        self.display = display
+        setenv("DISPLAY", display.name, 1)
+        let (player, recorder) = try makePlayer {
+            $0.vo = "x11"
+            $0.inputBindings = true
+            $0.extraOptions = [("geometry", "\(window.width)x\(window.height)+0+0"), ("title", Self.title),
+                               ("osd-level", "0"), ("autofit", "\(window.width)x\(window.height)"), ("keepaspect-window", "no")]
+        }
+        let surface = MpvAdSurface(player: player)
+        let log = AdEventLog()
+        let ads = VideoAds(content: ContentInfo(id: content), source: TestAdSource(behaviours), surface: surface,
+                           onEvent: { log.record($0) })
+        addTeardownBlock { ads.destroy() }
+        return (player, recorder, ads, log, display)
+    }
+
+    private func grab(_ display: XDisplay, _ name: String) throws -> XDisplay.Capture {
+        // A frame or two for mpv to draw what changed; the assertions that follow wait for
+        // the pixels themselves (see `eventually`), this only saves a round.
+        let capture = try display.capture(width: window.width, height: window.height)
+        let path = NSTemporaryDirectory() + "adplayerd-\(name).png"
+        capture.writePNG(path)
+        return capture
+    }
+
+    /// Grabs until `predicate` holds for the screen (mpv draws asynchronously), or gives up.
+    private func eventually(_ display: XDisplay, _ name: String, timeout: TimeInterval = 10,
+                            _ predicate: (XDisplay.Capture) -> Bool) throws -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        repeat {
+            if predicate(try grab(display, name)) { return true }
+            Thread.sleep(forTimeInterval: 0.1)
+        } while Date() < deadline
+        return false
+    }
+
+    private static func isMagenta(_ p: (r: Int, g: Int, b: Int)) -> Bool { p.r > 200 && p.g < 60 && p.b > 200 }
+    private static func isCyan(_ p: (r: Int, g: Int, b: Int)) -> Bool { p.r < 60 && p.g > 200 && p.b > 200 }
+    private static func isYellow(_ p: (r: Int, g: Int, b: Int)) -> Bool { p.r > 200 && p.g > 200 && p.b < 60 }
+    private static func isWhite(_ p: (r: Int, g: Int, b: Int)) -> Bool { p.r > 200 && p.g > 200 && p.b > 200 }
+
+    func testTheOverlayIsOnScreenWhilePlayingAndGoneAfterAKeyPressPausesInMpvsWindow() throws {
+        let (player, recorder, ads, log, display) = try rig([
+            .overlay: .creative(AdCreative(id: "ov", kind: .overlay, content: .image(location: try Media.path("overlay.png")), duration: 60)),
+        ])
+        try player.load(Media.path("content-grey.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        let overlay = try XCTUnwrap(requestAd(ads, .overlay)).get()
+        try overlay.show(didEnd: log.didEnd(overlay.id))
+
+        // The documented place: 200×100 fitted into a quarter of 640×360 → 160×80, 10 px
+        // (3 % of the height) from the right and bottom edges: x 470…629, y 270…349.
+        let expected = AdPlacement.overlay(source: (200, 100), output: window)
+        XCTAssertEqual(expected, AdRect(x: 470, y: 270, width: 160, height: 80))
+        XCTAssertTrue(try eventually(display, "overlay-playing") { screen in
+            guard let box = screen.bounds(where: Self.isMagenta) else { return false }
+            return abs(box.minX - expected.x) <= 2 && abs(box.minY - expected.y) <= 2
+                && abs(box.maxX - (expected.x + expected.width - 1)) <= 2 && abs(box.maxY - (expected.y + expected.height - 1)) <= 2
+        }, "the overlay's pixels are not at \(expected) (see \(NSTemporaryDirectory())adplayerd-overlay-playing.png)")
+
+        // A key in mpv's own window: a pause that did not come from our code (R3).
+        try display.press("space", inWindowTitled: Self.title)
+        XCTAssertNotNil(recorder.next { $0.isPaused }, "the key did not pause mpv")
+        XCTAssertTrue(waitUntil { log.endReasons(overlay.id) == [.paused] }, "\(log.endReasons(overlay.id))")
+        XCTAssertTrue(try eventually(display, "overlay-paused") { $0.bounds(where: Self.isMagenta) == nil },
+                      "overlay pixels remain after the pause")
+    }
+
+    func testThePauseAdIsThereWhilePausedPastTheDelayAndGoneAfterPlay() throws {
+        let (player, recorder, ads, log, display) = try rig([
+            .pauseAd: .creative(AdCreative(id: "pa", kind: .pauseAd, content: .image(location: try Media.path("pause.png")))),
+        ])
+        try player.load(Media.path("content-grey.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        XCTAssertTrue(try eventually(display, "pause-before") { $0.pixel(100, 40).g > 25 }, "content not on screen")
+        try player.pause()
+        let pauseAd = try XCTUnwrap(requestAd(ads, .pauseAd)).get()
+        try pauseAd.show(afterPausedFor: 1, didEnd: log.didEnd(pauseAd.id))
+        let expected = AdPlacement.pauseAd(source: (300, 200), output: window)
+        XCTAssertTrue(try eventually(display, "pause-ad") { screen in
+            guard let box = screen.bounds(where: Self.isCyan) else { return false }
+            return abs(box.minX - expected.x) <= 2 && abs(box.minY - expected.y) <= 2
+                && abs((box.maxX + 1) - (expected.x + expected.width)) <= 2 && abs((box.maxY + 1) - (expected.y + expected.height)) <= 2
+        }, "the pause ad is not centred at \(expected): \(log.all) \(logs.all)")
+        // The frame around it is dimmed: grey 32 at 50 % black.
+        let dimmed = try grab(display, "pause-dim").pixel(100, 40)
+        XCTAssertLessThan(dimmed.g, 24, "the paused frame is not dimmed: \(dimmed)")
+        try player.play()
+        XCTAssertTrue(waitUntil { log.endReasons(pauseAd.id) == [.played] })
+        XCTAssertTrue(try eventually(display, "pause-ad-gone") { $0.bounds(where: Self.isCyan) == nil && $0.pixel(100, 40).g > 25 },
+                      "the pause ad or the dimming remains after play")
+    }
+
+    func testPostrollFramesAreOnScreenAndThenNothingOfTheAdRemains() throws {
+        let (player, recorder, ads, log, display) = try rig([
+            .postroll: .creative(AdCreative(id: "pr", kind: .postroll, content: .video(location: try Media.path("postroll.mp4")))),
+        ], content: "clip-1s")
+        try player.load(Media.path("clip-1s.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        let postroll = try XCTUnwrap(requestAd(ads, .postroll)).get()
+        XCTAssertTrue(waitUntil { log.all.contains(.contentEnded(contentID: "clip-1s")) })
+        try postroll.show(didEnd: log.didEnd(postroll.id))
+        XCTAssertTrue(try eventually(display, "postroll") { Self.isYellow($0.pixel(320, 180)) }, "no post-roll frame on screen")
+        XCTAssertTrue(waitUntil(timeout: 30) { log.endReasons(postroll.id) == [.completed] })
+        XCTAssertTrue(try eventually(display, "postroll-after") { $0.bounds(where: Self.isYellow) == nil },
+                      "the post-roll's frame stays on screen after it ended")
+    }
+
+    func testTextThatLooksLikeASSTagsIsShownLiterally() throws {
+        let text = #"AD{\an5}X\NY"#
+        let (player, recorder, ads, log, display) = try rig([
+            .overlay: .creative(AdCreative(id: "tx", kind: .overlay, content: .text(text), duration: 60)),
+        ])
+        try player.load(Media.path("content-grey.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        let overlay = try XCTUnwrap(requestAd(ads, .overlay)).get()
+        try overlay.show(didEnd: log.didEnd(overlay.id))
+        let fontSize = window.height * 45 / 1000   // 16 px
+        let margin = AdPlacement.margin(window)
+        var found: (minX: Int, minY: Int, maxX: Int, maxY: Int, count: Int)?
+        XCTAssertTrue(try eventually(display, "text") { screen in
+            found = screen.bounds(where: Self.isWhite)
+            return found != nil
+        }, "no text on screen")
+        let box = try XCTUnwrap(found)
+        // Injected, `{\an5}` would centre the line on its anchor (the bottom-right corner
+        // minus the margin) and `\N` would break it in two. Literal: one line, right- and
+        // bottom-aligned at the margin, as wide as all twelve characters.
+        XCTAssertLessThan(box.maxY - box.minY + 1, fontSize * 3 / 2 + 4, "more than one line: \(box)")
+        XCTAssertEqual(box.maxX, window.width - margin - 1, accuracy: 4, "not right-aligned: \(box)")
+        XCTAssertEqual(box.maxY, window.height - margin - 1, accuracy: 6, "not bottom-aligned: \(box)")
+        XCTAssertGreaterThan(box.maxX - box.minX, fontSize * 5, "too narrow for the literal text: \(box)")
+    }
+}

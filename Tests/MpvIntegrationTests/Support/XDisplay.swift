@@ -1,0 +1,139 @@
+import Foundation
+import XCTest
+
+/// A virtual X display (Xvfb) for tests that look at pixels, with a screen grabber
+/// (`ffmpeg -f x11grab`) and a keyboard (`xdotool`). There is no window manager: windows
+/// sit where their geometry puts them.
+final class XDisplay {
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// A captured region, RGB.
+    struct Capture {
+        let width: Int
+        let height: Int
+        let rgb: [UInt8]
+
+        func pixel(_ x: Int, _ y: Int) -> (r: Int, g: Int, b: Int) {
+            let i = (y * width + x) * 3
+            return (Int(rgb[i]), Int(rgb[i + 1]), Int(rgb[i + 2]))
+        }
+
+        /// The bounding box of pixels matching `predicate` within `region` (whole capture by default).
+        func bounds(in region: (x: Int, y: Int, w: Int, h: Int)? = nil,
+                    where predicate: ((r: Int, g: Int, b: Int)) -> Bool) -> (minX: Int, minY: Int, maxX: Int, maxY: Int, count: Int)? {
+            let r = region ?? (0, 0, width, height)
+            var box: (Int, Int, Int, Int, Int)?
+            for y in r.y..<(r.y + r.h) {
+                for x in r.x..<(r.x + r.w) where predicate(pixel(x, y)) {
+                    if let b = box {
+                        box = (min(b.0, x), min(b.1, y), max(b.2, x), max(b.3, y), b.4 + 1)
+                    } else {
+                        box = (x, y, x, y, 1)
+                    }
+                }
+            }
+            return box.map { ($0.0, $0.1, $0.2, $0.3, $0.4) }
+        }
+
+        /// Writes a PNG for a person to look at (tests attach it on failure).
+        func writePNG(_ path: String) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24",
+                                 "-video_size", "\(width)x\(height)", "-i", "-", "-frames:v", "1", path]
+            let input = Pipe()
+            process.standardInput = input
+            try? process.run()
+            input.fileHandleForWriting.write(Data(rgb))
+            try? input.fileHandleForWriting.close()
+            process.waitUntilExit()
+        }
+    }
+
+    let name: String
+    private let server = Process()
+
+    /// Starts Xvfb on a free display. Throws — so the test fails, loudly — when it cannot.
+    init(width: Int = 800, height: Int = 600) throws {
+        guard let xvfb = Self.which("Xvfb") else {
+            throw Failure(description: "Xvfb is not installed (apt-get install xvfb): pixel tests cannot run")
+        }
+        for tool in ["xdotool", "ffmpeg"] where Self.which(tool) == nil {
+            throw Failure(description: "\(tool) is not installed: pixel tests cannot run")
+        }
+        var number = 90 + Int(getpid() % 50)
+        while FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(number)") || FileManager.default.fileExists(atPath: "/tmp/.X\(number)-lock") {
+            number += 1
+        }
+        name = ":\(number)"
+        server.executableURL = URL(fileURLWithPath: xvfb)
+        server.arguments = [name, "-screen", "0", "\(width)x\(height)x24", "-nolisten", "tcp", "-noreset"]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        let socket = "/tmp/.X11-unix/X\(number)"
+        let deadline = Date().addingTimeInterval(15)
+        while !FileManager.default.fileExists(atPath: socket) {
+            guard Date() < deadline, server.isRunning else { throw Failure(description: "Xvfb \(name) did not start") }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+    }
+
+    deinit { stop() }
+
+    func stop() {
+        if server.isRunning {
+            server.terminate()
+            server.waitUntilExit()
+        }
+    }
+
+    /// Grabs a region of the screen.
+    func capture(x: Int = 0, y: Int = 0, width: Int, height: Int) throws -> Capture {
+        let output = try Self.run("ffmpeg", ["-hide_banner", "-loglevel", "error", "-f", "x11grab", "-draw_mouse", "0", "-video_size", "\(width)x\(height)",
+                                             "-i", "\(name)+\(x),\(y)", "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
+                                  display: name)
+        guard output.count == width * height * 3 else { throw Failure(description: "x11grab returned \(output.count) bytes") }
+        return Capture(width: width, height: height, rgb: [UInt8](output))
+    }
+
+    /// Presses `key` in the window titled `title`, as a person at the keyboard would.
+    func press(_ key: String, inWindowTitled title: String) throws {
+        let ids = String(decoding: try Self.run("xdotool", ["search", "--sync", "--name", title], display: name), as: UTF8.self)
+        guard let window = ids.split(separator: "\n").first.map(String.init) else { throw Failure(description: "no window \(title)") }
+        _ = try Self.run("xdotool", ["windowfocus", "--sync", window], display: name)
+        _ = try Self.run("xdotool", ["key", key], display: name)
+    }
+
+    private static func which(_ tool: String) -> String? {
+        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin").split(separator: ":") {
+            let path = "\(dir)/\(tool)"
+            if FileManager.default.isExecutableFile(atPath: path) { return path }
+        }
+        return nil
+    }
+
+    @discardableResult
+    private static func run(_ tool: String, _ arguments: [String], display: String) throws -> Data {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
+        process.arguments = ["20", tool] + arguments   // a tool that hangs fails the test instead
+        var environment = ProcessInfo.processInfo.environment
+        environment["DISPLAY"] = display
+        process.environment = environment
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            throw Failure(description: "\(tool) \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)): \(message)")
+        }
+        return data
+    }
+}
