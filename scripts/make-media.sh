@@ -74,4 +74,22 @@ open(f"{out}/corrupt.png", "wb").write(png[:33] + bytes(r.getrandbits(8) for _ i
 PY
 cp "$out/random-bytes.mp4" "$out/bad-postroll.mp4"
 
+# The sample catalog that `make run` plays with (docs/catalog.md).
+mkdir -p "$out/catalog"
+cp "$out/overlay.png" "$out/catalog/overlay.png"
+cp "$out/pause.png" "$out/catalog/pause.png"
+ff -f lavfi -i "testsrc2=size=320x240:rate=25:duration=2" -f lavfi -i "sine=frequency=1500:duration=2:sample_rate=48000" \
+   -c:v libx264 -preset ultrafast -pix_fmt yuv420p -c:a aac -b:a 32k -shortest -movflags +faststart -fflags +bitexact "$out/catalog/postroll.mp4"
+cat > "$out/catalog/catalog.json" <<'JSON'
+{
+  "version": 1,
+  "overlays": [
+    {"id": "ov-1", "image": "overlay.png", "slots": [{"start": 0.5, "duration": 2.0}], "content": ["episode-1"]},
+    {"id": "ov-2", "text": "Sponsored: example.com", "slots": [{"start": 1.0, "duration": 2.0}], "content": ["episode-2"]}
+  ],
+  "pause_ads": [{"id": "pa-1", "image": "pause.png"}],
+  "postrolls": [{"id": "pr-1", "video": "postroll.mp4"}]
+}
+JSON
+
 echo "$want" > "$stamp"

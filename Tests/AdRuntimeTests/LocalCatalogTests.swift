@@ -1,0 +1,134 @@
+import AdRuntime
+import Foundation
+import XCTest
+
+final class LocalCatalogTests: XCTestCase {
+    private var folder: URL!
+
+    override func setUpWithError() throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("catalog-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        for name in ["overlay.png", "pause.png", "pause2.png", "postroll.mp4"] {
+            try Data([1, 2, 3]).write(to: folder.appendingPathComponent(name))
+        }
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: folder)
+    }
+
+    private func write(_ json: String) throws -> LocalCatalog {
+        try Data(json.utf8).write(to: folder.appendingPathComponent("catalog.json"))
+        return try LocalCatalog(folder: folder)
+    }
+
+    private func expectError(_ json: String, field: String, reason: String, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertThrowsError(try write(json), file: file, line: line) { error in
+            guard let error = error as? CatalogError else { return XCTFail("\(error)", file: file, line: line) }
+            XCTAssertTrue(error.file.hasSuffix("catalog.json"), file: file, line: line)
+            XCTAssertEqual(error.field, field, file: file, line: line)
+            XCTAssertTrue(error.reason.contains(reason), "\(error)", file: file, line: line)
+        }
+    }
+
+    private func ad(_ catalog: LocalCatalog, _ kind: AdKind, _ content: String = "episode-1", at position: Double = 0) async throws -> AdCreative? {
+        try await catalog.ad(for: AdRequest(content: ContentInfo(id: content), kind: kind, position: position))
+    }
+
+    /// The fixed part of SPEC §4.1, exactly as shown there.
+    func testTheSpecsExampleLoadsAndServes() async throws {
+        let catalog = try write("""
+        {
+          "version": 1,
+          "overlays":  [{"id": "ov-1", "image": "overlay.png", "slots": [{"start": 2.0, "duration": 5.0}]},
+                        {"id": "ov-2", "text": "Sponsored: example.com", "slots": [{"start": 20, "duration": 8}],
+                         "content": ["episode-2"]}],
+          "pause_ads": [{"id": "pa-1", "image": "pause.png"}],
+          "postrolls": [{"id": "pr-1", "video": "postroll.mp4"}]
+        }
+        """)
+        XCTAssertEqual(catalog.entries.count, 4)
+        let first = try await ad(catalog, .overlay)
+        XCTAssertEqual(first?.id, "ov-1")
+        XCTAssertEqual(first?.slotStart, 2)
+        XCTAssertEqual(first?.duration, 5)
+        XCTAssertEqual(first?.content, .image(location: folder.appendingPathComponent("overlay.png").standardizedFileURL.path))
+        let afterIt = try await ad(catalog, .overlay, at: 7)
+        XCTAssertNil(afterIt, "ov-2 is for episode-2 only")
+        let second = try await ad(catalog, .overlay, "episode-2", at: 3)
+        XCTAssertEqual(second?.id, "ov-2")
+        XCTAssertEqual(second?.content, .text("Sponsored: example.com"))
+        let pause = try await ad(catalog, .pauseAd)
+        XCTAssertEqual(pause?.id, "pa-1")
+        let postroll = try await ad(catalog, .postroll)
+        XCTAssertEqual(postroll?.content, .video(location: folder.appendingPathComponent("postroll.mp4").standardizedFileURL.path))
+    }
+
+    func testRotationAndFrequencyCaps() async throws {
+        let catalog = try write("""
+        {"version": 1, "pause_ads": [{"id": "a", "image": "pause.png"}, {"id": "b", "image": "pause2.png", "max_per_episode": 1}]}
+        """)
+        var served: [String?] = []
+        for _ in 0..<4 { served.append(try await ad(catalog, .pauseAd)?.id) }
+        XCTAssertEqual(served, ["a", "b", "a", "a"])
+        let other = try await ad(catalog, .pauseAd, "episode-9")
+        XCTAssertNotNil(other, "caps count per episode")
+    }
+
+    func testAMissingCreativeFailsThatAdOnly() async throws {
+        let catalog = try write("""
+        {"version": 1, "overlays": [{"id": "gone", "image": "nope.png", "slots": [{"start": 1, "duration": 2}]},
+                                    {"id": "here", "image": "overlay.png", "slots": [{"start": 5, "duration": 2}]}]}
+        """)
+        do {
+            _ = try await ad(catalog, .overlay)
+            XCTFail("a missing file must fail the ad")
+        } catch let error as CatalogError {
+            XCTAssertTrue(error.reason.contains("nope.png"), "\(error)")
+        }
+        let next = try await ad(catalog, .overlay, at: 3)
+        XCTAssertEqual(next?.id, "here")
+    }
+
+    func testACreativeOutsideTheFolderIsRefused() async throws {
+        let catalog = try write("""
+        {"version": 1, "pause_ads": [{"id": "x", "image": "../../etc/passwd"}]}
+        """)
+        do {
+            _ = try await ad(catalog, .pauseAd)
+            XCTFail("escaped the folder")
+        } catch let error as CatalogError {
+            XCTAssertTrue(error.reason.contains("outside"), "\(error)")
+        }
+    }
+
+    func testEachClassOfBadManifest() throws {
+        expectError("not json", field: "(document)", reason: "not valid JSON")
+        expectError("[1]", field: "(document)", reason: "JSON object")
+        expectError("{}", field: "version", reason: "missing")
+        expectError(#"{"version": 2}"#, field: "version", reason: "not supported")
+        expectError(#"{"version": 1, "overlays": {}}"#, field: "overlays", reason: "array")
+        expectError(#"{"version": 1, "overlays": [7]}"#, field: "overlays[0]", reason: "object")
+        expectError(#"{"version": 1, "overlays": [{"image": "overlay.png", "slots": [{"start": 1, "duration": 1}]}]}"#,
+                    field: "overlays[0].id", reason: "missing")
+        expectError(#"{"version": 1, "pause_ads": [{"id": "a", "image": "pause.png"}, {"id": "a", "image": "pause.png"}]}"#,
+                    field: "pause_ads[1].id", reason: "twice")
+        expectError(#"{"version": 1, "overlays": [{"id": "a", "image": "o.png", "text": "t", "slots": [{"start": 1, "duration": 1}]}]}"#,
+                    field: "overlays[0]", reason: "exactly one")
+        expectError(#"{"version": 1, "overlays": [{"id": "a", "image": "overlay.png"}]}"#, field: "overlays[0].slots", reason: "at least one")
+        expectError(#"{"version": 1, "overlays": [{"id": "a", "image": "overlay.png", "slots": [{"start": -1, "duration": 1}]}]}"#,
+                    field: "overlays[0].slots[0].start", reason: "≥ 0")
+        expectError(#"{"version": 1, "overlays": [{"id": "a", "image": "overlay.png", "slots": [{"start": 1, "duration": 0}]}]}"#,
+                    field: "overlays[0].slots[0].duration", reason: "> 0")
+        expectError(#"{"version": 1, "overlays": [{"id": "a", "image": "overlay.png", "slots": [{"start": true, "duration": 1}]}]}"#,
+                    field: "overlays[0].slots[0].start", reason: "number")
+        expectError(#"{"version": 1, "postrolls": [{"id": "p"}]}"#, field: "postrolls[0].video", reason: "missing")
+        expectError(#"{"version": 1, "pause_ads": [{"id": "a", "image": "pause.png", "content": "episode-1"}]}"#,
+                    field: "pause_ads[0].content", reason: "array")
+        expectError(#"{"version": 1, "pause_ads": [{"id": "a", "image": "pause.png", "max_per_episode": 0}]}"#,
+                    field: "pause_ads[0].max_per_episode", reason: "positive")
+        XCTAssertThrowsError(try LocalCatalog(folder: folder.appendingPathComponent("nowhere"))) { error in
+            XCTAssertEqual((error as? CatalogError)?.field, "(file)")
+        }
+    }
+}
