@@ -8,7 +8,7 @@ SWIFT_FLAGS ?=
 .PHONY: run test build deps media clean
 
 run: deps media build
-	.build/debug/adplayerd play --demo media/episode-1.mp4 media/episode-2.mp4
+	.build/debug/adplayerd play --demo --ads media/catalog media/episode-1.mp4 media/episode-2.mp4
 
 test: deps media
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)

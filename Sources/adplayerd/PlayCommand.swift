@@ -16,6 +16,8 @@ struct PlayCommand {
         var vo = "null"
         var ao = "null"
         var demo = false
+        var ads: String?
+        var pauseAdDelay = 1.0
 
         static func parse(_ args: [String]) throws -> Options {
             var options = Options()
@@ -27,6 +29,14 @@ struct PlayCommand {
                     guard let value = rest.popFirst() else { throw UsageError(message: "\(arg) needs a value") }
                     if arg == "--vo" { options.vo = value } else { options.ao = value }
                 case "--demo": options.demo = true
+                case "--ads":
+                    guard let value = rest.popFirst() else { throw UsageError(message: "--ads needs a catalog folder") }
+                    options.ads = value
+                case "--pause-ad-delay":
+                    guard let value = rest.popFirst(), let seconds = Double(value), seconds >= 0 else {
+                        throw UsageError(message: "--pause-ad-delay needs a number of seconds ≥ 0")
+                    }
+                    options.pauseAdDelay = seconds
                 case "-h", "--help": throw UsageError(message: "help")
                 default:
                     if arg.hasPrefix("-") { throw UsageError(message: "unknown option \(arg)") }
@@ -39,10 +49,13 @@ struct PlayCommand {
     }
 
     static let usage = """
-        usage: adplayerd play [--vo VO] [--ao AO] [--demo] FILE...
-          Plays FILEs through libmpv and prints the player model's changes as a timeline.
-          --vo, --ao  mpv's video and audio outputs (default: null, null)
-          --demo      pause, resume, change speed and seek during the first file
+        usage: adplayerd play [--vo VO] [--ao AO] [--ads CATALOG] [--pause-ad-delay S] [--demo] FILE...
+          Plays FILEs through libmpv and prints the player model's changes (and the ads') as a timeline.
+          --vo, --ao          mpv's video and audio outputs (default: null, null)
+          --ads CATALOG       run ads from a local catalog folder (catalog.json): overlays at their slots,
+                              a pause ad after the content stayed paused, a post-roll after each episode
+          --pause-ad-delay S  seconds of pause before a pause ad (default 1)
+          --demo              pause, resume, change speed and seek during the first file
         """
 
     let options: Options
@@ -51,44 +64,75 @@ struct PlayCommand {
         var configuration = MpvPlayerConfiguration()
         configuration.vo = options.vo
         configuration.ao = options.ao
+        configuration.extraOptions = [("title", "adplayerd")]
+        let catalog = try options.ads.map { try LocalCatalog(folder: URL(fileURLWithPath: $0)) }
         let player = try MpvPlayer(configuration: configuration) { message in
             FileHandle.standardError.write(Data("<4>mpv: \(message.prefix): \(message.text)".utf8))
         }
         defer { player.shutdown() }
+        let surface = MpvAdSurface(player: player)
 
         let finished = DispatchSemaphore(value: 0)
         let queue = Queue(files: options.files)
-        let printer = TimelinePrinter { event in
-            switch event.change {
-            case .ended, .failed:
-                // The next episode, on another thread: an observer must not block the player.
-                DispatchQueue.global().async {
-                    if let next = queue.next() {
-                        do { try player.load(next) } catch { print("          load \(next): \(error)"); finished.signal() }
-                    } else {
-                        finished.signal()
+        let printer = TimelinePrinter()
+        let current = Mutex<EpisodeAds?>(nil)
+        let pauseAdDelay = options.pauseAdDelay
+
+        // Moves on to the next file, on a thread of its own: never from inside an observer.
+        let next: @Sendable () -> Void = {
+            DispatchQueue.global().async {
+                current.withLock { $0?.stop(); $0 = nil }
+                while let file = queue.next() {
+                    do {
+                        let entry = try player.load(file)
+                        if let catalog {
+                            let content = ContentInfo(id: URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent)
+                            let episode = EpisodeAds(content: content, entry: entry, source: catalog, surface: surface,
+                                                     pauseAdDelay: pauseAdDelay, onEvent: { printer.print($0) },
+                                                     onFinished: { PlayCommand.advance() })
+                            current.withLock { $0 = episode }
+                            episode.follow(player)
+                        }
+                        return
+                    } catch {
+                        print("          \(file): \(error)")
                     }
                 }
-            default: break
+                current.withLock { $0?.stop(); $0 = nil }
+                finished.signal()
             }
         }
-        let observation = player.addObserver(printer)
+        PlayCommand.advanceHandler.withLock { $0 = next }
+        let observer = ChangeObserver { event in
+            printer.print(event)
+            // Without ads, the end of a file (or its failure) moves on; with ads, the policy does.
+            if catalog == nil {
+                switch event.change {
+                case .ended, .failed: next()
+                default: break
+                }
+            }
+        }
+        let observation = player.addObserver(observer)
         defer { observation.cancel() }
 
-        guard let first = queue.next() else { return 0 }
-        try player.load(first)
+        next()
         if options.demo { runDemo(player) }
         finished.wait()
         return 0
     }
 
+    /// The current run's "next file" (set by `run`).
+    static let advanceHandler = Mutex<(@Sendable () -> Void)?>(nil)
+    static func advance() { advanceHandler.withLock { $0 }?() }
+
     private func runDemo(_ player: MpvPlayer) {
         let steps: [(Double, String, @Sendable (MpvPlayer) throws -> Void)] = [
-            (1.0, "pause", { try $0.pause() }),
-            (1.8, "play", { try $0.play() }),
-            (2.3, "speed 2", { try $0.setSpeed(2) }),
-            (3.0, "seek 0.5", { try $0.seek(0.5) }),
-            (3.6, "speed 1", { try $0.setSpeed(1) }),
+            (1.5, "pause", { try $0.pause() }),
+            (3.2, "play", { try $0.play() }),
+            (3.7, "speed 2", { try $0.setSpeed(2) }),
+            (4.2, "seek 1.0", { try $0.seek(1.0) }),
+            (4.6, "speed 1", { try $0.setSpeed(1) }),
         ]
         DispatchQueue.global().async {
             let start = Date()
@@ -99,6 +143,13 @@ struct PlayCommand {
             }
         }
     }
+}
+
+/// A player observer made of a closure.
+final class ChangeObserver: PlayerObserver {
+    private let body: @Sendable (PlayerEvent) -> Void
+    init(_ body: @escaping @Sendable (PlayerEvent) -> Void) { self.body = body }
+    func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) { body(event) }
 }
 
 /// The files still to play.

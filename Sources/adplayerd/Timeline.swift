@@ -3,18 +3,29 @@ import Foundation
 import MpvPlayerAdapter
 import Synchronization
 
-/// Prints a player's changes as a readable timeline: time since start, the change, the facts.
-final class TimelinePrinter: PlayerObserver {
+/// Prints a player's changes and the ads' events as a readable timeline: time since start,
+/// what happened, the facts.
+final class TimelinePrinter: Sendable {
     private let start = MonotonicTime.now()
-    private let onChange: @Sendable (PlayerEvent) -> Void
 
-    init(onChange: @escaping @Sendable (PlayerEvent) -> Void = { _ in }) {
-        self.onChange = onChange
+    func print(_ event: PlayerEvent) {
+        Swift.print(line(event))
     }
 
-    func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
-        print(line(event))
-        onChange(event)
+    func print(_ event: AdEvent) {
+        let t = Double(MonotonicTime.now() &- start) / 1e9
+        let text: String
+        switch event {
+        case .requested(let kind, let content, let position): text = "ad request  \(kind.rawValue) for \(content) at \(format(position))s"
+        case .loaded(let info): text = "ad loaded   \(info.kind.rawValue) \(info.creativeID)"
+        case .started(let info): text = "ad started  \(info.kind.rawValue) \(info.creativeID)"
+        case .quartile(let info, let q): text = "ad quartile \(info.creativeID) \(q)/4"
+        case .ended(let info, let reason, let latency):
+            text = "ad ended    \(info.kind.rawValue) \(info.creativeID): \(reason.rawValue)" + (latency.map { " (\($0) µs after the player's change)" } ?? "")
+        case .contentEnded(let content): text = "ad          \(content) played to its end: post-roll time"
+        case .error(let kind, let creative, let error): text = "ad error    \(kind.rawValue) \(creative ?? ""): \(error)"
+        }
+        Swift.print("\(format(t, width: 7))s  \(text)")
     }
 
     func line(_ event: PlayerEvent) -> String {
