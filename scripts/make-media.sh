@@ -76,8 +76,10 @@ cp "$out/random-bytes.mp4" "$out/bad-postroll.mp4"
 
 # The sample catalog that `make run` plays with (docs/catalog.md).
 mkdir -p "$out/catalog"
-cp "$out/overlay.png" "$out/catalog/overlay.png"
-cp "$out/pause.png" "$out/catalog/pause.png"
+ff -f lavfi -i "color=c=0x1E3A8A:size=240x60" -vf "drawbox=x=0:y=0:w=iw:h=ih:color=white:t=3,drawtext=text='Sponsored · example.com':fontcolor=white:fontsize=18:x=(w-tw)/2:y=(h-th)/2" \
+   -frames:v 1 -pix_fmt rgb24 "$out/catalog/overlay.png"
+ff -f lavfi -i "color=c=0x0F766E:size=300x200" -vf "drawbox=x=0:y=0:w=iw:h=ih:color=white:t=4,drawtext=text='Paused? Try example.com':fontcolor=white:fontsize=20:x=(w-tw)/2:y=(h-th)/2" \
+   -frames:v 1 -pix_fmt rgb24 "$out/catalog/pause.png"
 ff -f lavfi -i "testsrc2=size=320x240:rate=25:duration=2" -f lavfi -i "sine=frequency=1500:duration=2:sample_rate=48000" \
    -c:v libx264 -preset ultrafast -pix_fmt yuv420p -c:a aac -b:a 32k -shortest -movflags +faststart -fflags +bitexact "$out/catalog/postroll.mp4"
 cat > "$out/catalog/catalog.json" <<'JSON'
