@@ -47,3 +47,10 @@ protocol AdLifecycle: Sendable {
     /// Ends it from outside (closed, destroyed, failed): whatever its state, once.
     mutating func stop(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect]
 }
+
+extension AdLifecycle {
+    /// The effects of ending, for every kind: no more timer, down if it was up, the end.
+    static func ending(_ reason: AdEndReason, cause: UInt64?, wasVisible: Bool, takeDown: AdEffect = .dismiss) -> [AdEffect] {
+        [.cancelTimer] + (wasVisible ? [takeDown] : []) + [.end(reason, cause: cause)]
+    }
+}

@@ -146,7 +146,7 @@ struct OverlayLifecycle: AdLifecycle {
     private mutating func end(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
         let wasVisible = isVisible
         state = .ended(reason)
-        return [.cancelTimer] + (wasVisible ? [.dismiss] : []) + [.end(reason, cause: cause)]
+        return Self.ending(reason, cause: cause, wasVisible: wasVisible)
     }
 
     private func left(_ remaining: Double, _ since: UInt64, _ context: LifecycleContext) -> Double {

@@ -83,6 +83,6 @@ struct PauseAdLifecycle: AdLifecycle {
     private mutating func end(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
         let wasVisible = isVisible
         state = .ended(reason)
-        return [.cancelTimer] + (wasVisible ? [.dismiss] : []) + [.end(reason, cause: cause)]
+        return Self.ending(reason, cause: cause, wasVisible: wasVisible)
     }
 }

@@ -50,6 +50,6 @@ struct PostrollLifecycle: AdLifecycle {
     private mutating func end(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
         let wasPlaying = isVisible
         state = .ended(reason)
-        return (wasPlaying ? [.stopVideo] : []) + [.end(reason, cause: cause)]
+        return Self.ending(reason, cause: cause, wasVisible: wasPlaying, takeDown: .stopVideo)
     }
 }
