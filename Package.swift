@@ -21,12 +21,16 @@ let package = Package(
         // FFmpeg's libavformat/libavcodec/libswscale (pulled in by libmpv-dev): ad images to BGRA.
         .systemLibrary(name: "CFFmpeg", path: "Sources/CFFmpeg",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev"])]),
+        // SQLite, the embedded database: the beacon outbox (R17) and the daemon's state.
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "AdRuntime", swiftSettings: strict),
+        .target(name: "AdTracking", dependencies: ["CSQLite", "AdRuntime"], swiftSettings: strict),
         .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "CFFmpeg", "AdRuntime"], swiftSettings: strict),
-        .executableTarget(name: "adplayerd", dependencies: ["AdRuntime", "MpvPlayerAdapter"], swiftSettings: strict),
+        .executableTarget(name: "adplayerd", dependencies: ["AdRuntime", "AdTracking", "MpvPlayerAdapter"], swiftSettings: strict),
         // Test doubles shared by the test targets: a scripted ad source and a recording surface.
         .target(name: "AdTestSupport", dependencies: ["AdRuntime"], swiftSettings: strict),
         .testTarget(name: "AdRuntimeTests", dependencies: ["AdRuntime", "AdTestSupport"], swiftSettings: strict),
+        .testTarget(name: "AdTrackingTests", dependencies: ["AdTracking", "AdRuntime"], swiftSettings: strict),
         .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "AdTestSupport", "MpvPlayerAdapter", "CMpv"],
                     swiftSettings: strict),
     ]

@@ -3,7 +3,8 @@
 # Uses sudo when not root. Safe to run again.
 set -euo pipefail
 packages=(
-  libmpv-dev        # libmpv and its headers (CMpv)
+  libmpv-dev        # libmpv and its headers (CMpv); FFmpeg's -dev packages come with it (CFFmpeg)
+  libsqlite3-dev    # the beacon outbox and the daemon's state (CSQLite)
   ffmpeg            # sample media for the demo and the tests (lavfi)
   python3           # test fixtures (throttled HTTP server)
   xvfb              # pixel tests: a virtual X display for vo=x11

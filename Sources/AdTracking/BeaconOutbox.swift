@@ -1,0 +1,244 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+
+/// Sends one beacon; the outbox decides what the answer means.
+public protocol BeaconSender: Sendable {
+    /// The HTTP status, or an error when no answer came.
+    func send(_ url: URL, timeout: Double) async -> Result<Int, any Error>
+}
+
+/// Beacons over HTTP(S) GET; nothing else is allowed.
+public struct HTTPBeaconSender: BeaconSender {
+    private let session: URLSession
+
+    public init() {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 8
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        session = URLSession(configuration: configuration)
+    }
+
+    public func send(_ url: URL, timeout: Double) async -> Result<Int, any Error> {
+        var request = URLRequest(url: url, timeoutInterval: timeout)
+        request.httpMethod = "GET"
+        return await withCheckedContinuation { continuation in
+            session.dataTask(with: request) { _, response, error in
+                if let status = (response as? HTTPURLResponse)?.statusCode {
+                    continuation.resume(returning: .success(status))
+                } else {
+                    continuation.resume(returning: .failure(error ?? URLError(.badServerResponse)))
+                }
+            }.resume()
+        }
+    }
+}
+
+/// What the outbox did.
+public enum OutboxEvent: Sendable, Equatable {
+    case sent(url: String, attempts: Int)
+    case retrying(url: String, attempts: Int, reason: String, inSeconds: Double)
+    case dropped(url: String, ageSeconds: Double)
+}
+
+/// Tracking never loses a beacon (R17): every beacon is written to SQLite before its first
+/// attempt, sent with retry, exponential backoff and jitter, and removed only after a 2xx.
+/// A `kill -9` loses none; after a restart each is sent at most once more (the one whose 2xx
+/// came just before the kill). A beacon older than `maxAge` is dropped — counted in the
+/// database and reported, never silently.
+///
+/// Threading: any thread. The database is behind one lock; sends run concurrently (at most
+/// `concurrency`) on Swift tasks, never holding the lock.
+public final class BeaconOutbox: Sendable {
+    public struct Configuration: Sendable {
+        public var maxAge: Double = 7 * 24 * 3600
+        /// First retry after about this long; doubling per attempt up to `maxDelay`; ±50 % jitter.
+        public var baseDelay: Double = 2
+        public var maxDelay: Double = 600
+        public var concurrency = 8
+        public var requestTimeout: Double = 10
+
+        public init() {}
+    }
+
+    public struct Report: Sendable, Equatable {
+        public var sent = 0
+        public var failed = 0
+        public var dropped = 0
+    }
+
+    /// The database, used only under `lock` (see the type).
+    private final class Store: @unchecked Sendable {
+        let db: SQLiteDatabase
+        init(_ db: SQLiteDatabase) { self.db = db }
+    }
+
+    private let store: Store
+    private let lock = Mutex<Set<Int64>>([])   // ids being sent right now
+    private let configuration: Configuration
+    private let sender: any BeaconSender
+    private let onEvent: @Sendable (OutboxEvent) -> Void
+    private let now: @Sendable () -> Date
+
+    public init(path: String, configuration: Configuration = Configuration(), sender: any BeaconSender = HTTPBeaconSender(),
+                now: @escaping @Sendable () -> Date = { Date() }, onEvent: @escaping @Sendable (OutboxEvent) -> Void = { _ in }) throws {
+        let db = try SQLiteDatabase(path: path)
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS beacons (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                url TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_attempt_at REAL NOT NULL,
+                last_error TEXT)
+            """)
+        try db.execute("CREATE INDEX IF NOT EXISTS beacons_due ON beacons(next_attempt_at)")
+        try db.execute("CREATE TABLE IF NOT EXISTS outbox_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+        store = Store(db)
+        self.configuration = configuration
+        self.sender = sender
+        self.now = now
+        self.onEvent = onEvent
+    }
+
+    /// Writes `urls` durably (one transaction) before any attempt. Only http(s) URLs.
+    public func enqueue(_ urls: [String]) throws {
+        for url in urls {
+            guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host != nil else {
+                throw SQLiteError(code: -1, message: "not an http(s) URL: \(url)")
+            }
+        }
+        let t = now().timeIntervalSince1970
+        try lock.withLock { _ in
+            try store.db.transaction {
+                for url in urls {
+                    try store.db.execute("INSERT INTO beacons (url, created_at, next_attempt_at) VALUES (?, ?, ?)",
+                                         [.text(url), .real(t), .real(t)])
+                }
+            }
+        }
+    }
+
+    /// Beacons not yet delivered.
+    public func pendingCount() throws -> Int {
+        try lock.withLock { _ in Int(try store.db.execute("SELECT COUNT(*) FROM beacons").first?.first?.integer ?? 0) }
+    }
+
+    /// Beacons dropped for age, ever.
+    public func droppedCount() throws -> Int {
+        try lock.withLock { _ in
+            Int(try store.db.execute("SELECT value FROM outbox_counters WHERE name = 'dropped'").first?.first?.integer ?? 0)
+        }
+    }
+
+    /// Seconds until the next beacon is due (0 if one is due now), nil if none is pending.
+    public func nextDue() throws -> Double? {
+        try lock.withLock { _ in
+            guard let t = try store.db.execute("SELECT MIN(next_attempt_at) FROM beacons").first?.first?.real else { return nil }
+            return max(0, t - now().timeIntervalSince1970)
+        }
+    }
+
+    /// One pass: drops expired beacons, sends every due one (at most `concurrency` at a
+    /// time), deletes the delivered, reschedules the rest.
+    public func deliverDue() async throws -> Report {
+        var report = Report()
+        let t = now().timeIntervalSince1970
+        let due: [(Int64, String, Int)] = try lock.withLock { inFlight in
+            let expired = try store.db.execute("SELECT id, url, created_at FROM beacons WHERE created_at < ?",
+                                               [.real(t - configuration.maxAge)])
+            if !expired.isEmpty {
+                try store.db.transaction {
+                    for row in expired {
+                        try store.db.execute("DELETE FROM beacons WHERE id = ?", [row[0]])
+                    }
+                    try store.db.execute("""
+                        INSERT INTO outbox_counters (name, value) VALUES ('dropped', ?)
+                        ON CONFLICT(name) DO UPDATE SET value = value + excluded.value
+                        """, [.integer(Int64(expired.count))])
+                }
+                for row in expired {
+                    onEvent(.dropped(url: row[1].text ?? "", ageSeconds: t - (row[2].real ?? t)))
+                }
+                report.dropped = expired.count
+            }
+            let rows = try store.db.execute(
+                "SELECT id, url, attempts FROM beacons WHERE next_attempt_at <= ? ORDER BY next_attempt_at, id LIMIT ?",
+                [.real(t), .integer(Int64(max(64, configuration.concurrency * 16)))])
+            let fresh = rows.compactMap { row -> (Int64, String, Int)? in
+                guard let id = row[0].integer, !inFlight.contains(id) else { return nil }
+                return (id, row[1].text ?? "", Int(row[2].integer ?? 0))
+            }
+            inFlight.formUnion(fresh.map(\.0))
+            return fresh
+        }
+        guard !due.isEmpty else { return report }
+
+        let outcomes = await withTaskGroup(of: (Int64, String, Int, Result<Int, any Error>).self) { group in
+            var results: [(Int64, String, Int, Result<Int, any Error>)] = []
+            var next = due.makeIterator()
+            for _ in 0..<max(1, configuration.concurrency) {
+                guard let (id, url, attempts) = next.next() else { break }
+                group.addTask { [sender, configuration] in
+                    (id, url, attempts, await Self.send(sender, url, configuration.requestTimeout))
+                }
+            }
+            while let result = await group.next() {
+                results.append(result)
+                if let (id, url, attempts) = next.next() {
+                    group.addTask { [sender, configuration] in
+                        (id, url, attempts, await Self.send(sender, url, configuration.requestTimeout))
+                    }
+                }
+            }
+            return results
+        }
+
+        try lock.withLock { inFlight in
+            defer { inFlight.subtract(outcomes.map(\.0)) }
+            try store.db.transaction {
+                for (id, url, attempts, result) in outcomes {
+                    if case .success(let status) = result, (200..<300).contains(status) {
+                        try store.db.execute("DELETE FROM beacons WHERE id = ?", [.integer(id)])
+                        onEvent(.sent(url: url, attempts: attempts + 1))
+                        report.sent += 1
+                    } else {
+                        let reason = switch result {
+                        case .success(let status): "HTTP \(status)"
+                        case .failure(let error): String(describing: error)
+                        }
+                        let delay = backoff(after: attempts + 1)
+                        try store.db.execute("UPDATE beacons SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?",
+                                             [.integer(Int64(attempts + 1)), .real(now().timeIntervalSince1970 + delay),
+                                              .text(reason), .integer(id)])
+                        onEvent(.retrying(url: url, attempts: attempts + 1, reason: reason, inSeconds: delay))
+                        report.failed += 1
+                    }
+                }
+            }
+        }
+        return report
+    }
+
+    /// Delivers until nothing is pending or `until` passes; sleeps until the next due beacon.
+    public func deliverAll(until deadline: Date = .distantFuture) async throws {
+        while Date() < deadline {
+            _ = try await deliverDue()
+            guard let wait = try nextDue() else { return }
+            if wait > 0 { try await Task.sleep(nanoseconds: UInt64(min(wait, max(0, deadline.timeIntervalSinceNow)) * 1e9)) }
+        }
+    }
+
+    /// Exponential backoff with ±50 % jitter: base × 2^(attempts−1), capped.
+    public func backoff(after attempts: Int) -> Double {
+        let exponential = min(configuration.maxDelay, configuration.baseDelay * pow(2, Double(max(0, attempts - 1))))
+        return exponential * Double.random(in: 0.5...1.5)
+    }
+
+    private static func send(_ sender: any BeaconSender, _ url: String, _ timeout: Double) async -> Result<Int, any Error> {
+        guard let parsed = URL(string: url) else { return .failure(URLError(.badURL)) }
+        return await sender.send(parsed, timeout: timeout)
+    }
+}

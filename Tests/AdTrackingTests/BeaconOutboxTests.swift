@@ -1,0 +1,218 @@
+import AdTracking
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+import XCTest
+
+/// R17 against a real HTTP endpoint on loopback (Tests/Fixtures/beacon_server.py).
+final class BeaconOutboxTests: XCTestCase {
+    static let repository: URL = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) { return url }
+        }
+        fatalError("no Package.swift above \(#filePath)")
+    }()
+
+    private var server: BeaconServer!
+    private var directory: URL!
+
+    override func setUpWithError() throws {
+        server = try BeaconServer()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("outbox-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws {
+        server.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private var database: String { directory.appendingPathComponent("adplayerd.sqlite").path }
+
+    private func outbox(baseDelay: Double = 0.01, maxDelay: Double = 0.2, concurrency: Int = 8,
+                        now: @escaping @Sendable () -> Date = { Date() },
+                        onEvent: @escaping @Sendable (OutboxEvent) -> Void = { _ in }) throws -> BeaconOutbox {
+        var configuration = BeaconOutbox.Configuration()
+        configuration.baseDelay = baseDelay
+        configuration.maxDelay = maxDelay
+        configuration.concurrency = concurrency
+        configuration.requestTimeout = 5
+        return try BeaconOutbox(path: database, configuration: configuration, now: now, onEvent: onEvent)
+    }
+
+    private func url(_ name: String) -> String { "http://127.0.0.1:\(server.port)/b/\(name)" }
+
+    func testAnEndpointThatFailsThreeTimesGetsTheBeaconExactlyOnce() async throws {
+        let events = Mutex<[OutboxEvent]>([])
+        let outbox = try outbox(onEvent: { e in events.withLock { $0.append(e) } })
+        try server.control("/_fail/3")
+        try outbox.enqueue([url("impression-1")])
+        XCTAssertEqual(try outbox.pendingCount(), 1, "written before the first attempt")
+        try await outbox.deliverAll(until: Date().addingTimeInterval(30))
+        let counts = try server.counts()
+        XCTAssertEqual(counts["/b/impression-1"], 1)
+        XCTAssertEqual(counts["_attempts"], 4)
+        XCTAssertEqual(try outbox.pendingCount(), 0)
+        let retries = events.withLock { $0.filter { if case .retrying = $0 { true } else { false } } }
+        XCTAssertEqual(retries.count, 3)
+        XCTAssertEqual(events.withLock { $0.last }, .sent(url: url("impression-1"), attempts: 4))
+    }
+
+    func testBackoffGrowsExponentiallyWithJitterAndACap() throws {
+        let outbox = try outbox(baseDelay: 2, maxDelay: 600)
+        let delays = (1...12).map { attempt in (0..<50).map { _ in outbox.backoff(after: attempt) } }
+        for (index, samples) in delays.enumerated() {
+            let expected = min(600, 2 * pow(2, Double(index)))
+            XCTAssertGreaterThanOrEqual(samples.min()!, expected * 0.5 - 1e-9)
+            XCTAssertLessThanOrEqual(samples.max()!, expected * 1.5 + 1e-9)
+        }
+        XCTAssertGreaterThan(Set(delays[3]).count, 10, "jitter")
+    }
+
+    func testBeaconsSurviveAReopenAndAreSentOnce() async throws {
+        try server.control("/_down")
+        do {
+            let first = try outbox()
+            try first.enqueue([url("a"), url("b")])
+            let report = try await first.deliverDue()
+            XCTAssertEqual(report.failed, 2)
+        }
+        try server.control("/_up")
+        let second = try outbox()
+        XCTAssertEqual(try second.pendingCount(), 2)
+        try await second.deliverAll(until: Date().addingTimeInterval(30))
+        let counts = try server.counts()
+        XCTAssertEqual(counts["/b/a"], 1)
+        XCTAssertEqual(counts["/b/b"], 1)
+    }
+
+    func testABeaconOlderThanTheMaximumAgeIsDroppedAndCounted() async throws {
+        let start = Date()
+        try outbox(now: { start }).enqueue([url("old")])
+        let events = Mutex<[OutboxEvent]>([])
+        let later = try outbox(now: { start.addingTimeInterval(8 * 24 * 3600) }, onEvent: { e in events.withLock { $0.append(e) } })
+        let report = try await later.deliverDue()
+        XCTAssertEqual(report.dropped, 1)
+        XCTAssertEqual(try later.droppedCount(), 1)
+        XCTAssertEqual(try later.pendingCount(), 0)
+        guard case .dropped(let dropped, let age)? = events.withLock({ $0.first }) else { return XCTFail("not reported") }
+        XCTAssertEqual(dropped, url("old"))
+        XCTAssertEqual(age, 8 * 24 * 3600, accuracy: 1)
+        XCTAssertEqual(try server.counts()["_attempts"], 0, "an expired beacon is not sent")
+    }
+
+    func testOnlyHTTPURLsAreAccepted() throws {
+        let outbox = try outbox()
+        for bad in ["file:///etc/passwd", "ftp://x/y", "not a url", "http://"] {
+            XCTAssertThrowsError(try outbox.enqueue([bad]), bad)
+        }
+        XCTAssertEqual(try outbox.pendingCount(), 0)
+    }
+
+    func testTenThousandBeaconsQueuedWhileTheEndpointIsDownAreAllDeliveredWhenItComesBack() async throws {
+        try server.control("/_down")
+        let outbox = try outbox(baseDelay: 0.05, maxDelay: 0.5, concurrency: 16)
+        try outbox.enqueue((0..<10_000).map { url("n\($0)") })
+        _ = try await outbox.deliverDue()
+        XCTAssertEqual(try outbox.pendingCount(), 10_000)
+        try server.control("/_up")
+        try await outbox.deliverAll(until: Date().addingTimeInterval(300))
+        XCTAssertEqual(try outbox.pendingCount(), 0)
+        let counts = try server.counts()
+        let delivered = (0..<10_000).filter { counts["/b/n\($0)"] == 1 }.count
+        XCTAssertEqual(delivered, 10_000, "each exactly once")
+    }
+
+    /// The daemon's process is killed with SIGKILL mid-delivery and started again: every
+    /// beacon arrives, none more than twice.
+    func testKillNineMidDeliveryLosesNothing() throws {
+        let binary = Self.repository.appendingPathComponent(".build/debug/adplayerd").path
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: binary), "build adplayerd first (swift build)")
+        let names = (0..<300).map { "k\($0)" }
+        try run(binary, ["beacons", "add", "--state-dir", directory.path] + names.map(url))
+        try server.control("/_delay/20")
+        let flush = Process()
+        flush.executableURL = URL(fileURLWithPath: binary)
+        flush.arguments = ["beacons", "flush", "--state-dir", directory.path, "--concurrency", "4", "--base-delay", "0.01"]
+        flush.standardOutput = FileHandle.nullDevice
+        try flush.run()
+        let deadline = Date().addingTimeInterval(60)
+        while (try server.counts().filter { $0.key.hasPrefix("/b/") }.count) < 60 && Date() < deadline {
+            Thread.sleep(forTimeInterval: 0.02)
+        }
+        kill(flush.processIdentifier, SIGKILL)
+        flush.waitUntilExit()
+        XCTAssertEqual(flush.terminationReason, .uncaughtSignal)
+        let before = try server.counts().filter { $0.key.hasPrefix("/b/") }.count
+        XCTAssertLessThan(before, 300, "killed before it finished")
+        try server.control("/_delay/0")
+        try run(binary, ["beacons", "flush", "--state-dir", directory.path, "--base-delay", "0.01"])
+        let counts = try server.counts()
+        for name in names {
+            let count = counts["/b/\(name)"] ?? 0
+            XCTAssertTrue((1...2).contains(count), "\(name) arrived \(count) times")
+        }
+        XCTAssertEqual(try outbox().pendingCount(), 0)
+    }
+
+    private func run(_ binary: String, _ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, "adplayerd \(arguments.prefix(2).joined(separator: " "))")
+    }
+}
+
+/// Tests/Fixtures/beacon_server.py, for one test.
+final class BeaconServer {
+    let port: Int
+    private let process = Process()
+    private let input = Pipe()
+
+    init() throws {
+        let output = Pipe()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", BeaconOutboxTests.repository.appendingPathComponent("Tests/Fixtures/beacon_server.py").path]
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        var line = Data()
+        while !line.contains(10) {
+            let byte = output.fileHandleForReading.readData(ofLength: 1)
+            if byte.isEmpty { break }
+            line.append(byte)
+        }
+        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw NSError(domain: "BeaconServer", code: 1, userInfo: [NSLocalizedDescriptionKey: "server did not start"])
+        }
+        self.port = port
+    }
+
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+
+    @discardableResult
+    func control(_ path: String) throws -> Data {
+        let box = Mutex<Result<Data, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        URLSession.shared.dataTask(with: URL(string: "http://127.0.0.1:\(port)\(path)")!) { data, _, error in
+            box.withLock { $0 = data.map { .success($0) } ?? .failure(error ?? URLError(.badServerResponse)) }
+            done.signal()
+        }.resume()
+        _ = done.wait(timeout: .now() + 10)
+        return try box.withLock { $0 }?.get() ?? Data()
+    }
+
+    func counts() throws -> [String: Int] {
+        (try JSONSerialization.jsonObject(with: control("/_counts")) as? [String: Int]) ?? [:]
+    }
+}
