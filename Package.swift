@@ -30,7 +30,7 @@ let package = Package(
         // Test doubles shared by the test targets: a scripted ad source and a recording surface.
         .target(name: "AdTestSupport", dependencies: ["AdRuntime"], swiftSettings: strict),
         .testTarget(name: "AdRuntimeTests", dependencies: ["AdRuntime", "AdTestSupport"], swiftSettings: strict),
-        .testTarget(name: "AdTrackingTests", dependencies: ["AdTracking", "AdRuntime"], swiftSettings: strict),
+        .testTarget(name: "AdTrackingTests", dependencies: ["AdTracking", "AdRuntime", "AdTestSupport"], swiftSettings: strict),
         .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "AdTestSupport", "MpvPlayerAdapter", "CMpv"],
                     swiftSettings: strict),
     ]

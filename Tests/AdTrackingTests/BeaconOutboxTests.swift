@@ -1,3 +1,4 @@
+import AdTestSupport
 import AdTracking
 import Foundation
 #if canImport(FoundationNetworking)
@@ -8,20 +9,11 @@ import XCTest
 
 /// R17 against a real HTTP endpoint on loopback (Tests/Fixtures/beacon_server.py).
 final class BeaconOutboxTests: XCTestCase {
-    static let repository: URL = {
-        var url = URL(fileURLWithPath: #filePath)
-        while url.path != "/" {
-            url.deleteLastPathComponent()
-            if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) { return url }
-        }
-        fatalError("no Package.swift above \(#filePath)")
-    }()
-
-    private var server: BeaconServer!
+    private var server: FixtureServer!
     private var directory: URL!
 
     override func setUpWithError() throws {
-        server = try BeaconServer()
+        server = try FixtureServer(script: "beacon_server.py")
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("outbox-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
     }
@@ -49,7 +41,7 @@ final class BeaconOutboxTests: XCTestCase {
     func testAnEndpointThatFailsThreeTimesGetsTheBeaconExactlyOnce() async throws {
         let events = Mutex<[OutboxEvent]>([])
         let outbox = try outbox(onEvent: { e in events.withLock { $0.append(e) } })
-        try server.control("/_fail/3")
+        try server.get("/_fail/3")
         try outbox.enqueue([url("impression-1")])
         XCTAssertEqual(try outbox.pendingCount(), 1, "written before the first attempt")
         try await outbox.deliverAll(until: Date().addingTimeInterval(30))
@@ -74,14 +66,14 @@ final class BeaconOutboxTests: XCTestCase {
     }
 
     func testBeaconsSurviveAReopenAndAreSentOnce() async throws {
-        try server.control("/_down")
+        try server.get("/_down")
         do {
             let first = try outbox()
             try first.enqueue([url("a"), url("b")])
             let report = try await first.deliverDue()
             XCTAssertEqual(report.failed, 2)
         }
-        try server.control("/_up")
+        try server.get("/_up")
         let second = try outbox()
         XCTAssertEqual(try second.pendingCount(), 2)
         try await second.deliverAll(until: Date().addingTimeInterval(30))
@@ -114,12 +106,12 @@ final class BeaconOutboxTests: XCTestCase {
     }
 
     func testTenThousandBeaconsQueuedWhileTheEndpointIsDownAreAllDeliveredWhenItComesBack() async throws {
-        try server.control("/_down")
+        try server.get("/_down")
         let outbox = try outbox(baseDelay: 0.05, maxDelay: 0.5, concurrency: 16)
         try outbox.enqueue((0..<10_000).map { url("n\($0)") })
         _ = try await outbox.deliverDue()
         XCTAssertEqual(try outbox.pendingCount(), 10_000)
-        try server.control("/_up")
+        try server.get("/_up")
         try await outbox.deliverAll(until: Date().addingTimeInterval(300))
         XCTAssertEqual(try outbox.pendingCount(), 0)
         let counts = try server.counts()
@@ -130,11 +122,11 @@ final class BeaconOutboxTests: XCTestCase {
     /// The daemon's process is killed with SIGKILL mid-delivery and started again: every
     /// beacon arrives, none more than twice.
     func testKillNineMidDeliveryLosesNothing() throws {
-        let binary = Self.repository.appendingPathComponent(".build/debug/adplayerd").path
+        let binary = repositoryRoot.appendingPathComponent(".build/debug/adplayerd").path
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: binary), "build adplayerd first (swift build)")
         let names = (0..<300).map { "k\($0)" }
         try run(binary, ["beacons", "add", "--state-dir", directory.path] + names.map(url))
-        try server.control("/_delay/20")
+        try server.get("/_delay/20")
         let flush = Process()
         flush.executableURL = URL(fileURLWithPath: binary)
         flush.arguments = ["beacons", "flush", "--state-dir", directory.path, "--concurrency", "4", "--base-delay", "0.01"]
@@ -149,7 +141,7 @@ final class BeaconOutboxTests: XCTestCase {
         XCTAssertEqual(flush.terminationReason, .uncaughtSignal)
         let before = try server.counts().filter { $0.key.hasPrefix("/b/") }.count
         XCTAssertLessThan(before, 300, "killed before it finished")
-        try server.control("/_delay/0")
+        try server.get("/_delay/0")
         try run(binary, ["beacons", "flush", "--state-dir", directory.path, "--base-delay", "0.01"])
         let counts = try server.counts()
         for name in names {
@@ -170,49 +162,3 @@ final class BeaconOutboxTests: XCTestCase {
     }
 }
 
-/// Tests/Fixtures/beacon_server.py, for one test.
-final class BeaconServer {
-    let port: Int
-    private let process = Process()
-    private let input = Pipe()
-
-    init() throws {
-        let output = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", BeaconOutboxTests.repository.appendingPathComponent("Tests/Fixtures/beacon_server.py").path]
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        var line = Data()
-        while !line.contains(10) {
-            let byte = output.fileHandleForReading.readData(ofLength: 1)
-            if byte.isEmpty { break }
-            line.append(byte)
-        }
-        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw NSError(domain: "BeaconServer", code: 1, userInfo: [NSLocalizedDescriptionKey: "server did not start"])
-        }
-        self.port = port
-    }
-
-    func stop() {
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
-    }
-
-    @discardableResult
-    func control(_ path: String) throws -> Data {
-        let box = Mutex<Result<Data, any Error>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        URLSession.shared.dataTask(with: URL(string: "http://127.0.0.1:\(port)\(path)")!) { data, _, error in
-            box.withLock { $0 = data.map { .success($0) } ?? .failure(error ?? URLError(.badServerResponse)) }
-            done.signal()
-        }.resume()
-        _ = done.wait(timeout: .now() + 10)
-        return try box.withLock { $0 }?.get() ?? Data()
-    }
-
-    func counts() throws -> [String: Int] {
-        (try JSONSerialization.jsonObject(with: control("/_counts")) as? [String: Int]) ?? [:]
-    }
-}

@@ -1,4 +1,5 @@
 import AdRuntime
+import AdTestSupport
 import Foundation
 import MpvPlayerAdapter
 import XCTest
@@ -7,7 +8,7 @@ import XCTest
 /// mpv stall for its cache (`paused-for-cache`), which is not a pause.
 final class BufferingTests: MpvTestCase {
     func testBufferingFromAThrottledServerIsStillPlaying() throws {
-        let server = try ThrottledServer(file: Media.path("stream-60s.mp4"), bytesPerSecond: 12_000)
+        let server = try FixtureServer(script: "throttled_http.py", arguments: [Media.path("stream-60s.mp4"), "12000"])
         defer { server.stop() }
         let (player, recorder) = try makePlayer {
             $0.extraOptions = [("cache", "yes"), ("cache-pause-wait", "0.5"), ("demuxer-readahead-secs", "1")]
@@ -35,34 +36,3 @@ final class BufferingTests: MpvTestCase {
     }
 }
 
-/// Tests/Fixtures/throttled_http.py, run for one test.
-final class ThrottledServer {
-    let port: Int
-    private let process = Process()
-    private let input = Pipe()
-
-    init(file: String, bytesPerSecond: Int) throws {
-        let output = Pipe()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", Media.repository.appendingPathComponent("Tests/Fixtures/throttled_http.py").path,
-                             file, String(bytesPerSecond)]
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        var line = Data()
-        while !line.contains(10) {
-            let byte = output.fileHandleForReading.readData(ofLength: 1)
-            if byte.isEmpty { break }
-            line.append(byte)
-        }
-        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) else {
-            throw NSError(domain: "ThrottledServer", code: 1, userInfo: [NSLocalizedDescriptionKey: "server did not start"])
-        }
-        self.port = port
-    }
-
-    func stop() {
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
-    }
-}

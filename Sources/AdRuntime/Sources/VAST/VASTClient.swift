@@ -1,0 +1,325 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+
+/// VAST macros (IAB VAST 4.x §6): replaced in ad tag, tracking and error URLs.
+public enum VASTMacros {
+    /// Values for one expansion; unknown values are sent as -1, as VAST 4.1 asks.
+    public struct Values: Sendable {
+        public var errorCode: Int?
+        public var contentPlayhead: Double?
+        public var adPlayhead: Double?
+        public var now: Date
+
+        public init(errorCode: Int? = nil, contentPlayhead: Double? = nil, adPlayhead: Double? = nil, now: Date = Date()) {
+            self.errorCode = errorCode
+            self.contentPlayhead = contentPlayhead
+            self.adPlayhead = adPlayhead
+            self.now = now
+        }
+    }
+
+    public static func expand(_ url: String, _ values: Values) -> String {
+        var out = url
+        let replacements: [(String, String)] = [
+            ("[ERRORCODE]", values.errorCode.map(String.init) ?? "-1"),
+            ("[TIMESTAMP]", timestamp(values.now)),
+            ("[CACHEBUSTING]", String(format: "%08d", Int.random(in: 0..<100_000_000))),
+            ("[CONTENTPLAYHEAD]", values.contentPlayhead.map(playhead) ?? "-1"),
+            ("[MEDIAPLAYHEAD]", values.contentPlayhead.map(playhead) ?? "-1"),
+            ("[ADPLAYHEAD]", values.adPlayhead.map(playhead) ?? "-1"),
+        ]
+        for (macro, value) in replacements where out.contains(macro) {
+            out = out.replacingOccurrences(of: macro, with: value.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charset: "+&=:"))) ?? value)
+        }
+        return out
+    }
+
+    /// `HH:MM:SS.mmm`.
+    static func playhead(_ seconds: Double) -> String {
+        let ms = Int((max(0, seconds) * 1000).rounded())
+        return String(format: "%02d:%02d:%02d.%03d", ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000)
+    }
+
+    static func timestamp(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
+    }
+}
+
+private extension CharacterSet {
+    init(charset: String) { self.init(charactersIn: charset) }
+}
+
+/// Fetches bytes over http(s) with a deadline and a size limit.
+public protocol BoundedFetcher: Sendable {
+    func fetch(_ url: URL, timeout: Double, maxBytes: Int) async throws -> Data
+}
+
+public struct FetchError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable { case timeout, tooLarge, http(Int), network, notHTTP }
+    public let kind: Kind
+    public let url: String
+    public var description: String {
+        switch kind {
+        case .timeout: "\(url): no answer in time"
+        case .tooLarge: "\(url): the response is larger than allowed"
+        case .http(let status): "\(url): HTTP \(status)"
+        case .network: "\(url): network error"
+        case .notHTTP: "\(url): only http(s) URLs are fetched"
+        }
+    }
+}
+
+/// URLSession with a per-request deadline, and a byte limit enforced as data arrives (a 20 MB
+/// answer is cut off at the limit, not downloaded).
+public final class HTTPFetcher: NSObject, BoundedFetcher, URLSessionDataDelegate, @unchecked Sendable {
+    // @unchecked: the per-task state is only touched under `tasks`' lock; the session is thread-safe.
+    private struct Pending {
+        var data = Data()
+        let maxBytes: Int
+        let continuation: CheckedContinuation<Data, any Error>
+        let url: String
+    }
+
+    private let tasks = Mutex<[Int: Pending]>([:])
+    private var session: URLSession!
+
+    public override init() {
+        super.init()
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        session = URLSession(configuration: configuration, delegate: self, delegateQueue: nil)
+    }
+
+    public func fetch(_ url: URL, timeout: Double, maxBytes: Int) async throws -> Data {
+        guard ["http", "https"].contains(url.scheme?.lowercased() ?? "") else { throw FetchError(kind: .notHTTP, url: url.absoluteString) }
+        var request = URLRequest(url: url, timeoutInterval: timeout)
+        request.httpMethod = "GET"
+        return try await withCheckedThrowingContinuation { continuation in
+            let task = session.dataTask(with: request)
+            tasks.withLock { $0[task.taskIdentifier] = Pending(maxBytes: maxBytes, continuation: continuation, url: url.absoluteString) }
+            // The request's own timeout is per idle interval; this one is the whole answer's.
+            DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [weak self, weak task] in
+                guard let task, let pending = self?.finish(task.taskIdentifier) else { return }
+                task.cancel()
+                pending.continuation.resume(throwing: FetchError(kind: .timeout, url: pending.url))
+            }
+            task.resume()
+        }
+    }
+
+    private func finish(_ id: Int) -> Pending? { tasks.withLock { $0.removeValue(forKey: id) } }
+
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+                           completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+        let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+        let length = response.expectedContentLength
+        let limit = tasks.withLock { $0[dataTask.taskIdentifier]?.maxBytes } ?? 0
+        if !(200..<300).contains(status) || (length > 0 && length > Int64(limit)) {
+            completionHandler(.cancel)
+            if let pending = finish(dataTask.taskIdentifier) {
+                pending.continuation.resume(throwing: FetchError(kind: (200..<300).contains(status) ? .tooLarge : .http(status), url: pending.url))
+            }
+            return
+        }
+        completionHandler(.allow)
+    }
+
+    public func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let overflow = tasks.withLock { tasks -> Pending? in
+            guard var pending = tasks[dataTask.taskIdentifier] else { return nil }
+            pending.data.append(data)
+            if pending.data.count > pending.maxBytes { return tasks.removeValue(forKey: dataTask.taskIdentifier) }
+            tasks[dataTask.taskIdentifier] = pending
+            return nil
+        }
+        if let overflow {
+            dataTask.cancel()
+            overflow.continuation.resume(throwing: FetchError(kind: .tooLarge, url: overflow.url))
+        }
+    }
+
+    public func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        guard let pending = finish(task.taskIdentifier) else { return }
+        if let error {
+            pending.continuation.resume(throwing: (error as? URLError)?.code == .timedOut ? FetchError(kind: .timeout, url: pending.url)
+                                                                                         : FetchError(kind: .network, url: pending.url))
+        } else {
+            pending.continuation.resume(returning: pending.data)
+        }
+    }
+}
+
+/// An ad source speaking VAST 2.0–4.2 (SPEC §4.2): `InLine` and `Wrapper` chains (depth 5,
+/// the wrappers' tracking merged in), `NonLinear` image `StaticResource`s for overlays and
+/// pause ads (downloaded to a cache folder, because mpv draws local bitmaps), `Linear`
+/// progressive `MediaFile`s for post-rolls. Timeouts: 8 s for the first document, 4 s per
+/// wrapper. When it gives up it sends the chain's `Error` URLs with `[ERRORCODE]` (through
+/// `onErrorBeacon`, for the outbox) and throws the `VASTError`.
+///
+/// Threading: any thread; each request is independent.
+public final class VASTClient: AdSource {
+    public struct Configuration: Sendable {
+        public var firstTimeout = 8.0
+        public var wrapperTimeout = 4.0
+        public var maxWrapperDepth = 5
+        public var maxDocumentBytes = 1024 * 1024
+        public var maxCreativeBytes = 16 * 1024 * 1024
+        public var creativeTimeout = 8.0
+        public var defaultOverlayDuration = 10.0
+        public init() {}
+    }
+
+    /// What a request resolved to, for `ads-check` and the tests.
+    public struct Resolution: Sendable, Equatable {
+        public var creative: AdCreative
+        /// Documents followed: the tag, then each wrapper's target.
+        public var chain: [String]
+    }
+
+    public let tag: String
+    private let configuration: Configuration
+    private let fetcher: any BoundedFetcher
+    private let cache: URL
+    private let onErrorBeacon: @Sendable (String) -> Void
+
+    public init(tag: String, cacheDirectory: URL, configuration: Configuration = Configuration(),
+                fetcher: any BoundedFetcher = HTTPFetcher(), onErrorBeacon: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.tag = tag
+        self.cache = cacheDirectory
+        self.configuration = configuration
+        self.fetcher = fetcher
+        self.onErrorBeacon = onErrorBeacon
+    }
+
+    public func ad(for request: AdRequest) async throws -> AdCreative? {
+        try await resolve(request)?.creative
+    }
+
+    /// Follows the chain from the tag (or from `document`, a VAST file already read).
+    public func resolve(_ request: AdRequest, document: Data? = nil) async throws -> Resolution? {
+        var errors: [String] = []
+        var impressions: [String] = []
+        var tracking: [String: [String]] = [:]
+        var chain: [String] = []
+        let values = VASTMacros.Values(contentPlayhead: request.position)
+        do {
+            var next: String? = VASTMacros.expand(tag, values)
+            var data = document
+            var depth = 0
+            while true {
+                if data == nil, let url = next {
+                    chain.append(url)
+                    data = try await fetchDocument(url, timeout: depth == 0 ? configuration.firstTimeout : configuration.wrapperTimeout,
+                                                   wrapper: depth > 0)
+                }
+                let vast = try VASTDocument.parse(data!)
+                data = nil
+                errors += vast.errors
+                guard let ad = vast.ads.first else {
+                    if depth > 0 { throw VASTError(code: .noAdsAfterWrapper, message: "the wrapper chain ended in no ad") }
+                    fire(errors, code: .noAdsAfterWrapper, values)
+                    return nil   // no fill
+                }
+                errors += ad.errors
+                impressions += ad.impressions
+                for creative in ad.creatives where creative.isLinear == (request.kind == .postroll) {
+                    tracking.merge(creative.tracking) { $0 + $1 }
+                }
+                if let uri = ad.wrapperURI {
+                    depth += 1
+                    guard depth <= configuration.maxWrapperDepth else {
+                        throw VASTError(code: .wrapperLimit, message: "more than \(configuration.maxWrapperDepth) wrappers")
+                    }
+                    next = VASTMacros.expand(uri, values)
+                    continue
+                }
+                var creative = try await choose(ad, for: request)
+                creative.tracking.merge(tracking) { $0 + $1 }
+                creative.tracking["impression", default: []] += impressions
+                creative.tracking["error", default: []] += errors
+                return Resolution(creative: creative, chain: chain)
+            }
+        } catch let error as VASTError {
+            fire(errors, code: error.code, values)
+            throw error
+        }
+    }
+
+    private func fetchDocument(_ url: String, timeout: Double, wrapper: Bool) async throws -> Data {
+        guard let parsed = URL(string: url) else { throw VASTError(code: wrapper ? .wrapperError : .undefined, message: "bad URL \(url)") }
+        do {
+            return try await fetcher.fetch(parsed, timeout: timeout, maxBytes: configuration.maxDocumentBytes)
+        } catch let error as FetchError {
+            switch error.kind {
+            case .timeout: throw VASTError(code: .wrapperTimeout, message: error.description)
+            case .tooLarge: throw VASTError(code: .xmlParsing, message: error.description)
+            default: throw VASTError(code: wrapper ? .wrapperError : .undefined, message: error.description)
+            }
+        }
+    }
+
+    private func choose(_ ad: VASTDocument.Ad, for request: AdRequest) async throws -> AdCreative {
+        let id = ad.id ?? "vast"
+        switch request.kind {
+        case .postroll:
+            let files = ad.creatives.filter(\.isLinear).flatMap(\.mediaFiles).filter { $0.delivery.lowercased() != "streaming" }
+            let playable = ["video/mp4", "video/webm", "video/x-matroska", "video/quicktime", "video/3gpp"]
+            guard let file = files.first(where: { $0.type == "video/mp4" }) ?? files.first(where: { playable.contains($0.type) }) else {
+                throw VASTError(code: .noSupportedMedia, message: "no progressive MediaFile that mpv plays")
+            }
+            guard let url = URL(string: file.url), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
+                throw VASTError(code: .fileNotFound, message: "MediaFile is not an http(s) URL: \(file.url)")
+            }
+            return AdCreative(id: id, kind: .postroll, content: .video(location: file.url))
+        case .overlay, .pauseAd:
+            let nonLinears = ad.creatives.filter(\.isNonLinear).flatMap(\.nonLinears)
+            for nonLinear in nonLinears {
+                guard let resource = nonLinear.staticResource else { continue }
+                let lowered = resource.url.lowercased()
+                let isImage = ["image/png", "image/jpeg", "image/jpg"].contains(resource.type.lowercased())
+                    || (resource.type.isEmpty && (lowered.hasSuffix(".png") || lowered.hasSuffix(".jpg") || lowered.hasSuffix(".jpeg")))
+                guard isImage else { continue }
+                let path = try await download(resource.url)
+                return AdCreative(id: id, kind: request.kind,
+                                  content: .image(location: path, width: nonLinear.width, height: nonLinear.height),
+                                  duration: request.kind == .overlay ? (nonLinear.minSuggestedDuration ?? configuration.defaultOverlayDuration) : nil)
+            }
+            if request.kind == .overlay, let html = nonLinears.compactMap(\.htmlOrIFrame).first(where: { $0.hasPrefix("http") }) {
+                return AdCreative(id: id, kind: .overlay, content: .html(url: html),
+                                  duration: nonLinears.first?.minSuggestedDuration ?? configuration.defaultOverlayDuration)
+            }
+            throw VASTError(code: .noSupportedNonLinear, message: "no NonLinear with a PNG or JPEG StaticResource")
+        }
+    }
+
+    /// Downloads an image creative into the cache folder (http(s) only, size and time limits).
+    private func download(_ url: String) async throws -> String {
+        guard let parsed = URL(string: url) else { throw VASTError(code: .nonLinearFetchFailed, message: "bad URL \(url)") }
+        let data: Data
+        do {
+            data = try await fetcher.fetch(parsed, timeout: configuration.creativeTimeout, maxBytes: configuration.maxCreativeBytes)
+        } catch {
+            throw VASTError(code: .nonLinearFetchFailed, message: "the creative could not be fetched: \(error)")
+        }
+        try? FileManager.default.createDirectory(at: cache, withIntermediateDirectories: true)
+        let name = String(UInt64(bitPattern: Int64(url.hashValue))) + "-" + UUID().uuidString + "." + (parsed.pathExtension.isEmpty ? "img" : parsed.pathExtension)
+        let file = cache.appendingPathComponent(name)
+        do {
+            try data.write(to: file, options: .atomic)
+        } catch {
+            throw VASTError(code: .nonLinearFetchFailed, message: "cannot write \(file.path): \(error.localizedDescription)")
+        }
+        return file.path
+    }
+
+    private func fire(_ urls: [String], code: VASTErrorCode, _ values: VASTMacros.Values) {
+        var values = values
+        values.errorCode = code.rawValue
+        for url in urls { onErrorBeacon(VASTMacros.expand(url, values)) }
+    }
+}

@@ -1,0 +1,216 @@
+import Foundation
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+
+/// VAST error codes (IAB VAST 4.x §2.3.6.3) the client reports through `Error` URLs.
+public enum VASTErrorCode: Int, Sendable {
+    case xmlParsing = 100
+    case schemaValidation = 101
+    case unsupportedVersion = 102
+    case wrapperError = 300
+    case wrapperTimeout = 301
+    case wrapperLimit = 302
+    case noAdsAfterWrapper = 303
+    case linearError = 400
+    case fileNotFound = 401
+    case mediaTimeout = 402
+    case noSupportedMedia = 403
+    case mediaDisplayProblem = 405
+    case nonLinearError = 500
+    case nonLinearDimensions = 501
+    case nonLinearFetchFailed = 502
+    case noSupportedNonLinear = 503
+    case undefined = 900
+}
+
+/// Why a VAST request gave no ad, with the VAST code to report.
+public struct VASTError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let code: VASTErrorCode
+    public let message: String
+    public var description: String { "VAST \(code.rawValue): \(message)" }
+}
+
+/// A VAST 2.0–4.2 document, the parts an overlay/pause-ad/post-roll player needs.
+public struct VASTDocument: Sendable, Equatable {
+    public struct MediaFile: Sendable, Equatable {
+        public var url: String
+        public var type: String
+        public var delivery: String
+        public var width: Int
+        public var height: Int
+        public var bitrate: Int?
+    }
+
+    public struct NonLinear: Sendable, Equatable {
+        public var id: String?
+        public var width: Int
+        public var height: Int
+        public var minSuggestedDuration: Double?
+        /// `StaticResource` URL and its `creativeType` (image/png, image/jpeg…).
+        public var staticResource: (url: String, type: String)?
+        public var htmlOrIFrame: String?
+        public var clickThrough: String?
+
+        public static func == (a: NonLinear, b: NonLinear) -> Bool {
+            a.id == b.id && a.width == b.width && a.height == b.height && a.minSuggestedDuration == b.minSuggestedDuration
+                && a.staticResource?.url == b.staticResource?.url && a.staticResource?.type == b.staticResource?.type
+                && a.htmlOrIFrame == b.htmlOrIFrame && a.clickThrough == b.clickThrough
+        }
+    }
+
+    public struct Creative: Sendable, Equatable {
+        public var id: String?
+        /// Linear: duration and media files; nil when the creative is not linear.
+        public var linearDuration: Double?
+        public var mediaFiles: [MediaFile] = []
+        public var nonLinears: [NonLinear] = []
+        public var isLinear = false
+        public var isNonLinear = false
+        /// Tracking events by name (`start`, `firstQuartile`, `creativeView`, `close`, …).
+        public var tracking: [String: [String]] = [:]
+    }
+
+    public struct Ad: Sendable, Equatable {
+        public var id: String?
+        /// For a wrapper, the next document's URL.
+        public var wrapperURI: String?
+        public var impressions: [String] = []
+        public var errors: [String] = []
+        public var creatives: [Creative] = []
+        public var isWrapper: Bool { wrapperURI != nil }
+    }
+
+    public var version: String
+    public var ads: [Ad]
+    /// Top-level `<Error>` (a no-ad response may carry one).
+    public var errors: [String]
+
+    public static let supportedVersions = ["2.0", "3.0", "4.0", "4.1", "4.2", "4.3"]
+
+    /// Parses a document; throws `VASTError` 100 (not XML), 101 (not VAST / a required part
+    /// missing) or 102 (a version this client does not know).
+    public static func parse(_ data: Data) throws -> VASTDocument {
+        let builder = Builder()
+        let parser = XMLParser(data: data)
+        parser.shouldResolveExternalEntities = false
+        parser.delegate = builder
+        guard parser.parse() else {
+            throw VASTError(code: .xmlParsing, message: "not well-formed XML: \(parser.parserError.map { String(describing: $0) } ?? "unknown")")
+        }
+        guard builder.sawVAST else { throw VASTError(code: .schemaValidation, message: "the root element is not <VAST>") }
+        let version = builder.version ?? ""
+        guard supportedVersions.contains(where: { version == $0 || version.hasPrefix($0 + ".") }) else {
+            throw VASTError(code: .unsupportedVersion, message: "VAST version \"\(version)\" is not supported")
+        }
+        for ad in builder.ads where ad.isWrapper && (ad.wrapperURI ?? "").isEmpty {
+            throw VASTError(code: .schemaValidation, message: "a <Wrapper> without <VASTAdTagURI>")
+        }
+        return VASTDocument(version: version, ads: builder.ads, errors: builder.topErrors)
+    }
+}
+
+/// SAX builder: keeps a path of element names and the text of the current element.
+private final class Builder: NSObject, XMLParserDelegate {
+    var sawVAST = false
+    var version: String?
+    var ads: [VASTDocument.Ad] = []
+    var topErrors: [String] = []
+    private var path: [String] = []
+    private var text = ""
+    private var ad: VASTDocument.Ad?
+    private var creative: VASTDocument.Creative?
+    private var mediaFile: VASTDocument.MediaFile?
+    private var nonLinear: VASTDocument.NonLinear?
+    private var attributes: [[String: String]] = []
+
+    func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
+                attributes attributeDict: [String: String] = [:]) {
+        path.append(name)
+        attributes.append(attributeDict)
+        text = ""
+        switch name {
+        case "VAST" where path.count == 1:
+            sawVAST = true
+            version = attributeDict["version"]
+        case "Ad":
+            ad = VASTDocument.Ad(id: attributeDict["id"])
+        case "Wrapper":
+            ad?.wrapperURI = ""   // a wrapper, whose target `VASTAdTagURI` must follow
+        case "Creative":
+            creative = VASTDocument.Creative(id: attributeDict["id"] ?? attributeDict["adId"])
+        case "Linear":
+            creative?.isLinear = true
+        case "NonLinearAds":
+            creative?.isNonLinear = true
+        case "NonLinear":
+            nonLinear = VASTDocument.NonLinear(
+                id: attributeDict["id"], width: Int(attributeDict["width"] ?? "") ?? 0, height: Int(attributeDict["height"] ?? "") ?? 0,
+                minSuggestedDuration: attributeDict["minSuggestedDuration"].flatMap(parseDuration))
+        case "MediaFile":
+            mediaFile = VASTDocument.MediaFile(
+                url: "", type: attributeDict["type"] ?? "", delivery: attributeDict["delivery"] ?? "progressive",
+                width: Int(attributeDict["width"] ?? "") ?? 0, height: Int(attributeDict["height"] ?? "") ?? 0,
+                bitrate: Int(attributeDict["bitrate"] ?? ""))
+        default:
+            break
+        }
+    }
+
+    func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
+
+    func parser(_ parser: XMLParser, foundCDATA block: Data) { text += String(decoding: block, as: UTF8.self) }
+
+    func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
+        let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let attrs = attributes.last ?? [:]
+        let parent = path.count >= 2 ? path[path.count - 2] : ""
+        switch name {
+        case "Ad":
+            if let ad { ads.append(ad) }
+            ad = nil
+        case "VASTAdTagURI":
+            ad?.wrapperURI = value
+        case "Impression" where !value.isEmpty:
+            ad?.impressions.append(value)
+        case "Error" where !value.isEmpty:
+            if ad != nil { ad?.errors.append(value) } else { topErrors.append(value) }
+        case "Creative":
+            if let creative { ad?.creatives.append(creative) }
+            creative = nil
+        case "Duration" where parent == "Linear":
+            creative?.linearDuration = parseDuration(value)
+        case "MediaFile":
+            if var file = mediaFile, !value.isEmpty {
+                file.url = value
+                creative?.mediaFiles.append(file)
+            }
+            mediaFile = nil
+        case "Tracking":
+            if let event = attrs["event"], !value.isEmpty {
+                creative?.tracking[event, default: []].append(value)
+            }
+        case "StaticResource" where nonLinear != nil:
+            nonLinear?.staticResource = (value, attrs["creativeType"] ?? "")
+        case "HTMLResource", "IFrameResource":
+            if nonLinear != nil { nonLinear?.htmlOrIFrame = value }
+        case "NonLinearClickThrough":
+            nonLinear?.clickThrough = value
+        case "NonLinear":
+            if let nonLinear { creative?.nonLinears.append(nonLinear) }
+            nonLinear = nil
+        default:
+            break
+        }
+        path.removeLast()
+        attributes.removeLast()
+        text = ""
+    }
+}
+
+/// `HH:MM:SS(.mmm)` to seconds.
+func parseDuration(_ text: String) -> Double? {
+    let parts = text.trimmingCharacters(in: .whitespaces).split(separator: ":")
+    guard parts.count == 3, let h = Double(parts[0]), let m = Double(parts[1]), let s = Double(parts[2]) else { return nil }
+    return h * 3600 + m * 60 + s
+}
