@@ -198,7 +198,7 @@ public final class VideoAds: Sendable {
                 return .success(ad)
             }
             switch outcome {
-            case .success(let ad): emit(.loaded(info(ad.id, ad.kind, ad.creative.id)))
+            case .success(let ad): emit(.loaded(info(ad.id, ad.kind, ad.creative.id), ad.creative))
             case .failure(let error): emit(.error(kind: pending.kind, creativeID: nil, error: error))
             }
             let completion = pending.completion

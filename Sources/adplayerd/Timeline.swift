@@ -17,7 +17,7 @@ final class TimelinePrinter: Sendable {
         let text: String
         switch event {
         case .requested(let kind, let content, let position): text = "ad request  \(kind.rawValue) for \(content) at \(format(position))s"
-        case .loaded(let info): text = "ad loaded   \(info.kind.rawValue) \(info.creativeID)"
+        case .loaded(let info, _): text = "ad loaded   \(info.kind.rawValue) \(info.creativeID)"
         case .started(let info): text = "ad started  \(info.kind.rawValue) \(info.creativeID)"
         case .quartile(let info, let q): text = "ad quartile \(info.creativeID) \(q)/4"
         case .ended(let info, let reason, let latency):

@@ -13,8 +13,8 @@ public struct AdInfo: Sendable, Equatable {
 public enum AdEvent: Sendable, Equatable {
     /// A request went to the source, with the position it carried (R11).
     case requested(kind: AdKind, contentID: String, position: Double)
-    /// The source delivered an ad.
-    case loaded(AdInfo)
+    /// The source delivered an ad: the creative, with its tracking URLs.
+    case loaded(AdInfo, AdCreative)
     /// It is on screen (overlay, pause ad) or its video started (post-roll).
     case started(AdInfo)
     /// A post-roll passed a quartile (1: first quartile, 2: midpoint, 3: third quartile).

@@ -1,0 +1,49 @@
+import AdRuntime
+import Foundation
+import Synchronization
+
+/// Turns what the runtime does into the creative's tracking beacons, written to the outbox
+/// (R17): `impression` and `creativeView` when an ad is on screen, `start` and the quartiles
+/// of a post-roll, `complete`, `close` (or `skip` for a post-roll), and `error` URLs with
+/// `[ERRORCODE]` when a creative cannot be shown (405 linear, 502 non-linear).
+///
+/// Threading: any thread (it is a `VideoAds` `onEvent` consumer).
+public final class TrackingReporter: Sendable {
+    private let outbox: BeaconOutbox
+    private let creatives = Mutex<[UInt64: AdCreative]>([:])
+    private let onFailure: @Sendable (any Error) -> Void
+
+    public init(outbox: BeaconOutbox, onFailure: @escaping @Sendable (any Error) -> Void = { _ in }) {
+        self.outbox = outbox
+        self.onFailure = onFailure
+    }
+
+    public func record(_ event: AdEvent) {
+        switch event {
+        case .loaded(let info, let creative):
+            creatives.withLock { $0[info.id] = creative }
+        case .started(let info):
+            send(info, ["impression", "creativeView"] + (info.kind == .postroll ? ["start"] : []))
+        case .quartile(let info, let quartile):
+            send(info, [["firstQuartile", "midpoint", "thirdQuartile"][max(0, min(2, quartile - 1))]])
+        case .ended(let info, let reason, _):
+            switch reason {
+            case .completed: send(info, info.kind == .postroll ? ["complete"] : [])
+            case .closed: send(info, info.kind == .postroll ? ["skip", "closeLinear"] : ["close"])
+            case .failed: send(info, ["error"], errorCode: info.kind == .postroll ? 405 : 502)
+            default: break
+            }
+            creatives.withLock { _ = $0.removeValue(forKey: info.id) }
+        default:
+            break
+        }
+    }
+
+    private func send(_ info: AdInfo, _ events: [String], errorCode: Int? = nil) {
+        guard let creative = creatives.withLock({ $0[info.id] }) else { return }
+        let values = VASTMacros.Values(errorCode: errorCode)
+        let urls = events.flatMap { creative.tracking[$0] ?? [] }.map { VASTMacros.expand($0, values) }
+        guard !urls.isEmpty else { return }
+        do { try outbox.enqueue(urls) } catch { onFailure(error) }
+    }
+}
