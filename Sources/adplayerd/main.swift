@@ -8,13 +8,16 @@ import MpvPlayerAdapter
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 do {
+    if arguments.first == "ads-check" {
+        exit(try AdsCheckCommand(arguments: Array(arguments.dropFirst())).run())
+    }
     if arguments.first == "beacons" {
         exit(try BeaconsCommand(arguments: Array(arguments.dropFirst())).run())
     }
     let options = try PlayCommand.Options.parse(arguments)
     exit(try PlayCommand(options: options).run())
 } catch let error as UsageError {
-    FileHandle.standardError.write(Data("adplayerd: \(error.message)\n\n\(PlayCommand.usage)\n\(BeaconsCommand.usage)\n".utf8))
+    FileHandle.standardError.write(Data("adplayerd: \(error.message)\n\n\(PlayCommand.usage)\n\(BeaconsCommand.usage)\n\(AdsCheckCommand.usage)\n".utf8))
     exit(2)
 } catch {
     FileHandle.standardError.write(Data("<3>adplayerd: \(error)\n".utf8))

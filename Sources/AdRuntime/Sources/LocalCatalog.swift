@@ -8,6 +8,12 @@ public struct CatalogError: Error, Sendable, Equatable, CustomStringConvertible 
     public let field: String
     public let reason: String
 
+    public init(file: String, field: String, reason: String) {
+        self.file = file
+        self.field = field
+        self.reason = reason
+    }
+
     public var description: String { "\(file): \(field): \(reason)" }
 }
 

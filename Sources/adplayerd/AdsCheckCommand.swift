@@ -1,0 +1,191 @@
+import AdRuntime
+import Foundation
+import MpvPlayerAdapter
+
+/// `adplayerd ads-check SOURCE [--json] [--content ID]`: resolves an ad source as the daemon
+/// would and prints what would be shown (kind, creative, size, duration, tracking events) or
+/// why nothing would be (with the VAST error code). Exit 0 when at least one ad resolved,
+/// 1 when none, 2 on bad usage.
+struct AdsCheckCommand {
+    static let usage = """
+        usage: adplayerd ads-check SOURCE [--json] [--content ID]
+          SOURCE: a catalog folder (catalog.json), a VAST file, or an http(s) VAST URL
+        """
+
+    struct Found: Encodable {
+        var kind: String
+        var id: String
+        var creative: String
+        var width: Int?
+        var height: Int?
+        var duration: Double?
+        var slots: [[Double]]?
+        var tracking: [String: Int]
+        var chain: [String]?
+    }
+
+    struct Problem: Encodable {
+        var kind: String
+        var id: String?
+        var code: String
+        var message: String
+    }
+
+    struct Report: Encodable {
+        var source: String
+        var type: String
+        var ads: [Found] = []
+        var problems: [Problem] = []
+    }
+
+    let arguments: [String]
+
+    func run() throws -> Int32 {
+        var json = false
+        var content = "episode"
+        var source: String?
+        var rest = arguments[...]
+        while let arg = rest.popFirst() {
+            switch arg {
+            case "--json": json = true
+            case "--content":
+                guard let value = rest.popFirst() else { throw UsageError(message: "--content needs an id") }
+                content = value
+            default:
+                if arg.hasPrefix("-") { throw UsageError(message: "unknown option \(arg)") }
+                guard source == nil else { throw UsageError(message: "one SOURCE only") }
+                source = arg
+            }
+        }
+        guard let source else { throw UsageError(message: "ads-check needs a SOURCE") }
+        var report: Report
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
+            report = checkCatalog(source)
+        } else if source.hasPrefix("http://") || source.hasPrefix("https://") || FileManager.default.fileExists(atPath: source) {
+            report = checkVAST(source, content: content)
+        } else {
+            throw UsageError(message: "\(source) is neither a folder, a file nor an http(s) URL")
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+        } else {
+            print("\(report.source) (\(report.type))")
+            for ad in report.ads {
+                var line = "  \(ad.kind.padding(toLength: 9, withPad: " ", startingAt: 0)) \(ad.id): \(ad.creative)"
+                if let w = ad.width, let h = ad.height { line += ", \(w)×\(h)" }
+                if let d = ad.duration { line += ", \(d) s" }
+                if let slots = ad.slots { line += ", slots " + slots.map { "\($0[0])s+\($0[1])s" }.joined(separator: " ") }
+                if !ad.tracking.isEmpty { line += ", tracking " + ad.tracking.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ") }
+                print(line)
+            }
+            for problem in report.problems {
+                print("  \(problem.kind.padding(toLength: 9, withPad: " ", startingAt: 0)) \(problem.id.map { "\($0): " } ?? "")nothing: \(problem.message) [\(problem.code)]")
+            }
+        }
+        return report.ads.isEmpty ? 1 : 0
+    }
+
+    private func checkCatalog(_ folder: String) -> Report {
+        var report = Report(source: folder, type: "catalog")
+        let catalog: LocalCatalog
+        do {
+            catalog = try LocalCatalog(folder: URL(fileURLWithPath: folder))
+        } catch {
+            report.problems.append(Problem(kind: "catalog", id: nil, code: "bad_manifest", message: "\(error)"))
+            return report
+        }
+        for entry in catalog.entries {
+            var found = Found(kind: entry.kind.rawValue, id: entry.id, creative: "", tracking: [:])
+            do {
+                switch entry.creative {
+                case .text(let text):
+                    found.creative = "text \"\(text)\""
+                case .image(let name), .video(let name):
+                    let path = catalog.folder.appendingPathComponent(name).standardizedFileURL.path
+                    guard FileManager.default.fileExists(atPath: path) else {
+                        throw CatalogError(file: catalog.folder.appendingPathComponent("catalog.json").path, field: entry.id, reason: "the creative file \(name) is missing")
+                    }
+                    found.creative = path
+                    if case .image = entry.creative {
+                        let probe = try ImageDecoder.probe(path)
+                        found.width = probe.width
+                        found.height = probe.height
+                    }
+                }
+                if entry.kind == .overlay {
+                    found.slots = entry.slots.map { [$0.start, $0.duration] }
+                }
+                report.ads.append(found)
+            } catch {
+                report.problems.append(Problem(kind: entry.kind.rawValue, id: entry.id, code: "bad_creative", message: "\(error)"))
+            }
+        }
+        return report
+    }
+
+    private func checkVAST(_ source: String, content: String) -> Report {
+        let isURL = source.hasPrefix("http")
+        var report = Report(source: source, type: isURL ? "vast-url" : "vast-file")
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("adplayerd-ads-check-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let client = VASTClient(tag: isURL ? source : URL(fileURLWithPath: source).absoluteString, cacheDirectory: cache)
+        let document: Data? = isURL ? nil : FileManager.default.contents(atPath: source)
+        for kind in AdKind.allCases {
+            let request = AdRequest(content: ContentInfo(id: content), kind: kind, position: 0)
+            let outcome = Blocking.run { try await client.resolve(request, document: document) }
+            switch outcome {
+            case .success(let resolution?):
+                let creative = resolution.creative
+                var found = Found(kind: kind.rawValue, id: creative.id, creative: "", duration: creative.duration,
+                                  tracking: creative.tracking.mapValues(\.count), chain: resolution.chain)
+                switch creative.content {
+                case .image(let location, let w, let h):
+                    found.creative = "image"
+                    found.width = w
+                    found.height = h
+                    if let probe = try? ImageDecoder.probe(location) {
+                        found.creative = "\(probe.format.rawValue) image"
+                        found.width = probe.width
+                        found.height = probe.height
+                    }
+                case .video(let location): found.creative = "video \(location)"
+                case .html(let url): found.creative = "html \(url)"
+                case .text(let text): found.creative = "text \"\(text)\""
+                }
+                report.ads.append(found)
+            case .success(nil):
+                report.problems.append(Problem(kind: kind.rawValue, id: nil, code: "vast-303", message: "no ad (no fill)"))
+            case .failure(let error as VASTError):
+                report.problems.append(Problem(kind: kind.rawValue, id: nil, code: "vast-\(error.code.rawValue)", message: error.message))
+            case .failure(let error):
+                report.problems.append(Problem(kind: kind.rawValue, id: nil, code: "error", message: "\(error)"))
+            }
+        }
+        return report
+    }
+}
+
+/// Runs async work from synchronous command-line code.
+enum Blocking {
+    static func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
+        let box = ResultBox<T>()
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            do { box.set(.success(try await body())) } catch { box.set(.failure(error)) }
+            done.signal()
+        }
+        done.wait()
+        return box.get()!
+    }
+}
+
+final class ResultBox<T: Sendable>: @unchecked Sendable {
+    // @unchecked: `value` is only touched under `lock`.
+    private let lock = NSLock()
+    private var value: Result<T, any Error>?
+    func set(_ value: Result<T, any Error>) { lock.withLock { self.value = value } }
+    func get() -> Result<T, any Error>? { lock.withLock { value } }
+}
