@@ -119,6 +119,8 @@ final class VASTClientTests: XCTestCase {
         await expectVASTError(.noSupportedMedia, "streaming-only-linear.xml", .postroll)
         await expectVASTError(.undefined, "\(server.base)/status/500")
         await expectVASTError(.noSupportedNonLinear, "inline-linear-3.0.xml", .overlay)
+        await expectVASTError(.nonLinearFetchFailed, "nonlinear-missing-image.xml", .overlay)
+        await expectVASTError(.wrapperError, "wrapper-to-redirect-loop.xml")
     }
 
     func testAnHTMLNonLinearIsAnHTMLOverlay() async throws {

@@ -48,4 +48,33 @@ final class TrackingReporterTests: XCTestCase {
             XCTAssertEqual(counts["/b/\(name)?e=-1"], 1, name)
         }
     }
+
+    func testACreativeThatCannotBeShownSendsItsErrorURLsWithTheCode() async throws {
+        let server = try FixtureServer(script: "beacon_server.py")
+        defer { server.stop() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("reporter-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let outbox = try BeaconOutbox(path: directory.appendingPathComponent("adplayerd.sqlite").path)
+        let reporter = TrackingReporter(outbox: outbox)
+        let source = TestAdSource([
+            .overlay: .creative(AdCreative(id: "bad", kind: .overlay, content: .image(location: "x.png"), duration: 5,
+                                           tracking: ["error": ["\(server.base)/b/error?code=[ERRORCODE]"],
+                                                      "impression": ["\(server.base)/b/impression"]])),
+        ])
+        let clock = VirtualClock()
+        let player = ScriptedPlayer(clock: clock)
+        let surface = RecordingAdSurface()
+        surface.refuse(creativeID: "bad")
+        let ads = VideoAds(content: ContentInfo(id: "e"), source: source, surface: surface, clock: clock,
+                           onEvent: { reporter.record($0) })
+        player.load("e.mp4", duration: 10)
+        ads.track(player)
+        try XCTUnwrap(requestAd(ads, .overlay)).get().show { _ in }
+        ads.waitForCallbacks()
+        try await outbox.deliverAll(until: Date().addingTimeInterval(30))
+        let counts = try server.counts()
+        XCTAssertEqual(counts["/b/error?code=502"], 1)
+        XCTAssertNil(counts["/b/impression"], "never on screen: no impression")
+    }
 }

@@ -6,6 +6,7 @@
   /slow/SECONDS/PATH    PATH after SECONDS
   /status/CODE          an empty answer with that HTTP status
   /garbage              bytes that are not XML
+  /redirect-loop        an HTTP redirect to itself
   /huge                 a 20 MB body (streamed; a client must stop reading at its limit)
   /b/...                a beacon: counted; /_counts returns {path: count}
 """
@@ -61,6 +62,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.reply(200, data, "application/octet-stream")
         if path.startswith("/status/"):
             return self.reply(int(path.split("/")[2]))
+        if path == "/redirect-loop":
+            self.send_response(302)
+            self.send_header("Location", "/redirect-loop")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if path == "/garbage":
             return self.reply(200, bytes(random.Random(3).getrandbits(8) for _ in range(3000)))
         if path == "/huge":

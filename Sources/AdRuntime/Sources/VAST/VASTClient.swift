@@ -56,7 +56,17 @@ private extension CharacterSet {
 
 /// Fetches bytes over http(s) with a deadline and a size limit.
 public protocol BoundedFetcher: Sendable {
-    func fetch(_ url: URL, timeout: Double, maxBytes: Int) async throws -> Data
+    /// Sends `request` (http(s) only) and returns a 2xx answer's body; `timeout` bounds the
+    /// whole exchange, `maxBytes` the body.
+    func send(_ request: URLRequest, timeout: Double, maxBytes: Int) async throws -> Data
+}
+
+extension BoundedFetcher {
+    public func fetch(_ url: URL, timeout: Double, maxBytes: Int) async throws -> Data {
+        var request = URLRequest(url: url, timeoutInterval: timeout)
+        request.httpMethod = "GET"
+        return try await send(request, timeout: timeout, maxBytes: maxBytes)
+    }
 }
 
 public struct FetchError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -95,10 +105,12 @@ public final class HTTPFetcher: NSObject, BoundedFetcher, URLSessionDataDelegate
         session = URLSession(configuration: configuration, delegate: self, delegateQueue: nil)
     }
 
-    public func fetch(_ url: URL, timeout: Double, maxBytes: Int) async throws -> Data {
-        guard ["http", "https"].contains(url.scheme?.lowercased() ?? "") else { throw FetchError(kind: .notHTTP, url: url.absoluteString) }
-        var request = URLRequest(url: url, timeoutInterval: timeout)
-        request.httpMethod = "GET"
+    public func send(_ request: URLRequest, timeout: Double, maxBytes: Int) async throws -> Data {
+        guard let url = request.url, ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
+            throw FetchError(kind: .notHTTP, url: request.url?.absoluteString ?? "")
+        }
+        var request = request
+        request.timeoutInterval = timeout
         return try await withCheckedThrowingContinuation { continuation in
             let task = session.dataTask(with: request)
             tasks.withLock { $0[task.taskIdentifier] = Pending(maxBytes: maxBytes, continuation: continuation, url: url.absoluteString) }
