@@ -166,7 +166,7 @@ public final class MpvPlayer: TrackablePlayer {
         try Self.checkLocalFile(path)
         return try mapping.withLock { mapping in
             let result = try handle.commandReturning(["loadfile", path, "replace",
-                                                      "speed=1,pause=no,keep-open=no,loop-file=no,start=0"])
+                                                      "speed=1,pause=no,keep-open=no,loop-file=no"])
             guard let entry = result["playlist_entry_id"]?.int else {
                 throw MpvError(code: -12, operation: "loadfile (no playlist_entry_id)")
             }

@@ -82,8 +82,14 @@ final class EpisodeAds: PlayerObserver {
         ads.request(.overlay) { [weak self] result in
             guard let self, case .success(let overlay) = result else { return }
             do {
-                try overlay.show(atContentTime: overlay.creative.slotStart ?? 0) { [weak self] reason in
-                    if reason != .destroyed && reason != .contentChanged { self?.scheduleNextOverlay() }
+                let then: @Sendable (AdEndReason) -> Void = { [weak self] reason in
+                    // A slot's overlay is followed by the next slot's; one without a slot (VAST) by nothing.
+                    if overlay.creative.slotStart != nil, reason != .destroyed, reason != .contentChanged { self?.scheduleNextOverlay() }
+                }
+                if let start = overlay.creative.slotStart {
+                    try overlay.show(atContentTime: start, didEnd: then)
+                } else {
+                    try overlay.show(didEnd: then)   // no slot: now, over playing content
                 }
             } catch {
                 // Refused (another item is in): the episode's overlays are done.

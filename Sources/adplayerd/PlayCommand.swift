@@ -1,4 +1,5 @@
 import AdRuntime
+import AdTracking
 import Foundation
 import MpvPlayerAdapter
 import Synchronization
@@ -17,6 +18,7 @@ struct PlayCommand {
         var ao = "null"
         var demo = false
         var ads: String?
+        var stateDir: String?
         var pauseAdDelay = 1.0
 
         static func parse(_ args: [String]) throws -> Options {
@@ -32,6 +34,9 @@ struct PlayCommand {
                 case "--ads":
                     guard let value = rest.popFirst() else { throw UsageError(message: "--ads needs a catalog folder") }
                     options.ads = value
+                case "--state-dir":
+                    guard let value = rest.popFirst() else { throw UsageError(message: "--state-dir needs a folder") }
+                    options.stateDir = value
                 case "--pause-ad-delay":
                     guard let value = rest.popFirst(), let seconds = Double(value), seconds >= 0 else {
                         throw UsageError(message: "--pause-ad-delay needs a number of seconds ≥ 0")
@@ -49,11 +54,14 @@ struct PlayCommand {
     }
 
     static let usage = """
-        usage: adplayerd play [--vo VO] [--ao AO] [--ads CATALOG] [--pause-ad-delay S] [--demo] FILE...
+        usage: adplayerd play [--vo VO] [--ao AO] [--ads SOURCE] [--state-dir DIR] [--pause-ad-delay S] [--demo] FILE...
           Plays FILEs through libmpv and prints the player model's changes (and the ads') as a timeline.
           --vo, --ao          mpv's video and audio outputs (default: null, null)
-          --ads CATALOG       run ads from a local catalog folder (catalog.json): overlays at their slots,
-                              a pause ad after the content stayed paused, a post-roll after each episode
+          --ads SOURCE        run ads from SOURCE: a catalog folder (catalog.json), a VAST tag URL, or the
+                              slots API (an URL ending in /v1/ads; token in $ADPLAYERD_ADS_TOKEN): overlays
+                              at their slots, a pause ad after the content stayed paused, a post-roll
+                              after each episode
+          --state-dir DIR     keep the tracking outbox (beacons, R17) in DIR/adplayerd.sqlite and deliver it
           --pause-ad-delay S  seconds of pause before a pause ad (default 1)
           --demo              pause, resume, change speed and seek during the first file
         """
@@ -65,7 +73,8 @@ struct PlayCommand {
         configuration.vo = options.vo
         configuration.ao = options.ao
         configuration.extraOptions = [("title", "adplayerd")]
-        let catalog = try options.ads.map { try LocalCatalog(folder: URL(fileURLWithPath: $0)) }
+        let catalog = try options.ads.map(Self.source)
+        let tracking = try options.stateDir.map(Self.tracking)
         let player = try MpvPlayer(configuration: configuration) { message in
             FileHandle.standardError.write(Data("<4>mpv: \(message.prefix): \(message.text)".utf8))
         }
@@ -88,7 +97,8 @@ struct PlayCommand {
                         if let catalog {
                             let content = ContentInfo(id: URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent)
                             let episode = EpisodeAds(content: content, entry: entry, source: catalog, surface: surface,
-                                                     pauseAdDelay: pauseAdDelay, onEvent: { printer.print($0) },
+                                                     pauseAdDelay: pauseAdDelay,
+                                                     onEvent: { printer.print($0); tracking?.reporter.record($0) },
                                                      onFinished: { PlayCommand.advance() })
                             current.withLock { $0 = episode }
                             episode.follow(player)
@@ -119,7 +129,42 @@ struct PlayCommand {
         next()
         if options.demo { runDemo(player) }
         finished.wait()
+        if let tracking {
+            // What is due now goes out before we stop; the rest waits in the outbox.
+            _ = Blocking.run { try await tracking.outbox.deliverAll(until: Date().addingTimeInterval(5)) }
+        }
         return 0
+    }
+
+    /// A catalog folder, a slots API URL (…/v1/ads) or a VAST tag URL.
+    static func source(_ spec: String) throws -> any AdSource {
+        if spec.hasPrefix("http://") || spec.hasPrefix("https://") {
+            guard let url = URL(string: spec) else { throw UsageError(message: "--ads: bad URL \(spec)") }
+            if url.path.hasSuffix("/v1/ads") {
+                let base = URL(string: spec.replacingOccurrences(of: "/v1/ads", with: ""))!
+                return SlotsAPIClient(endpoint: base, token: ProcessInfo.processInfo.environment["ADPLAYERD_ADS_TOKEN"] ?? "")
+            }
+            let cache = FileManager.default.temporaryDirectory.appendingPathComponent("adplayerd-creatives-\(getpid())")
+            return VASTClient(tag: spec, cacheDirectory: cache)
+        }
+        return try LocalCatalog(folder: URL(fileURLWithPath: spec))
+    }
+
+    /// The outbox in the state folder, delivering in the background, and its reporter.
+    static func tracking(_ stateDir: String) throws -> (outbox: BeaconOutbox, reporter: TrackingReporter) {
+        try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+        let outbox = try BeaconOutbox(path: stateDir + "/adplayerd.sqlite", onEvent: { event in
+            if case .sent(let url, _) = event { print("          beacon sent \(url)") }
+        })
+        Task.detached {
+            while true {
+                _ = try? await outbox.deliverDue()
+                try? await Task.sleep(nanoseconds: 500_000_000)
+            }
+        }
+        return (outbox, TrackingReporter(outbox: outbox) { error in
+            FileHandle.standardError.write(Data("<3>adplayerd: tracking: \(error)\n".utf8))
+        })
     }
 
     /// The current run's "next file" (set by `run`).
