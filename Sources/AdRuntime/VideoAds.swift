@@ -281,6 +281,8 @@ public final class VideoAds: Sendable {
                     emit(.quartile(info, record.quartile))
                 }
                 session.ads[id] = record
+            case .paused(let paused):
+                emit(.postrollPaused(info, paused))
             case .finished, .failed:
                 if case .failed(let why) = report {
                     emit(.error(kind: .postroll, creativeID: info.creativeID, error: .renderFailed(why)))

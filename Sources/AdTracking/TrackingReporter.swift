@@ -4,7 +4,7 @@ import Synchronization
 
 /// Turns what the runtime does into the creative's tracking beacons, written to the outbox
 /// (R17): `impression` and `creativeView` when an ad is on screen, `start` and the quartiles
-/// of a post-roll, `complete`, `close` (or `skip` for a post-roll), and `error` URLs with
+/// of a post-roll, its `pause` and `resume`, `complete`, `close` (or `skip` for a post-roll), and `error` URLs with
 /// `[ERRORCODE]` when a creative cannot be shown (405 linear, 502 non-linear).
 ///
 /// Threading: any thread (it is a `VideoAds` `onEvent` consumer).
@@ -24,6 +24,8 @@ public final class TrackingReporter: Sendable {
             creatives.withLock { $0[info.id] = creative }
         case .started(let info):
             send(info, ["impression", "creativeView"] + (info.kind == .postroll ? ["start"] : []))
+        case .postrollPaused(let info, let paused):
+            send(info, [paused ? "pause" : "resume"])
         case .quartile(let info, let quartile):
             send(info, [["firstQuartile", "midpoint", "thirdQuartile"][max(0, min(2, quartile - 1))]])
         case .ended(let info, let reason, _):

@@ -182,7 +182,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener {
         let (reporter, ended) = state.withLock { state -> (PostrollReporter?, Bool) in
             guard let postroll = state.postroll else { return (nil, false) }
             switch event {
-            case .started(let entry), .progress(let entry, _, _):
+            case .started(let entry), .progress(let entry, _, _), .paused(let entry, _):
                 return (entry == postroll.entry ? postroll.reporter : nil, false)
             case .ended(let entry, _):
                 guard entry == postroll.entry else { return (nil, false) }
@@ -198,6 +198,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener {
             reporter.failed(error)
         case .ended:
             if ended { reporter.finished() }
+        case .paused(_, let paused):
+            reporter.paused(paused)
         case .started:
             break
         }

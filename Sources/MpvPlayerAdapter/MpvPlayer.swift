@@ -120,11 +120,13 @@ public final class MpvPlayer: TrackablePlayer {
 
     public func setPaused(_ paused: Bool) throws {
         let now = MonotonicTime.now()
-        try mapping.withLock { mapping in
+        let adEvents = try mapping.withLock { mapping in
             try handle.set("pause", paused)
             publish(mapping.applyOwnPause(paused), mapping, now)
+            return mapping.takeAdEvents()
         }
         feed.drain()
+        tellSurface(adEvents, resizedTo: nil)
     }
 
     public func togglePause() throws {
@@ -207,10 +209,14 @@ public final class MpvPlayer: TrackablePlayer {
             return (mapping.takeAdEvents(), mapping.takeOutputSizeChange(), mapping.outputSize)
         }
         feed.drain()
-        if !adEvents.isEmpty || resized, let surface = listener.withLock({ $0.value }) {
-            adEvents.forEach { surface.adPlayback($0) }
-            if resized { surface.outputResized(width: size.width, height: size.height) }
-        }
+        tellSurface(adEvents, resizedTo: resized ? size : nil)
+    }
+
+    /// Hands ads' playback events and a new output size to the attached surface, with no lock held.
+    private func tellSurface(_ adEvents: [MpvPlayerMapping.AdPlayback], resizedTo size: (width: Int, height: Int)?) {
+        guard !adEvents.isEmpty || size != nil, let surface = listener.withLock({ $0.value }) else { return }
+        adEvents.forEach { surface.adPlayback($0) }
+        if let size { surface.outputResized(width: size.width, height: size.height) }
     }
 
     /// Enqueues `changes` in the feed; called with the mapping's lock held, so that the

@@ -68,6 +68,8 @@ struct MpvPlayerMapping {
     enum AdPlayback: Equatable {
         case started(entry: Int64)
         case progress(entry: Int64, position: Double, duration: Double)
+        /// Paused (true) or resumed (false) while it plays.
+        case paused(entry: Int64, Bool)
         /// Played to its end, or stopped: `error` is nil. Could not be played: mpv's reason.
         case ended(entry: Int64, error: String?)
     }
@@ -131,6 +133,7 @@ struct MpvPlayerMapping {
     /// once, because mpv may coalesce a short pause into no notification at all (notes §3.3).
     mutating func applyOwnPause(_ paused: Bool) -> [PlayerChange] {
         var out: [PlayerChange] = []
+        if let entry = adPlaying, paused != pause { adEvents.append(.paused(entry: entry, paused)) }
         pause = paused
         recompute(&out)
         return out
@@ -169,7 +172,7 @@ struct MpvPlayerMapping {
 
     mutating func apply(_ event: MpvEvent, now: UInt64, query: Query) -> [PlayerChange] {
         var out: [PlayerChange] = []
-        if applyAd(event, &out) {
+        if applyAd(event, query, &out) {
             recompute(&out)
             return out
         }
@@ -257,7 +260,7 @@ struct MpvPlayerMapping {
     }
 
     /// Handles `event` if it concerns an ad's video; false if it is the content's.
-    private mutating func applyAd(_ event: MpvEvent, _ out: inout [PlayerChange]) -> Bool {
+    private mutating func applyAd(_ event: MpvEvent, _ query: Query, _ out: inout [PlayerChange]) -> Bool {
         switch event {
         case .startFile(let entry) where adEntries.contains(entry):
             // The content (played to its end, or stopped) is gone from mpv; no item comes in.
@@ -296,8 +299,14 @@ struct MpvPlayerMapping {
                 adDuration = value.double
             case .eofReached, .path, .loopFile:
                 break
+            case .pause:
+                // The flag now, not the notification's snapshot (see applyProperty).
+                if let paused = query.pause() ?? value.flag, paused != pause {
+                    pause = paused
+                    adEvents.append(.paused(entry: entry, paused))
+                }
             default:
-                return false   // pause, speed and sizes are the player's, whatever plays
+                return false   // speed and sizes are the player's, whatever plays
             }
         }
         return true

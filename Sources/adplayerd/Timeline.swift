@@ -20,6 +20,7 @@ final class TimelinePrinter: Sendable {
         case .loaded(let info, _): text = "ad loaded   \(info.kind.rawValue) \(info.creativeID)"
         case .started(let info): text = "ad started  \(info.kind.rawValue) \(info.creativeID)"
         case .quartile(let info, let q): text = "ad quartile \(info.creativeID) \(q)/4"
+        case .postrollPaused(let info, let paused): text = "ad \(paused ? "paused " : "resumed") \(info.creativeID)"
         case .ended(let info, let reason, let latency):
             text = "ad ended    \(info.kind.rawValue) \(info.creativeID): \(reason.rawValue)" + (latency.map { " (\($0) µs after the player's change)" } ?? "")
         case .contentEnded(let content): text = "ad          \(content) played to its end: post-roll time"

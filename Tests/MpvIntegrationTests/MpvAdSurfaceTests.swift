@@ -105,6 +105,12 @@ final class MpvAdSurfaceTests: MpvTestCase {
         let afterEnd = recorder.count
         try postroll.show(didEnd: log.didEnd(postroll.id))
         XCTAssertTrue(waitUntil { (try? player.handle.get("speed", as: .double))?.double == 1 }, "the ad plays at 1x")
+        // The viewer pauses the post-roll and goes on: reported for tracking, not as content.
+        XCTAssertTrue(waitUntil { log.all.contains { if case .started = $0 { true } else { false } } })
+        try player.pause()
+        try player.play()
+        XCTAssertTrue(waitUntil { log.all.contains { if case .postrollPaused(_, false) = $0 { true } else { false } } })
+        XCTAssertEqual(log.all.compactMap { if case .postrollPaused(_, let p) = $0 { p } else { nil } }, [true, false])
         XCTAssertTrue(waitUntil(timeout: 30) { !log.endReasons(postroll.id).isEmpty })
         XCTAssertEqual(log.endReasons(postroll.id), [.completed])
         XCTAssertEqual(recorder.changes.dropFirst(afterEnd).filter { ($0.newItem ?? nil) != nil }, [], "the ad became an item")
@@ -153,7 +159,8 @@ final class MpvAdSurfaceTests: MpvTestCase {
         XCTAssertEqual(rect, AdPlacement.overlayBox(output: (320, 240)))
         XCTAssertEqual(duration, 8)
         try player.pause()
-        ads.waitForCallbacks()
-        XCTAssertEqual(announcements.withLock { $0.last }, .hide(id: overlay.id))
+        // Delivered on this thread, or by mpv's event thread if it was delivering just then.
+        XCTAssertTrue(waitUntil { announcements.withLock { $0.last } == .hide(id: overlay.id) },
+                      "\(announcements.withLock { $0 })")
     }
 }

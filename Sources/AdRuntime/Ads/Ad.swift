@@ -56,6 +56,7 @@ public final class Ad: Sendable {
 public final class PostrollReporter: Sendable {
     enum Report: Equatable {
         case progress(Double, Double)
+        case paused(Bool)
         case finished
         case failed(String)
     }
@@ -70,6 +71,8 @@ public final class PostrollReporter: Sendable {
 
     /// The video is at `position` of `duration` seconds (quartile events follow).
     public func progress(_ position: Double, of duration: Double) { owner?.postrollReport(id, .progress(position, duration)) }
+    /// The video was paused (true) or resumed (false).
+    public func paused(_ paused: Bool) { owner?.postrollReport(id, .paused(paused)) }
     /// The video played to its end.
     public func finished() { owner?.postrollReport(id, .finished) }
     /// The video could not be played.

@@ -17,6 +17,8 @@ public enum AdEvent: Sendable, Equatable {
     case loaded(AdInfo, AdCreative)
     /// It is on screen (overlay, pause ad) or its video started (post-roll).
     case started(AdInfo)
+    /// A post-roll's video was paused (true) or resumed (false) — by the viewer, from anywhere.
+    case postrollPaused(AdInfo, Bool)
     /// A post-roll passed a quartile (1: first quartile, 2: midpoint, 3: third quartile).
     case quartile(AdInfo, Int)
     /// It ended. `latencyMicroseconds`: from the moment the player learned of the change
