@@ -143,4 +143,17 @@ final class MappingRuleTests: XCTestCase {
                                   message: MpvError(code: -17, operation: "").message)),
         ])
     }
+
+    func testTheOutputSizeIsTheOSDsElseTheVideosAndChangesAreNoticedOnce() {
+        XCTAssertTrue(mapping.outputSize == (1280, 720), "nothing known yet")
+        _ = feed(prop(.videoWidth, .int(320)), prop(.videoHeight, .int(240)))
+        XCTAssertTrue(mapping.outputSize == (320, 240))
+        XCTAssertTrue(mapping.takeOutputSizeChange())
+        XCTAssertFalse(mapping.takeOutputSizeChange(), "once")
+        _ = feed(prop(.osdWidth, .int(640)), prop(.osdHeight, .int(360)))
+        XCTAssertTrue(mapping.outputSize == (640, 360), "the OSD wins")
+        XCTAssertTrue(mapping.takeOutputSizeChange())
+        _ = feed(prop(.videoWidth, .int(1920)))
+        XCTAssertFalse(mapping.takeOutputSizeChange(), "the video's size no longer matters")
+    }
 }

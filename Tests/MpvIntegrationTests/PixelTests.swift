@@ -1,7 +1,7 @@
 import AdRuntime
 import AdTestSupport
 import Foundation
-import MpvPlayerAdapter
+@testable import MpvPlayerAdapter
 import XCTest
 
 /// What a person would see: mpv draws into an X window (`vo=x11` under Xvfb), the screen is
@@ -21,6 +21,12 @@ final class PixelTests: MpvTestCase {
 
     private func rig(_ behaviours: [AdKind: TestAdSource.Behaviour], content: String = "content-grey")
         throws -> (MpvPlayer, PlayerRecorder, VideoAds, AdEventLog, XDisplay) {
+        let (player, recorder, ads, log, display, _) = try rigWithSurface(behaviours, content: content)
+        return (player, recorder, ads, log, display)
+    }
+
+    private func rigWithSurface(_ behaviours: [AdKind: TestAdSource.Behaviour], content: String = "content-grey")
+        throws -> (MpvPlayer, PlayerRecorder, VideoAds, AdEventLog, XDisplay, MpvAdSurface) {
         let display = try XDisplay()
         self.display = display
         setenv("DISPLAY", display.name, 1)
@@ -35,7 +41,7 @@ final class PixelTests: MpvTestCase {
         let ads = VideoAds(content: ContentInfo(id: content), source: TestAdSource(behaviours), surface: surface,
                            onEvent: { log.record($0) })
         addTeardownBlock { ads.destroy() }
-        return (player, recorder, ads, log, display)
+        return (player, recorder, ads, log, display, surface)
     }
 
     private func grab(_ display: XDisplay, _ name: String) throws -> XDisplay.Capture {
@@ -64,7 +70,7 @@ final class PixelTests: MpvTestCase {
     private static func isWhite(_ p: (r: Int, g: Int, b: Int)) -> Bool { p.r > 200 && p.g > 200 && p.b > 200 }
 
     func testTheOverlayIsOnScreenWhilePlayingAndGoneAfterAKeyPressPausesInMpvsWindow() throws {
-        let (player, recorder, ads, log, display) = try rig([
+        let (player, recorder, ads, log, display, surface) = try rigWithSurface([
             .overlay: .creative(AdCreative(id: "ov", kind: .overlay, content: .image(location: try Media.path("overlay.png")), duration: 60)),
         ])
         try player.load(Media.path("content-grey.mp4"))
@@ -82,6 +88,18 @@ final class PixelTests: MpvTestCase {
             return abs(box.minX - expected.x) <= 2 && abs(box.minY - expected.y) <= 2
                 && abs(box.maxX - (expected.x + expected.width - 1)) <= 2 && abs(box.maxY - (expected.y + expected.height - 1)) <= 2
         }, "the overlay's pixels are not at \(expected) (see \(NSTemporaryDirectory())adplayerd-overlay-playing.png)")
+
+        // The output changes size: mpv's notification (osd-width/osd-height, mapped in
+        // MpvPlayerMapping) reaches the surface as this call, and the overlay is placed
+        // again by the same rule. (Xvfb has no window manager to resize the window for real.)
+        surface.outputResized(width: 320, height: 240)
+        let smaller = AdPlacement.overlay(source: (200, 100), output: (320, 240))
+        XCTAssertTrue(try eventually(display, "overlay-resized") { screen in
+            guard let box = screen.bounds(where: Self.isMagenta) else { return false }
+            return abs(box.minX - smaller.x) <= 2 && abs(box.minY - smaller.y) <= 2
+                && abs(box.maxX - (smaller.x + smaller.width - 1)) <= 2 && abs(box.maxY - (smaller.y + smaller.height - 1)) <= 2
+        }, "the overlay was not placed again at \(smaller) after the output shrank")
+        surface.outputResized(width: window.width, height: window.height)
 
         // A key in mpv's own window: a pause that did not come from our code (R3).
         try display.press("space", inWindowTitled: Self.title)
