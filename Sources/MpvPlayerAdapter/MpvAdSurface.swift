@@ -108,6 +108,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener {
     private weak let player: MpvPlayer?
     private let handle: MpvHandle
     private let state = Mutex(State())
+    private let redrawToggle = Mutex(false)
     private let onHTML: @Sendable (HTMLCreativeAnnouncement) -> Void
 
     public init(player: MpvPlayer, onHTML: @escaping @Sendable (HTMLCreativeAnnouncement) -> Void = { _ in }) {
@@ -246,9 +247,11 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener {
         switch shown.kind {
         case .image:
             try? handle.command(["overlay-remove", String(shown.slot)])
+            nudgeRedraw()
         case .text:
             try? ass(slot: shown.slot, nil, (0, 0))
             if shown.presentation.kind == .pauseAd { try? handle.command(["overlay-remove", String(Self.dimSlot)]) }
+            nudgeRedraw()
         case .html:
             onHTML(.hide(id: shown.presentation.id))
         }
@@ -268,6 +271,30 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener {
         }
         try handle.command(node: args)
     }
+
+    /// Makes mpv draw the frame again. Measured with `vo=x11`: an `overlay-remove` right after a
+    /// pause left the overlay on the paused frame (8 times in 12) — mpv's own redraw for the
+    /// removal was lost. Touching an OSD overlay of our own asks for another one.
+    private func nudgeRedraw() {
+        redrawOnce()
+        // A frame already queued with the overlay in it can be shown after that redraw; ask
+        // again once the queue has drained.
+        for delay in [0.15, 0.4] {
+            DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in self?.redrawOnce() }
+        }
+    }
+
+    private func redrawOnce() {
+        // Alternate between two empty events so that each call is a change mpv must draw.
+        let flip = redrawToggle.withLock { toggle -> Bool in
+            toggle.toggle()
+            return toggle
+        }
+        try? ass(slot: Self.redrawSlot, flip ? "{}" : "", (1, 1))
+    }
+
+    /// `osd-overlay` id used only to make mpv redraw (see `nudgeRedraw`).
+    static let redrawSlot = 999
 
     /// `overlay-add` slot of a text pause ad's dim layer (image pause ads carry their own).
     static let dimSlot = 0

@@ -177,4 +177,26 @@ final class PixelTests: MpvTestCase {
         XCTAssertEqual(box.maxY, window.height - margin - 1, accuracy: 6, "not bottom-aligned: \(box)")
         XCTAssertGreaterThan(box.maxX - box.minX, fontSize * 5, "too narrow for the literal text: \(box)")
     }
+
+    /// Regression: with vo=x11, an overlay removed right after a pause stayed on the paused
+    /// frame (8 rounds in 12 before MpvAdSurface asked mpv to draw again).
+    func testAnOverlayRemovedRightAfterAPauseDoesNotStayOnThePausedFrame() throws {
+        let (player, recorder, _, _, display, surface) = try rigWithSurface([:])
+        try player.load(Media.path("content-grey.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        let creative = AdCreative(id: "ov", kind: .overlay, content: .image(location: try Media.path("overlay.png")))
+        let client = try player.handle.makeClient(name: "remote")
+        defer { client.close() }
+        for round in 0..<8 {
+            let id = UInt64(round + 1)
+            try surface.present(AdPresentation(id: id, kind: .overlay, creative: creative))
+            XCTAssertTrue(try eventually(display, "redraw-up") { $0.bounds(where: Self.isMagenta) != nil }, "round \(round): not up")
+            try client.set("pause", true)
+            surface.dismiss(id)
+            XCTAssertTrue(try eventually(display, "redraw-down", timeout: 5) { $0.bounds(where: Self.isMagenta) == nil },
+                          "round \(round): the overlay stayed on the paused frame")
+            try player.play()
+            XCTAssertTrue(waitUntil { player.snapshot().playing })
+        }
+    }
 }
