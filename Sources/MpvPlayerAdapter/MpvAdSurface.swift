@@ -224,12 +224,14 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener {
             let rect = pause ? AdPlacement.pauseAd(source: source, output: output) : AdPlacement.overlay(source: source, output: output)
             let image = try ImageDecoder.decode(path, width: rect.width, height: rect.height)
             if pause {
-                // One bitmap, the dimmed output with the image in it: with `vo=x11`, a second
-                // bitmap overlay under or over the image made mpv draw only one (measured).
+                // One bitmap, the dimmed output with the image in it: with `vo=x11` and a paused
+                // frame, a separate dim layer plus the image showed only the dim layer
+                // (measured; probably the lost redraw of `nudgeRedraw`), and one is cheaper.
                 try bitmap(slot: shown.slot, dimLayer(output, with: image, at: rect), at: (0, 0))
             } else {
                 try bitmap(slot: shown.slot, image, at: (rect.x, rect.y))
             }
+            nudgeRedraw()   // a pause ad goes up over a paused frame
         case .text(let text):
             let m = AdPlacement.margin(output)
             if pause { try bitmap(slot: Self.dimSlot, dimLayer(output), at: (0, 0)) }
@@ -237,6 +239,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener {
                 ? "{\\an5\\pos(\(output.width / 2),\(output.height / 2))\\fs\(output.height * 7 / 100)\\bord3\\shad0}" + assEscape(text)
                 : "{\\an3\\pos(\(output.width - m),\(output.height - m))\\fs\(output.height * 45 / 1000)\\bord2\\shad0}" + assEscape(text)
             try ass(slot: shown.slot, events, output)
+            nudgeRedraw()
         case .html(let url):
             onHTML(.show(id: shown.presentation.id, url: url, rect: AdPlacement.overlayBox(output: output), output: full,
                          durationSeconds: shown.presentation.creative.duration, shownAt: MonotonicTime.now()))
@@ -274,7 +277,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener {
 
     /// Makes mpv draw the frame again. Measured with `vo=x11`: an `overlay-remove` right after a
     /// pause left the overlay on the paused frame (8 times in 12) — mpv's own redraw for the
-    /// removal was lost. Touching an OSD overlay of our own asks for another one.
+    /// change was lost. Touching an OSD overlay of our own asks for another one. Used after
+    /// every change of what is drawn.
     private func nudgeRedraw() {
         redrawOnce()
         // A frame already queued with the overlay in it can be shown after that redraw; ask
