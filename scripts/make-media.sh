@@ -19,19 +19,21 @@ av() { # name seconds size rate hz [extra]
      -fflags +bitexact -map_metadata -1 "$@" "$out/$name"
 }
 
+# Independent encodes run in parallel (jobs), joined with `wait` before what depends on them.
 # Episodes: short A/V ones, and one of ~30 s.
 av episode-1.mp4 4 320x240 25 440 -movflags +faststart
-av episode-2.mp4 4 320x240 25 660 -movflags +faststart
-av episode-long.mp4 30 320x240 25 550 -movflags +faststart
-av clip-1s.mp4 1 160x120 25 880 -movflags +faststart
+av episode-2.mp4 4 320x240 25 660 -movflags +faststart &
+av episode-long.mp4 30 320x240 25 550 -movflags +faststart &
+av clip-1s.mp4 1 160x120 25 880 -movflags +faststart &
 # Audio only, video only.
-ff -f lavfi -i "sine=frequency=440:duration=4:sample_rate=48000" -c:a pcm_s16le -fflags +bitexact "$out/audio-only.wav"
-ff -f lavfi -i "testsrc=duration=4:size=160x120:rate=25" -c:v mpeg4 -fflags +bitexact "$out/video-only.mkv"
+ff -f lavfi -i "sine=frequency=440:duration=4:sample_rate=48000" -c:a pcm_s16le -fflags +bitexact "$out/audio-only.wav" &
+ff -f lavfi -i "testsrc=duration=4:size=160x120:rate=25" -c:v mpeg4 -fflags +bitexact "$out/video-only.mkv" &
 # A 60 s stream-friendly file (short GOP, faststart, ~25 KB/s) for the throttled HTTP server.
 ff -f lavfi -i "testsrc2=duration=60:size=160x90:rate=10" \
    -f lavfi -i "sine=frequency=1000:duration=60:sample_rate=22050" \
    -c:v libx264 -preset ultrafast -tune zerolatency -g 10 -pix_fmt yuv420p \
-   -c:a aac -b:a 32k -ac 1 -shortest -movflags +faststart -fflags +bitexact "$out/stream-60s.mp4"
+   -c:a aac -b:a 32k -ac 1 -shortest -movflags +faststart -fflags +bitexact "$out/stream-60s.mp4" &
+wait
 
 # Broken files.
 : > "$out/empty.mp4"
@@ -45,7 +47,7 @@ cp "$out/episode-1.mp4" "$out/wrong-extension.txt"
 
 # Content for pixel tests: flat dark grey, so that an ad's colours stand out.
 ff -f lavfi -i "color=c=0x202020:size=320x240:rate=25:duration=30" -f lavfi -i "sine=frequency=300:duration=30:sample_rate=48000" \
-   -c:v libx264 -preset ultrafast -pix_fmt yuv420p -c:a aac -b:a 32k -shortest -movflags +faststart -fflags +bitexact "$out/content-grey.mp4"
+   -c:v libx264 -preset ultrafast -pix_fmt yuv420p -c:a aac -b:a 32k -shortest -movflags +faststart -fflags +bitexact "$out/content-grey.mp4" &
 
 # Creatives: solid colours that appear nowhere in the content.
 ff -f lavfi -i "color=c=0xFF00FF:size=200x100" -frames:v 1 -pix_fmt rgb24 "$out/overlay.png"
@@ -54,7 +56,9 @@ ff -f lavfi -i "color=c=0x00FFFF:size=300x200" -frames:v 1 -pix_fmt rgb24 "$out/
 # Half-transparent red (alpha 128), for premultiplication.
 ff -f lavfi -i "color=c=0xFF000080:size=64x32,format=rgba" -frames:v 1 -pix_fmt rgba "$out/translucent.png"
 ff -f lavfi -i "color=c=0xFFFF00:size=320x240:rate=25:duration=2" -f lavfi -i "sine=frequency=1200:duration=2:sample_rate=48000" \
-   -c:v libx264 -preset ultrafast -pix_fmt yuv420p -c:a aac -b:a 32k -shortest -movflags +faststart -fflags +bitexact "$out/postroll.mp4"
+   -c:v libx264 -preset ultrafast -pix_fmt yuv420p -c:a aac -b:a 32k -shortest -movflags +faststart -fflags +bitexact "$out/postroll.mp4" &
+
+wait
 
 # Bad creatives.
 : > "$out/empty.png"
@@ -94,4 +98,10 @@ cat > "$out/catalog/catalog.json" <<'JSON'
 }
 JSON
 
+# Background encodes report no failure through `wait`: check that every file came out.
+for f in episode-1.mp4 episode-2.mp4 episode-long.mp4 clip-1s.mp4 audio-only.wav video-only.mkv stream-60s.mp4 \
+         content-grey.mp4 overlay.png overlay.jpg pause.png translucent.png postroll.mp4 truncated.mp4 random-bytes.mp4 \
+         catalog/catalog.json catalog/overlay.png catalog/pause.png catalog/postroll.mp4; do
+  [ -s "$out/$f" ] || { echo "make-media: $f was not generated" >&2; exit 1; }
+done
 echo "$want" > "$stamp"
