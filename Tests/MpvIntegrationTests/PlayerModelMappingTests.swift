@@ -179,7 +179,8 @@ final class PlayerModelMappingTests: MpvTestCase {
         let entry = try player.load(Media.path("clip-1s.mp4"))
         // Three passes: loop 0, 1, 2.
         XCTAssertTrue(recorder.wait(timeout: 30) { events in
-            events.contains { $0.change.newItem??.loop == 2 }
+            guard let wrap = events.firstIndex(where: { $0.change.newItem??.loop == 2 }) else { return false }
+            return events[wrap...].contains { $0.change.isPlaying }
         }, "loop wraps were not reported: \(recorder.changes)")
         let items = recorder.changes.compactMap { $0.newItem ?? nil }
         XCTAssertEqual(Array(items.prefix(3)), [0, 1, 2].map { PlayerItem(entry: entry, path: "", loop: $0) })
