@@ -5,7 +5,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 SWIFT ?= swift
 SWIFT_FLAGS ?=
 
-.PHONY: run test build deps media clean
+.PHONY: run test build deps media clean bench
 
 run: deps media build
 	.build/debug/adplayerd play --demo --ads media/catalog media/episode-1.mp4 media/episode-2.mp4
@@ -23,6 +23,11 @@ deps:
 
 media: deps
 	@scripts/make-media.sh
+
+bench: deps media
+	$(SWIFT) build -c release --product adplayerd
+	.build/release/adplayerd bench-latency --rounds 200 media/episode-long.mp4
+	python3 scripts/bench.py 3
 
 clean:
 	rm -rf .build media
