@@ -6,6 +6,7 @@ packages=(
   libmpv-dev        # libmpv and its headers (CMpv); FFmpeg's -dev packages come with it (CFFmpeg)
   libsqlite3-dev    # the beacon outbox and the daemon's state (CSQLite)
   ffmpeg            # sample media for the demo and the tests (lavfi)
+  mpv               # bare mpv, beside which `make bench` measures adplayerd
   python3           # test fixtures (throttled HTTP server)
   xvfb              # pixel tests: a virtual X display for vo=x11
   xdotool           # pixel tests: a key pressed in mpv's window

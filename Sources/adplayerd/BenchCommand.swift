@@ -8,6 +8,10 @@ import Synchronization
 /// content, pauses through another client of the core (as a remote control would), and reads
 /// the `ad.ended` latency; then resumes. Prints the distribution. See docs/benchmarks.md.
 struct BenchCommand {
+    static let usage = """
+        usage: adplayerd bench-latency [--rounds N] FILE   pause-to-dismissal latency (docs/benchmarks.md)
+        """
+
     let arguments: [String]
 
     func run() throws -> Int32 {

@@ -20,7 +20,7 @@ do {
     let options = try PlayCommand.Options.parse(arguments)
     exit(try PlayCommand(options: options).run())
 } catch let error as UsageError {
-    FileHandle.standardError.write(Data("adplayerd: \(error.message)\n\n\(PlayCommand.usage)\n\(BeaconsCommand.usage)\n\(AdsCheckCommand.usage)\n".utf8))
+    FileHandle.standardError.write(Data("adplayerd: \(error.message)\n\n\(PlayCommand.usage)\n\(BeaconsCommand.usage)\n\(AdsCheckCommand.usage)\n\(BenchCommand.usage)\n".utf8))
     exit(2)
 } catch {
     FileHandle.standardError.write(Data("<3>adplayerd: \(error)\n".utf8))
