@@ -33,7 +33,13 @@ struct Session {
     /// The position to send with a request: the content's while the bound item is in the
     /// player, 0 before `track` and after the bound item is gone (R11).
     func requestPosition() -> Double {
-        guard let bound = boundItemIfCurrent, let snapshot = player?.snapshot(), snapshot.item == bound else { return 0 }
+        guard boundItemIfCurrent != nil else { return 0 }
+        return Self.position(of: player, in: bound)
+    }
+
+    /// The player's position if it still holds `item`, else 0 (R11). Read on demand (R4).
+    static func position(of player: (any TrackablePlayer)?, in item: PlayerItem?) -> Double {
+        guard let item, let snapshot = player?.snapshot(), snapshot.item == item else { return 0 }
         return snapshot.position
     }
 
@@ -57,10 +63,7 @@ struct Session {
         return LifecycleContext(
             now: clock.now(), playing: view.playing, rate: view.rate, background: background,
             contentEnded: contentEnded,
-            position: {
-                guard let snapshot = player?.snapshot(), snapshot.item == bound else { return 0 }
-                return snapshot.position
-            })
+            position: { Session.position(of: player, in: bound) })
     }
 
     /// Lets ad `id`'s lifecycle decide, then performs what it decided.

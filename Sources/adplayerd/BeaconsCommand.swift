@@ -48,14 +48,7 @@ struct BeaconsCommand {
             try outbox.enqueue(urls)
             print("queued \(urls.count); pending \(try outbox.pendingCount())")
         case "flush":
-            let done = DispatchSemaphore(value: 0)
-            let failure = FailureBox()
-            Task {
-                do { try await outbox.deliverAll() } catch { failure.set(error) }
-                done.signal()
-            }
-            done.wait()
-            if let error = failure.get() { throw error }
+            try Blocking.run { try await outbox.deliverAll() }.get()
             print("pending 0")
         default:
             print("pending \(try outbox.pendingCount()), dropped \(try outbox.droppedCount())")
@@ -67,13 +60,4 @@ struct BeaconsCommand {
         guard let value, let n = Double(value), n >= 0 else { throw UsageError(message: "\(option) needs a number") }
         return n
     }
-}
-
-/// An error handed from a task to the main thread.
-final class FailureBox: @unchecked Sendable {
-    // @unchecked: `error` is only touched under `lock`.
-    private let lock = NSLock()
-    private var error: (any Error)?
-    func set(_ error: any Error) { lock.withLock { self.error = error } }
-    func get() -> (any Error)? { lock.withLock { error } }
 }

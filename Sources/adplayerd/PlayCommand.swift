@@ -88,6 +88,8 @@ struct PlayCommand {
         let pauseAdDelay = options.pauseAdDelay
 
         // Moves on to the next file, on a thread of its own: never from inside an observer.
+        // An episode's ad policy calls it when its post-roll is done, hence the box.
+        let advance = Advance()
         let next: @Sendable () -> Void = {
             DispatchQueue.global().async {
                 current.withLock { $0?.stop(); $0 = nil }
@@ -99,7 +101,7 @@ struct PlayCommand {
                             let episode = EpisodeAds(content: content, entry: entry, source: catalog, surface: surface,
                                                      pauseAdDelay: pauseAdDelay,
                                                      onEvent: { printer.print($0); tracking?.reporter.record($0) },
-                                                     onFinished: { PlayCommand.advance() })
+                                                     onFinished: { advance.run() })
                             current.withLock { $0 = episode }
                             episode.follow(player)
                         }
@@ -112,7 +114,7 @@ struct PlayCommand {
                 finished.signal()
             }
         }
-        PlayCommand.advanceHandler.withLock { $0 = next }
+        advance.set(next)
         let observer = ChangeObserver { event in
             printer.print(event)
             // Without ads, the end of a file (or its failure) moves on; with ads, the policy does.
@@ -167,10 +169,6 @@ struct PlayCommand {
         })
     }
 
-    /// The current run's "next file" (set by `run`).
-    static let advanceHandler = Mutex<(@Sendable () -> Void)?>(nil)
-    static func advance() { advanceHandler.withLock { $0 }?() }
-
     private func runDemo(_ player: MpvPlayer) {
         let steps: [(Double, String, @Sendable (MpvPlayer) throws -> Void)] = [
             (1.5, "pause", { try $0.pause() }),
@@ -188,6 +186,13 @@ struct PlayCommand {
             }
         }
     }
+}
+
+/// "Play the next file", set once the closure that does it exists.
+final class Advance: Sendable {
+    private let body = Mutex<(@Sendable () -> Void)?>(nil)
+    func set(_ next: @escaping @Sendable () -> Void) { body.withLock { $0 = next } }
+    func run() { body.withLock { $0 }?() }
 }
 
 /// A player observer made of a closure.

@@ -122,7 +122,7 @@ final class TrackingTests: XCTestCase {
         XCTAssertEqual(h.ends(onScreen), [])          // its didEnd recorded nothing in the log
         XCTAssertFalse(h.surface.isVisible(onScreen.id), "no ad of loop 0 is visible in loop 1")
         XCTAssertThrowsAdError(.invalidated(.contentChanged)) { try h.show(early) }
-        XCTAssertTrue(waitFor { nextAd.withLock { $0 } != nil })
+        XCTAssertTrue(waitUntil { nextAd.withLock { $0 } != nil })
         let fromDidEnd = try XCTUnwrap(nextAd.withLock { $0 })
         try h.show(fromDidEnd)                        // no new track needed
         XCTAssertTrue(h.surface.isVisible(fromDidEnd.id))
@@ -145,7 +145,7 @@ final class TrackingTests: XCTestCase {
         h.clock.advance(by: 0.1)
         h.ads.waitForCallbacks()
         XCTAssertEqual(failure(result.withLock { $0 }), .timeout(seconds: 10))
-        XCTAssertTrue(waitFor { source.cancelledCount == 1 }, "the request in flight was cancelled")
+        XCTAssertTrue(waitUntil { source.cancelledCount == 1 }, "the request in flight was cancelled")
         XCTAssertEqual(h.settled.errors.map(\.code), ["no_fill", "load_failed", "timeout"])
         XCTAssertTrue(h.player.snapshot().playing)
     }
@@ -166,7 +166,7 @@ final class TrackingTests: XCTestCase {
         h.ads.destroy()
         h.ads.waitForCallbacks()
         guard case .failure(.destroyed)? = result.withLock({ $0 }) else { return XCTFail("\(String(describing: result.withLock { $0 }))") }
-        XCTAssertTrue(waitFor { source.cancelledCount == 1 })
+        XCTAssertTrue(waitUntil { source.cancelledCount == 1 })
         XCTAssertEqual(failure(requestAd(h.ads, .overlay)), .destroyed)
     }
 }
@@ -175,13 +175,4 @@ import Synchronization
 
 func failure(_ result: Result<Ad, AdError>?) -> AdError? {
     if case .failure(let error)? = result { error } else { nil }
-}
-
-func waitFor(_ timeout: Double = 10, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if condition() { return true }
-        Thread.sleep(forTimeInterval: 0.005)
-    }
-    return condition()
 }

@@ -13,12 +13,7 @@ final class VASTClientTests: XCTestCase {
     private let errorBeacons = StringLog()
 
     override func setUpWithError() throws {
-        // The media the fixtures point at.
-        let make = Process()
-        make.executableURL = URL(fileURLWithPath: "/bin/bash")
-        make.arguments = [repositoryRoot.appendingPathComponent("scripts/make-media.sh").path]
-        try make.run()
-        make.waitUntilExit()
+        _ = try Media.path("overlay.png")   // the media the fixtures point at
         server = try FixtureServer(script: "vast_server.py")
         cache = FileManager.default.temporaryDirectory.appendingPathComponent("vast-cache-\(UUID().uuidString)")
         errorBeacons.list.withLock { $0 = [] }

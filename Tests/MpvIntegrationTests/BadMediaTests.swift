@@ -1,4 +1,5 @@
 import AdRuntime
+import AdTestSupport
 import Foundation
 import MpvPlayerAdapter
 import XCTest
@@ -9,9 +10,9 @@ final class BadMediaTests: MpvTestCase {
     func testFilesThatCannotBeOpenedAreRefusedAtLoad() throws {
         let (player, recorder) = try makePlayer { $0.untimed = true }
         let cases: [(String, String)] = [
-            (Media.repository.appendingPathComponent("media/no-such-episode.mp4").path, "not-found"),
+            (repositoryRoot.appendingPathComponent("media/no-such-episode.mp4").path, "not-found"),
             (try Media.path("empty.mp4"), "empty"),
-            (Media.repository.appendingPathComponent("media").path, "not-a-file"),
+            (repositoryRoot.appendingPathComponent("media").path, "not-a-file"),
         ]
         for (path, code) in cases {
             XCTAssertThrowsError(try player.load(path), path) { error in

@@ -1,4 +1,5 @@
 import AdRuntime
+import AdTestSupport
 import Foundation
 import MpvPlayerAdapter
 import XCTest

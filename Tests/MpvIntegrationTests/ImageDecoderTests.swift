@@ -1,3 +1,4 @@
+import AdTestSupport
 import Foundation
 import MpvPlayerAdapter
 import XCTest
@@ -52,7 +53,7 @@ final class ImageDecoderTests: XCTestCase {
             ("no-such-file.png", "cannot open"),
         ]
         for (name, fragment) in cases {
-            let path = Media.repository.appendingPathComponent("media/\(name)").path
+            let path = repositoryRoot.appendingPathComponent("media/\(name)").path
             XCTAssertThrowsError(try ImageDecoder.decode(path), name) { error in
                 let decodeError = error as? ImageDecodeError
                 XCTAssertEqual(decodeError?.path, path)

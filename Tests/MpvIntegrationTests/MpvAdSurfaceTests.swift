@@ -72,7 +72,7 @@ final class MpvAdSurfaceTests: MpvTestCase {
         XCTAssertNotNil(recorder.next { $0.isPlaying })
         ads.track(player)
         for name in ["empty.png", "corrupt.png", "truncated.png", "not-an-image.png", "huge-header.png", "missing.png"] {
-            let path = Media.repository.appendingPathComponent("media/\(name)").path
+            let path = repositoryRoot.appendingPathComponent("media/\(name)").path
             let ads2 = VideoAds(content: ContentInfo(id: "content-grey"),
                                 source: TestAdSource([.overlay: creative(.overlay, .image(location: path), id: name)]),
                                 surface: surface, onEvent: { log.record($0) })

@@ -1,4 +1,5 @@
 import AdRuntime
+import AdTestSupport
 import Foundation
 import MpvPlayerAdapter
 import XCTest
@@ -211,14 +212,4 @@ final class PlayerModelMappingTests: MpvTestCase {
             XCTAssertFalse(recorder.changes.contains { $0.isFailed }, name)
         }
     }
-}
-
-/// Polls a condition until a generous deadline; for facts that have no event (position).
-func waitUntil(timeout: TimeInterval = 20, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if condition() { return true }
-        Thread.sleep(forTimeInterval: 0.02)
-    }
-    return condition()
 }

@@ -1,3 +1,4 @@
+import AdTestSupport
 import Foundation
 import XCTest
 
