@@ -11,6 +11,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "AdRuntime", targets: ["AdRuntime"]),
+        .library(name: "AdSources", targets: ["AdSources"]),
         .library(name: "MpvPlayerAdapter", targets: ["MpvPlayerAdapter"]),
         .executable(name: "adplayerd", targets: ["adplayerd"]),
     ],
@@ -23,15 +24,21 @@ let package = Package(
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev"])]),
         // SQLite, the embedded database: the beacon outbox (R17) and the daemon's state.
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        // The SDK core: VideoAds, the player model and its loop, the lifecycles. Foundation only.
         .target(name: "AdRuntime", swiftSettings: strict),
-        .target(name: "AdTracking", dependencies: ["CSQLite", "AdRuntime"], swiftSettings: strict),
+        // Where ads come from: the local catalog, VAST, the slots API, and their HTTP reader.
+        .target(name: "AdSources", dependencies: ["AdRuntime"], swiftSettings: strict),
+        .target(name: "AdTracking", dependencies: ["CSQLite", "AdRuntime", "AdSources"], swiftSettings: strict),
         .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "CFFmpeg", "AdRuntime"], swiftSettings: strict),
-        .executableTarget(name: "adplayerd", dependencies: ["AdRuntime", "AdTracking", "MpvPlayerAdapter"], swiftSettings: strict),
+        .executableTarget(name: "adplayerd", dependencies: ["AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter"],
+                          swiftSettings: strict),
         // Test doubles shared by the test targets: a scripted ad source and a recording surface.
         .target(name: "AdTestSupport", dependencies: ["AdRuntime"], swiftSettings: strict),
         .testTarget(name: "AdRuntimeTests", dependencies: ["AdRuntime", "AdTestSupport"], swiftSettings: strict),
-        .testTarget(name: "AdTrackingTests", dependencies: ["AdTracking", "AdRuntime", "AdTestSupport"], swiftSettings: strict),
-        .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "AdTestSupport", "MpvPlayerAdapter", "CMpv"],
+        .testTarget(name: "AdSourcesTests", dependencies: ["AdRuntime", "AdSources", "AdTestSupport"], swiftSettings: strict),
+        .testTarget(name: "AdTrackingTests", dependencies: ["AdTracking", "AdRuntime", "AdSources", "AdTestSupport"],
+                    swiftSettings: strict),
+        .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "AdSources", "AdTestSupport", "MpvPlayerAdapter", "CMpv"],
                     swiftSettings: strict),
     ]
 )

@@ -1,50 +1,319 @@
-/// A `VideoAds`' state: everything behind its lock. Effects of the lifecycles are performed
-/// here (surface calls, timers) with the lock held; callbacks and events are queued on the
-/// owner's delivery.
-struct Session {
-    var destroyed = false
-    /// The tracked player, held weakly (R9).
-    weak var player: (any TrackablePlayer)?
-    var observation: PlayerObservation?
-    var tracking = false
-    /// The item bound at `track`; it follows the episode's own loops (R10, R14).
-    var bound: PlayerItem?
-    /// The player's facts as last delivered.
-    var view = PlayerSnapshot.empty
-    /// The bound item played to its end and nothing else came in since (post-roll time).
-    var contentEnded = false
-    /// The output is hidden (R13).
-    var background = false
-    var ads: [UInt64: AdRecord] = [:]
-    var requests: [UInt64: PendingRequest] = [:]
-    var nextRequest: UInt64 = 1
+/// A `VideoAds`' state and its decisions, owned by the player's loop (SPEC R18).
+///
+/// Threading contract: every method runs on `loop` (the `VideoAds` handle hands calls over).
+/// Effects of the lifecycles are performed right where they are decided: surface calls and
+/// timers in the same turn; callbacks and events are queued and handed out at the end of the
+/// turn's entry point, in order, one at a time (a callback that calls back in runs its call
+/// inline, and the callbacks that causes come after the current one).
+final class AdSession: @unchecked Sendable {
+    // @unchecked: every stored var is touched only on `loop`; the lets are immutable.
+    let loop: any PlayerLoop
+    let content: ContentInfo
+    let source: any AdSource
+    let surface: any AdSurface
+    let configuration: VideoAdsConfiguration
+    let onEvent: @Sendable (AdEvent) -> Void
 
-    /// Shown ads that have not ended, oldest first.
-    var shownAds: [UInt64] {
-        ads.filter { $0.value.lifecycle.map { !$0.isEnded } ?? false }.keys.sorted()
+    private var destroyed = false
+    /// The tracked player, held weakly (R9).
+    private weak var player: (any TrackablePlayer)?
+    private var observation: PlayerObservation?
+    private var tracking = false
+    /// The item bound at `track`; it follows the episode's own loops (R10, R14).
+    private var bound: PlayerItem?
+    /// The player's facts as last delivered.
+    private var view = PlayerSnapshot.empty
+    /// Where the bound item ended, while nothing else came in since (post-roll time).
+    private var endedAt: Double?
+    /// The output is hidden (R13).
+    private var background = false
+    private var ads: [UInt64: AdRecord] = [:]
+    /// Ads shown and not ended, in the order they were shown.
+    private var shownAds: [UInt64] = []
+    private var requests: [UInt64: PendingRequest] = [:]
+    private var nextRequest: UInt64 = 1
+    private var callbacks: [() -> Void] = []
+    private var delivering = false
+    private let follower = Follower()
+
+    init(content: ContentInfo, source: any AdSource, surface: any AdSurface, loop: any PlayerLoop,
+         configuration: VideoAdsConfiguration, onEvent: @escaping @Sendable (AdEvent) -> Void) {
+        self.content = content
+        self.source = source
+        self.surface = surface
+        self.loop = loop
+        self.configuration = configuration
+        self.onEvent = onEvent
+        follower.session = self
     }
 
+    var isTracking: Bool { tracking && player != nil }
+
+    // MARK: Following the player
+
+    func track(_ player: any TrackablePlayer) {
+        defer { flush() }
+        guard !destroyed else { return }
+        // On the loop, the snapshot and the registration are one step: no change falls between.
+        let snapshot = player.snapshot()
+        // Ads of another item go first, then the old observation: a change delivered
+        // meanwhile never finds one of them still up.
+        for id in shownAds where ads[id]?.item != snapshot.item {
+            run(id) { lifecycle, _ in lifecycle.stop(.contentChanged, cause: nil) }
+        }
+        observation?.cancel()
+        self.player = player
+        tracking = true
+        bound = snapshot.item
+        view = snapshot
+        endedAt = nil
+        observation = player.addObserver(follower)
+    }
+
+    func destroy() {
+        defer { flush() }
+        guard !destroyed else { return }
+        // What is on screen goes first, then the observation (see `track`).
+        for id in shownAds {
+            run(id) { lifecycle, _ in lifecycle.stop(.destroyed, cause: nil) }
+        }
+        destroyed = true
+        observation?.cancel()
+        observation = nil
+        player = nil
+        tracking = false
+        for (_, pending) in requests.sorted(by: { $0.key < $1.key }) {
+            pending.timer?.cancel()
+            pending.task?.cancel()
+            let completion = pending.completion
+            callbacks.append { completion(.failure(.destroyed)) }
+        }
+        requests = [:]
+        ads = [:]
+        shownAds = []
+    }
+
+    func setBackground(_ hidden: Bool) {
+        defer { flush() }
+        guard !destroyed, background != hidden else { return }
+        background = hidden
+        for id in shownAds {
+            run(id) { lifecycle, context in lifecycle.backgroundChanged(context) }
+        }
+    }
+
+    fileprivate func playerChanged(_ player: any TrackablePlayer, _ event: PlayerEvent) {
+        defer { flush() }
+        // A change from a player we let go of (already queued for delivery) is dropped.
+        guard !destroyed, let tracked = self.player, tracked === player else { return }
+        view = event.snapshot
+        switch event.change {
+        case .item(let item?):
+            if let bound, item.entry == bound.entry, item.loop > bound.loop {
+                self.bound = item   // our own episode's next pass (R14)
+            }
+            endedAt = nil
+        case .ended(let item):
+            if item == bound {
+                endedAt = event.snapshot.position
+                emit(.contentEnded(contentID: content.id))
+            }
+        default:
+            break
+        }
+        for id in shownAds {
+            run(id) { lifecycle, context in lifecycle.playerChanged(event, context) }
+        }
+    }
+
+    // MARK: Requests
+
+    func request(_ kind: AdKind, completion: @escaping @Sendable (Result<Ad, AdError>) -> Void) {
+        defer { flush() }
+        guard !destroyed else {
+            callbacks.append { completion(.failure(.destroyed)) }
+            return
+        }
+        let position = requestPosition()
+        let request = AdRequest(content: content, kind: kind, position: position)
+        let id = nextRequest
+        nextRequest += 1
+        var pending = PendingRequest(kind: kind, item: boundItemIfCurrent, completion: completion)
+        emit(.requested(kind: kind, contentID: content.id, position: position))
+        let timeout = configuration.requestTimeout
+        pending.timer = loop.schedule(after: timeout) { [weak self] in
+            self?.finishRequest(id, .failure(.timeout(seconds: timeout)))
+        }
+        // The source and the surface's preparation run off the loop; the answer comes back to it.
+        let source = self.source, surface = self.surface, loop = self.loop
+        pending.task = Task { [weak self] in
+            let outcome: Result<LoadedCreative?, AdError>
+            do {
+                if let creative = try await source.ad(for: request) {
+                    if let refusal = Self.refusal(of: creative, for: kind) {
+                        outcome = .failure(refusal)
+                    } else {
+                        outcome = .success(LoadedCreative(creative: creative, prepared: await surface.prepare(creative)))
+                    }
+                } else {
+                    outcome = .success(nil)
+                }
+            } catch {
+                outcome = .failure(.loadFailed(String(describing: error)))
+            }
+            loop.execute { [weak self] in self?.finishRequest(id, outcome) }
+        }
+        requests[id] = pending
+    }
+
+    private static func refusal(of creative: AdCreative, for kind: AdKind) -> AdError? {
+        guard creative.kind == kind, creative.content.fits.contains(kind) else {
+            return .loadFailed("the source answered a \(kind.rawValue) request with a \(creative.kind.rawValue) creative")
+        }
+        if let duration = creative.duration, !(duration > 0 && duration <= Seconds.Bounds.duration.maximum) {
+            return .loadFailed("the creative's duration \(duration) s is not in (0, \(Seconds.Bounds.duration.maximum)] s")
+        }
+        if let start = creative.slotStart, !(start >= 0 && start <= Seconds.Bounds.position.maximum) {
+            return .loadFailed("the creative's start \(start) s is not in [0, \(Seconds.Bounds.position.maximum)] s")
+        }
+        return nil
+    }
+
+    private func finishRequest(_ id: UInt64, _ result: Result<LoadedCreative?, AdError>) {
+        defer { flush() }
+        guard let pending = requests.removeValue(forKey: id) else { return }   // timed out, destroyed
+        pending.timer?.cancel()
+        pending.task?.cancel()
+        let outcome: Result<Ad, AdError> = result.flatMap { loaded in
+            guard let loaded else { return .failure(.noFill) }
+            let ad = Ad(kind: pending.kind, creative: loaded.creative, session: self)
+            ads[ad.id] = AdRecord(presentation: AdPresentation(id: ad.id, kind: pending.kind, creative: loaded.creative,
+                                                               prepared: loaded.prepared),
+                                  item: pending.item)
+            return .success(ad)
+        }
+        switch outcome {
+        case .success(let ad): emit(.loaded(info(ad.id, ad.kind, ad.creative.id), ad.creative))
+        case .failure(let error): emit(.error(kind: pending.kind, creativeID: nil, error: error))
+        }
+        let completion = pending.completion
+        callbacks.append { completion(outcome) }
+    }
+
+    // MARK: Ads
+
+    func show(_ id: UInt64, options: ShowOptions, didEnd: @escaping @Sendable (AdEndReason) -> Void) -> Result<Void, AdError> {
+        defer { flush() }
+        do throws(AdError) {
+            guard !destroyed else { throw .destroyed }
+            guard var record = ads[id] else { throw .alreadyShown }
+            guard record.lifecycle == nil else { throw .alreadyShown }
+            guard tracking, player != nil else { throw .notTracking }
+            try checkBinding(of: record)
+            let lifecycle = try makeLifecycle(record.presentation, options)
+            let shownEffects = try lifecycle.show(context())
+            record.item = bound
+            record.lifecycle = lifecycle
+            record.didEnd = didEnd
+            ads[id] = record
+            shownAds.append(id)
+            perform(shownEffects, for: id)
+            return .success(())
+        } catch {
+            if let record = ads[id] {
+                emit(.error(kind: record.presentation.kind, creativeID: record.presentation.creative.id, error: error))
+            }
+            return .failure(error)
+        }
+    }
+
+    private func makeLifecycle(_ presentation: AdPresentation, _ options: ShowOptions) throws(AdError) -> any AdLifecycle {
+        switch (presentation.kind, options) {
+        case (.overlay, .now), (.overlay, .atContentTime):
+            let overlay = OverlayLifecycle(duration: presentation.creative.duration ?? configuration.defaultOverlayDuration)
+            if case .atContentTime(let start) = options {
+                guard start >= 0, start <= Seconds.Bounds.position.maximum else { throw .invalidTime(start) }
+                overlay.slotStart = start
+            }
+            return overlay
+        case (.pauseAd, .now), (.pauseAd, .afterPausedFor):
+            let pauseAd = PauseAdLifecycle()
+            if case .afterPausedFor(let delay) = options {
+                guard delay >= 0, delay <= Seconds.Bounds.duration.maximum else { throw .invalidTime(delay) }
+                pauseAd.activationDelay = delay
+            }
+            return pauseAd
+        case (.postroll, .now):
+            return PostrollLifecycle()
+        case (let kind, _):
+            throw .wrongKind(kind)
+        }
+    }
+
+    func close(_ id: UInt64) {
+        defer { flush() }
+        run(id) { lifecycle, _ in lifecycle.stop(.closed, cause: nil) }
+    }
+
+    /// An ad object was released: if it was never shown, nothing will ever refer to it.
+    func forget(_ id: UInt64) {
+        if ads[id]?.lifecycle == nil { ads[id] = nil }
+    }
+
+    func postrollReport(_ id: UInt64, _ report: PostrollReporter.Report) {
+        defer { flush() }
+        guard var record = ads[id], record.lifecycle is PostrollLifecycle else { return }
+        let info = info(id, .postroll, record.presentation.creative.id)
+        switch report {
+        case .progress(let position, let duration):
+            guard duration > 0, position.isFinite, duration.isFinite else { return }
+            let quartile = max(0, min(3, Int((position / duration) * 4)))
+            while record.quartile < quartile {
+                record.quartile += 1
+                emit(.quartile(info, record.quartile))
+            }
+            ads[id] = record
+        case .paused(let paused):
+            emit(.postrollPaused(info, paused))
+        case .ended(let how, let failure):
+            if let failure {
+                emit(.error(kind: .postroll, creativeID: info.creativeID, error: .renderFailed(failure)))
+            }
+            run(id) { lifecycle, _ in (lifecycle as? PostrollLifecycle)?.videoEnded(how) ?? [] }
+        }
+    }
+
+    private func timerFired(_ id: UInt64) {
+        defer { flush() }
+        ads[id]?.timer = nil
+        run(id) { lifecycle, context in lifecycle.timerFired(context) }
+    }
+
+    // MARK: Facts
+
     /// The bound item, if it is still the one in the player; nil otherwise.
-    var boundItemIfCurrent: PlayerItem? {
+    private var boundItemIfCurrent: PlayerItem? {
         guard tracking, let bound, view.item == bound else { return nil }
         return bound
     }
 
-    /// The position to send with a request: the content's while the bound item is in the
-    /// player, 0 before `track` and after the bound item is gone (R11).
-    func requestPosition() -> Double {
+    /// The position to send with a request (R11): the content's while the bound item is in
+    /// the player; where it ended once it played to its end; 0 before `track` and after
+    /// another item came in.
+    private func requestPosition() -> Double {
+        if tracking, let endedAt { return endedAt }
         guard boundItemIfCurrent != nil else { return 0 }
-        return Self.position(of: player, in: bound)
+        return currentPosition()
     }
 
-    /// The player's position if it still holds `item`, else 0 (R11). Read on demand (R4).
-    static func position(of player: (any TrackablePlayer)?, in item: PlayerItem?) -> Double {
-        guard let item, let snapshot = player?.snapshot(), snapshot.item == item else { return 0 }
+    /// The player's position if it still holds the bound item, else 0. Read on demand (R4).
+    func currentPosition() -> Double {
+        guard let bound, let snapshot = player?.snapshot(), snapshot.item == bound else { return 0 }
         return snapshot.position
     }
 
     /// R10, R14: an ad shows only for the item it belongs to, while that item is in.
-    func checkBinding(of record: AdRecord) throws(AdError) {
+    private func checkBinding(of record: AdRecord) throws(AdError) {
         switch record.presentation.kind {
         case .overlay, .pauseAd:
             guard let current = view.item, current == bound else { throw .invalidated(.contentChanged) }
@@ -57,105 +326,120 @@ struct Session {
         }
     }
 
-    func context(_ clock: any RuntimeClock) -> LifecycleContext {
-        let player = self.player
-        let bound = self.bound
-        return LifecycleContext(
-            now: clock.now(), playing: view.playing, rate: view.rate, background: background,
-            contentEnded: contentEnded,
-            position: { Session.position(of: player, in: bound) })
+    private func context() -> LifecycleContext {
+        LifecycleContext(now: loop.now(), playing: view.playing, rate: view.rate, background: background,
+                         contentEnded: tracking && endedAt != nil, session: self)
     }
 
+    func info(_ id: UInt64, _ kind: AdKind, _ creativeID: String) -> AdInfo {
+        AdInfo(id: id, kind: kind, creativeID: creativeID, contentID: content.id)
+    }
+
+    // MARK: Effects
+
     /// Lets ad `id`'s lifecycle decide, then performs what it decided.
-    mutating func run(_ id: UInt64, _ owner: VideoAds,
-                      _ body: (inout any AdLifecycle, LifecycleContext) -> [AdEffect]) {
-        guard var lifecycle = ads[id]?.lifecycle else { return }
-        let effects = body(&lifecycle, context(owner.clock))
-        ads[id]?.lifecycle = lifecycle
-        perform(effects, for: id, owner)
+    private func run(_ id: UInt64, _ body: (any AdLifecycle, LifecycleContext) -> [AdEffect]) {
+        guard let lifecycle = ads[id]?.lifecycle else { return }
+        perform(body(lifecycle, context()), for: id)
     }
 
     /// Performs `effects` for ad `id`, in order. A surface that cannot show the creative
     /// ends the ad as `failed` (R16).
-    mutating func perform(_ effects: [AdEffect], for id: UInt64, _ owner: VideoAds) {
-        guard let record = ads[id] else { return }
-        let presentation = record.presentation
-        let info = owner.info(id, presentation.kind, presentation.creative.id)
+    private func perform(_ effects: [AdEffect], for id: UInt64) {
+        guard let presentation = ads[id]?.presentation else { return }
         for effect in effects {
             switch effect {
             case .present, .playVideo:
                 do {
                     if effect == .present {
-                        try owner.surface.present(presentation)
+                        try surface.present(presentation)
                     } else {
-                        try owner.surface.playPostroll(presentation, reporter: PostrollReporter(owner: owner, id: id))
+                        try surface.playPostroll(presentation, reporter: PostrollReporter(session: self, id: id))
                     }
-                    owner.emit(.started(info))
+                    emit(.started(info(id, presentation.kind, presentation.creative.id)))
                 } catch {
-                    owner.emit(.error(kind: presentation.kind, creativeID: presentation.creative.id,
-                                      error: .renderFailed(String(describing: error))))
-                    run(id, owner) { lifecycle, _ in lifecycle.stop(.failed, cause: nil) }
+                    emit(.error(kind: presentation.kind, creativeID: presentation.creative.id,
+                                error: .renderFailed(String(describing: error))))
+                    run(id) { lifecycle, _ in lifecycle.stop(.failed, cause: nil) }
                     return
                 }
             case .dismiss:
-                ads[id]?.dismissedAt = owner.clock.now()
-                owner.surface.dismiss(id)
+                surface.dismiss(id)
+                ads[id]?.removedAt = loop.now()   // the removal returned: out of the output's state
             case .stopVideo:
-                ads[id]?.dismissedAt = owner.clock.now()
-                owner.surface.stopPostroll(id)
+                surface.stopPostroll(id)
+                ads[id]?.removedAt = loop.now()
             case .setTimer(let seconds):
                 ads[id]?.timer?.cancel()
-                let generation = (ads[id]?.timerGeneration ?? 0) + 1
-                ads[id]?.timerGeneration = generation
-                ads[id]?.timer = owner.clock.schedule(after: seconds) { [weak owner] in
-                    owner?.timerFired(id, generation)
-                }
+                ads[id]?.timer = loop.schedule(after: seconds) { [weak self] in self?.timerFired(id) }
             case .cancelTimer:
                 ads[id]?.timer?.cancel()
                 ads[id]?.timer = nil
             case .end(let reason, let cause):
-                let endedAt = ads[id]?.dismissedAt ?? owner.clock.now()
-                let latency = cause.map { (endedAt &- $0) / 1000 }
-                owner.emit(.ended(info, reason: reason, latencyMicroseconds: cause == nil ? nil : latency))
+                let removedAt = ads[id]?.removedAt ?? loop.now()
+                emit(.ended(info(id, presentation.kind, presentation.creative.id), reason: reason,
+                            latencyMicroseconds: cause.map { (removedAt &- $0) / 1000 }))
                 if let didEnd = ads[id]?.didEnd {
-                    owner.delivery.enqueue { didEnd(reason) }
+                    callbacks.append { didEnd(reason) }
                 }
-                ads[id]?.didEnd = nil   // exactly once (R15)
                 ads[id]?.timer?.cancel()
-                ads[id] = nil
+                ads[id] = nil   // ended exactly once (R15)
+                shownAds.removeAll { $0 == id }
             }
+        }
+    }
+
+    /// Queues an event, in the order of the state.
+    private func emit(_ event: AdEvent) {
+        let onEvent = self.onEvent
+        callbacks.append { onEvent(event) }
+    }
+
+    /// Hands out queued callbacks, one at a time, unless this is a callback calling back in.
+    private func flush() {
+        guard !delivering else { return }
+        delivering = true
+        defer { delivering = false }
+        while !callbacks.isEmpty {
+            callbacks.removeFirst()()
         }
     }
 }
 
-/// An ad the source delivered, and once shown, its lifecycle.
+/// An ad the source delivered, and once shown, its lifecycle. Loop-only.
 struct AdRecord {
     let presentation: AdPresentation
     /// The item it belongs to; nil until shown when requested with no bound item (a prefetch).
     var item: PlayerItem?
     var lifecycle: (any AdLifecycle)?
     var didEnd: (@Sendable (AdEndReason) -> Void)?
-    var timer: ScheduledTimer?
-    var timerGeneration: UInt64 = 0
+    var timer: LoopTimer?
     /// Post-roll quartiles reported so far.
     var quartile = 0
-    var dismissedAt: UInt64?
+    /// When the surface's removal returned, on the loop's clock.
+    var removedAt: UInt64?
 }
 
 struct PendingRequest {
     let kind: AdKind
     let item: PlayerItem?
     let completion: @Sendable (Result<Ad, AdError>) -> Void
-    var timer: ScheduledTimer?
+    var timer: LoopTimer?
     var task: Task<Void, Never>?
 }
 
-extension VideoAds {
-    func timerFired(_ id: UInt64, _ generation: UInt64) {
-        locked { session in
-            guard session.ads[id]?.timerGeneration == generation else { return }   // replaced or cancelled
-            session.ads[id]?.timer = nil
-            session.run(id, self) { lifecycle, context in lifecycle.timerFired(context) }
-        }
+/// A creative from the source with what the surface prepared for it.
+struct LoadedCreative: Sendable {
+    let creative: AdCreative
+    let prepared: PreparedCreative
+}
+
+/// Observes the player on behalf of a session, which it does not keep alive. Loop-only.
+private final class Follower: PlayerObserver, @unchecked Sendable {
+    // @unchecked: `session` is set before the first observation and read on the loop only.
+    weak var session: AdSession?
+
+    func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
+        session?.playerChanged(player, event)
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import AdRuntime
 
 /// The repository's top folder (where Package.swift is), for tests' fixtures and media.
 public let repositoryRoot: URL = {
@@ -55,7 +55,7 @@ public final class FixtureServer: @unchecked Sendable {
     /// GETs `path` and returns the body (for control endpoints and counters).
     @discardableResult
     public func get(_ path: String) throws -> Data {
-        let box = Mutex<Result<Data, any Error>?>(nil)
+        let box = Locked<Result<Data, any Error>?>(nil)
         let done = DispatchSemaphore(value: 0)
         URLSession.shared.dataTask(with: URL(string: base + path)!) { data, _, error in
             box.withLock { $0 = data.map { .success($0) } ?? .failure(error ?? URLError(.badServerResponse)) }

@@ -1,5 +1,4 @@
 import AdRuntime
-import Synchronization
 
 /// An ad surface for tests: records every call and what is on screen now; can be told to
 /// refuse creatives. Keeps each post-roll's reporter so that a test can drive the video.
@@ -23,7 +22,7 @@ public final class RecordingAdSurface: AdSurface {
         var presentCount: [UInt64: Int] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let onCall: @Sendable (Call) -> Void
 
     public init(onCall: @escaping @Sendable (Call) -> Void = { _ in }) {
@@ -79,8 +78,8 @@ public final class RecordingAdSurface: AdSurface {
 
 /// Records a `VideoAds`' events and its ads' ends.
 public final class AdEventLog: Sendable {
-    private let events = Mutex<[AdEvent]>([])
-    private let ends = Mutex<[(UInt64, AdEndReason)]>([])
+    private let events = Locked<[AdEvent]>([])
+    private let ends = Locked<[(UInt64, AdEndReason)]>([])
 
     public init() {}
 

@@ -1,6 +1,5 @@
 import AdRuntime
 import Foundation
-import Synchronization
 
 /// An ad source for tests: answers each kind as scripted and records every request.
 public final class TestAdSource: AdSource {
@@ -16,12 +15,12 @@ public final class TestAdSource: AdSource {
         public let description: String
     }
 
-    private let behaviours: Mutex<[AdKind: Behaviour]>
-    private let log = Mutex<[AdRequest]>([])
-    private let cancellations = Atomic<Int>(0)
+    private let behaviours: Locked<[AdKind: Behaviour]>
+    private let log = Locked<[AdRequest]>([])
+    private let cancellations = Locked(0)
 
     public init(_ behaviours: [AdKind: Behaviour] = TestAdSource.standard) {
-        self.behaviours = Mutex(behaviours)
+        self.behaviours = Locked(behaviours)
     }
 
     /// An image overlay of 5 s, an image pause ad, a video post-roll.
@@ -34,7 +33,7 @@ public final class TestAdSource: AdSource {
     public func set(_ kind: AdKind, _ behaviour: Behaviour) { behaviours.withLock { $0[kind] = behaviour } }
 
     public var requests: [AdRequest] { log.withLock { $0 } }
-    public var cancelledCount: Int { cancellations.load(ordering: .relaxed) }
+    public var cancelledCount: Int { cancellations.withLock { $0 } }
 
     public func ad(for request: AdRequest) async throws -> AdCreative? {
         log.withLock { $0.append(request) }
@@ -44,7 +43,7 @@ public final class TestAdSource: AdSource {
         case .fail(let why): throw Failure(description: why)
         case .never:
             while !Task.isCancelled { try? await Task.sleep(nanoseconds: 5_000_000) }
-            cancellations.add(1, ordering: .relaxed)
+            cancellations.withLock { $0 += 1 }
             throw CancellationError()
         }
     }
@@ -52,12 +51,7 @@ public final class TestAdSource: AdSource {
 
 /// Waits for an ad request's completion; the runtime answers from a task of its own.
 public func requestAd(_ ads: VideoAds, _ kind: AdKind, timeout: TimeInterval = 10) -> Result<Ad, AdError>? {
-    let box = Mutex<Result<Ad, AdError>?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    ads.request(kind) { result in
-        box.withLock { $0 = result }
-        done.signal()
-    }
-    _ = done.wait(timeout: .now() + timeout)
-    return box.withLock { $0 }
+    let answer = Handover<Result<Ad, AdError>>()
+    ads.request(kind) { answer.fulfil($0) }
+    return answer.wait(timeout: timeout)
 }

@@ -2,7 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import AdRuntime
 
 /// Sends one beacon; the outbox decides what the answer means.
 public protocol BeaconSender: Sendable {
@@ -50,7 +50,7 @@ public enum OutboxEvent: Sendable, Equatable {
 /// database and reported, never silently.
 ///
 /// Threading: any thread. The database is behind one lock; sends run concurrently (at most
-/// `concurrency`) on Swift tasks, never holding the lock.
+/// `concurrency`) on Swift tasks, never holding the lock; `onEvent` is called with no lock held.
 public final class BeaconOutbox: Sendable {
     public struct Configuration: Sendable {
         public var maxAge: Double = 7 * 24 * 3600
@@ -76,7 +76,7 @@ public final class BeaconOutbox: Sendable {
     }
 
     private let store: Store
-    private let lock = Mutex<Set<Int64>>([])   // ids being sent right now
+    private let lock = Locked<Set<Int64>>([])   // ids being sent right now
     private let configuration: Configuration
     private let sender: any BeaconSender
     private let onEvent: @Sendable (OutboxEvent) -> Void
@@ -146,6 +146,7 @@ public final class BeaconOutbox: Sendable {
     public func deliverDue() async throws -> Report {
         var report = Report()
         let t = now().timeIntervalSince1970
+        var dropped: [OutboxEvent] = []
         let due: [(Int64, String, Int)] = try lock.withLock { inFlight in
             let expired = try store.db.execute("SELECT id, url, created_at FROM beacons WHERE created_at < ?",
                                                [.real(t - configuration.maxAge)])
@@ -159,9 +160,7 @@ public final class BeaconOutbox: Sendable {
                         ON CONFLICT(name) DO UPDATE SET value = value + excluded.value
                         """, [.integer(Int64(expired.count))])
                 }
-                for row in expired {
-                    onEvent(.dropped(url: row[1].text ?? "", ageSeconds: t - (row[2].real ?? t)))
-                }
+                dropped = expired.map { row in .dropped(url: row[1].text ?? "", ageSeconds: t - (row[2].real ?? t)) }
                 report.dropped = expired.count
             }
             let rows = try store.db.execute(
@@ -174,6 +173,7 @@ public final class BeaconOutbox: Sendable {
             inFlight.formUnion(fresh.map(\.0))
             return fresh
         }
+        dropped.forEach(onEvent)   // callbacks never run under the lock
         guard !due.isEmpty else { return report }
 
         let outcomes = await withTaskGroup(of: (Int64, String, Int, Result<Int, any Error>).self) { group in
@@ -196,13 +196,15 @@ public final class BeaconOutbox: Sendable {
             return results
         }
 
+        var happened: [OutboxEvent] = []
+        defer { happened.forEach(onEvent) }   // after the lock is released
         try lock.withLock { inFlight in
             defer { inFlight.subtract(outcomes.map(\.0)) }
             try store.db.transaction {
                 for (id, url, attempts, result) in outcomes {
                     if case .success(let status) = result, (200..<300).contains(status) {
                         try store.db.execute("DELETE FROM beacons WHERE id = ?", [.integer(id)])
-                        onEvent(.sent(url: url, attempts: attempts + 1))
+                        happened.append(.sent(url: url, attempts: attempts + 1))
                         report.sent += 1
                     } else {
                         let reason = switch result {
@@ -213,7 +215,7 @@ public final class BeaconOutbox: Sendable {
                         try store.db.execute("UPDATE beacons SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?",
                                              [.integer(Int64(attempts + 1)), .real(now().timeIntervalSince1970 + delay),
                                               .text(reason), .integer(id)])
-                        onEvent(.retrying(url: url, attempts: attempts + 1, reason: reason, inSeconds: delay))
+                        happened.append(.retrying(url: url, attempts: attempts + 1, reason: reason, inSeconds: delay))
                         report.failed += 1
                     }
                 }

@@ -1,16 +1,21 @@
 import AdRuntime
+import AdSources
 import Foundation
-import Synchronization
 
 /// Turns what the runtime does into the creative's tracking beacons, written to the outbox
 /// (R17): `impression` and `creativeView` when an ad is on screen, `start` and the quartiles
-/// of a post-roll, its `pause` and `resume`, `complete`, `close` (or `skip` for a post-roll), and `error` URLs with
-/// `[ERRORCODE]` when a creative cannot be shown (405 linear, 502 non-linear).
+/// of a post-roll, its `pause` and `resume`, `complete`, `close` (or `skip` for a post-roll),
+/// and `error` URLs with `[ERRORCODE]` when a creative cannot be shown (405 linear, 502
+/// non-linear).
 ///
-/// Threading: any thread (it is a `VideoAds` `onEvent` consumer).
-public final class TrackingReporter: Sendable {
+/// Threading: `record` may be called from any thread — it is a `VideoAds` `onEvent`
+/// consumer, so usually the player's loop — and returns at once: the outbox (SQLite with
+/// full fsync) is written by a writer queue of its own, in the order of the events (R18).
+public final class TrackingReporter: @unchecked Sendable {
+    // @unchecked: `creatives` is touched only on `writer`, a serial queue.
     private let outbox: BeaconOutbox
-    private let creatives = Mutex<[UInt64: AdCreative]>([:])
+    private let writer = DispatchQueue(label: "adplayerd.tracking")
+    private var creatives: [UInt64: AdCreative] = [:]
     private let onFailure: @Sendable (any Error) -> Void
 
     public init(outbox: BeaconOutbox, onFailure: @escaping @Sendable (any Error) -> Void = { _ in }) {
@@ -19,9 +24,18 @@ public final class TrackingReporter: Sendable {
     }
 
     public func record(_ event: AdEvent) {
+        writer.async { self.write(event) }
+    }
+
+    /// Waits until every event recorded so far is in the outbox (or failed). Not on the loop.
+    public func flush() {
+        writer.sync {}
+    }
+
+    private func write(_ event: AdEvent) {
         switch event {
         case .loaded(let info, let creative):
-            creatives.withLock { $0[info.id] = creative }
+            creatives[info.id] = creative
         case .started(let info):
             send(info, ["impression", "creativeView"] + (info.kind == .postroll ? ["start"] : []))
         case .postrollPaused(let info, let paused):
@@ -35,14 +49,14 @@ public final class TrackingReporter: Sendable {
             case .failed: send(info, ["error"], errorCode: info.kind == .postroll ? 405 : 502)
             default: break
             }
-            creatives.withLock { _ = $0.removeValue(forKey: info.id) }
+            creatives[info.id] = nil
         default:
             break
         }
     }
 
     private func send(_ info: AdInfo, _ events: [String], errorCode: Int? = nil) {
-        guard let creative = creatives.withLock({ $0[info.id] }) else { return }
+        guard let creative = creatives[info.id] else { return }
         let values = VASTMacros.Values(errorCode: errorCode)
         let urls = events.flatMap { creative.tracking[$0] ?? [] }.map { VASTMacros.expand($0, values) }
         guard !urls.isEmpty else { return }

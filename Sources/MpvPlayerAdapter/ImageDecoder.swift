@@ -8,6 +8,12 @@ public struct BGRAImage: Sendable, Equatable {
     public var stride: Int { width * 4 }
     public let pixels: [UInt8]
 
+    public init(width: Int, height: Int, pixels: [UInt8]) {
+        self.width = width
+        self.height = height
+        self.pixels = pixels
+    }
+
     /// The pixel at (x, y) as (r, g, b, a), premultiplied.
     public func rgba(x: Int, y: Int) -> (UInt8, UInt8, UInt8, UInt8) {
         let i = y * stride + x * 4
@@ -22,11 +28,14 @@ public struct ImageDecodeError: Error, Sendable, Equatable, CustomStringConverti
     public var description: String { "\(path): \(reason)" }
 }
 
-/// Decodes PNG and JPEG creatives with FFmpeg (libavformat/libavcodec) and scales them with
-/// libswscale. The header is checked before anything is decoded: size on disk, the format's
-/// signature, and the dimensions it claims (a 30000×30000 header is refused, not allocated).
+/// Decodes PNG and JPEG creatives with FFmpeg (libavcodec, from memory) and scales them with
+/// libswscale. Everything about the file is checked before anything is decoded: it is opened
+/// without blocking and must be a regular file (a FIFO or a device is refused, never waited
+/// on), its size is bounded, the format's signature and the dimensions it claims are checked
+/// (a 30000×30000 header is refused, not allocated).
 ///
-/// Threading: any thread; each call uses FFmpeg contexts of its own.
+/// Threading: any thread but the player's loop — decoding takes milliseconds (SPEC R18);
+/// each call uses FFmpeg contexts of its own.
 public enum ImageDecoder {
     public enum Format: String, Sendable { case png, jpeg }
 
@@ -38,14 +47,46 @@ public enum ImageDecoder {
 
     /// The format and size a file's header claims, or why it is not a usable image.
     public static func probe(_ path: String) throws(ImageDecodeError) -> (format: Format, width: Int, height: Int) {
+        try probe(readFile(path), path: path)
+    }
+
+    /// Decodes `path` and scales it to `width`×`height` (the source's size when nil).
+    public static func decode(_ path: String, width: Int? = nil, height: Int? = nil) throws(ImageDecodeError) -> BGRAImage {
+        let image = try decode(readFile(path), path: path)
+        guard let width, let height, (width, height) != (image.width, image.height) else { return image }
+        return try scale(image, width: width, height: height, path: path)
+    }
+
+    /// The bytes of a creative file: opened without blocking (`O_NONBLOCK`), a regular file of
+    /// at most `maxFileBytes`, size taken from the open file itself.
+    public static func readFile(_ path: String) throws(ImageDecodeError) -> [UInt8] {
         func fail(_ reason: String) -> ImageDecodeError { ImageDecodeError(path: path, reason: reason) }
-        guard let handle = FileHandle(forReadingAtPath: path) else { throw fail("cannot open the file") }
-        defer { try? handle.close() }
-        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw fail("cannot open the file: \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw fail("cannot read the file's status") }
+        guard (info.st_mode & S_IFMT) == S_IFREG else { throw fail("not a regular file") }
+        let size = Int(info.st_size)
         guard size > 0 else { throw fail("the file is empty") }
         guard size <= maxFileBytes else { throw fail("the file is \(size) bytes; the limit is \(maxFileBytes)") }
-        let head = [UInt8]((try? handle.read(upToCount: min(size, 256 * 1024))) ?? Data())
-        let (format, width, height) = try header(head, fail)
+        var bytes = [UInt8](repeating: 0, count: size)
+        var filled = 0
+        while filled < size {
+            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, size - filled) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            filled += n
+        }
+        guard filled == size else { throw fail("the file could not be read in full") }
+        return bytes
+    }
+
+    /// The format and size `data`'s header claims, checked against the limits.
+    static func probe(_ data: [UInt8], path: String) throws(ImageDecodeError) -> (format: Format, width: Int, height: Int) {
+        func fail(_ reason: String) -> ImageDecodeError { ImageDecodeError(path: path, reason: reason) }
+        guard !data.isEmpty else { throw fail("the file is empty") }
+        let (format, width, height) = try header(data.count > 256 * 1024 ? Array(data[0..<(256 * 1024)]) : data, fail)
         guard width > 0, height > 0 else { throw fail("the header claims an empty image (\(width)×\(height))") }
         guard width <= maxSide, height <= maxSide, width * height <= maxPixels else {
             throw fail("the header claims \(width)×\(height) pixels; the limit is \(maxSide) a side and \(maxPixels) in all")
@@ -83,51 +124,30 @@ public enum ImageDecoder {
         Int(b[at]) << 24 | Int(b[at + 1]) << 16 | Int(b[at + 2]) << 8 | Int(b[at + 3])
     }
 
-    /// Decodes `path` and scales it to `width`×`height` (the source's size when nil).
-    public static func decode(_ path: String, width: Int? = nil, height: Int? = nil) throws(ImageDecodeError) -> BGRAImage {
+    /// Decodes an image file's bytes at its own size.
+    public static func decode(_ data: [UInt8], path: String) throws(ImageDecodeError) -> BGRAImage {
         func fail(_ reason: String) -> ImageDecodeError { ImageDecodeError(path: path, reason: reason) }
-        let probed = try probe(path)
-        let outW = width ?? probed.width, outH = height ?? probed.height
-        guard outW > 0, outH > 0, outW <= maxSide, outH <= maxSide else { throw fail("cannot scale to \(outW)×\(outH)") }
-
-        var format: UnsafeMutablePointer<AVFormatContext>?
-        let inputFormat = av_find_input_format(probed.format == .png ? "png_pipe" : "jpeg_pipe")
-        guard avformat_open_input(&format, path, inputFormat, nil) == 0, let format else { throw fail("FFmpeg cannot open it") }
-        defer { var f: UnsafeMutablePointer<AVFormatContext>? = format; avformat_close_input(&f) }
-        let stream = av_find_best_stream(format, AVMEDIA_TYPE_VIDEO, -1, -1, nil, 0)
-        guard stream >= 0, let parameters = format.pointee.streams[Int(stream)]?.pointee.codecpar,
-              let codec = avcodec_find_decoder(parameters.pointee.codec_id) else { throw fail("no decoder for it") }
+        let probed = try probe(data, path: path)
+        guard let codec = avcodec_find_decoder(probed.format == .png ? AV_CODEC_ID_PNG : AV_CODEC_ID_MJPEG) else {
+            throw fail("no decoder for it")
+        }
         guard let context = avcodec_alloc_context3(codec) else { throw fail("out of memory") }
         defer { var c: UnsafeMutablePointer<AVCodecContext>? = context; avcodec_free_context(&c) }
-        guard avcodec_parameters_to_context(context, parameters) >= 0 else { throw fail("bad codec parameters") }
         context.pointee.max_pixels = Int64(maxPixels)
         context.pointee.thread_count = 1
         guard avcodec_open2(context, codec, nil) == 0 else { throw fail("the decoder refused it") }
-
         guard let frame = av_frame_alloc() else { throw fail("out of memory") }
         defer { var f: UnsafeMutablePointer<AVFrame>? = frame; av_frame_free(&f) }
         guard let packet = av_packet_alloc() else { throw fail("out of memory") }
         defer { var p: UnsafeMutablePointer<AVPacket>? = packet; av_packet_free(&p) }
-
-        var decoded = false
-        while !decoded {
-            let read = av_read_frame(format, packet)
-            if read < 0 {
-                avcodec_send_packet(context, nil)   // flush: a decoder may hold the frame back
-            } else if packet.pointee.stream_index == stream {
-                let sent = avcodec_send_packet(context, packet)
-                av_packet_unref(packet)
-                guard sent >= 0 || sent == cffmpeg_error_again() else { throw fail("the image data is corrupt") }
-            } else {
-                av_packet_unref(packet)
-                continue
-            }
-            let received = avcodec_receive_frame(context, frame)
-            if received == 0 {
-                decoded = true
-            } else if read < 0 || received != cffmpeg_error_again() {
-                throw fail(read < 0 ? "the file ends before the image does (truncated)" : "the image data is corrupt")
-            }
+        // The whole file is one packet (PNG and JPEG are single images); FFmpeg copies it.
+        guard av_new_packet(packet, Int32(data.count)) == 0 else { throw fail("out of memory") }
+        data.withUnsafeBytes { packet.pointee.data.update(from: $0.bindMemory(to: UInt8.self).baseAddress!, count: data.count) }
+        let sent = avcodec_send_packet(context, packet)
+        guard sent >= 0 else { throw fail("the image data is corrupt") }
+        avcodec_send_packet(context, nil)   // flush: a decoder may hold the frame back
+        guard avcodec_receive_frame(context, frame) == 0 else {
+            throw fail("the image data is corrupt or truncated")
         }
         // Header and decoder must agree; a file that lies about its size is corrupt.
         guard frame.pointee.width == probed.width, frame.pointee.height == probed.height else {
@@ -136,37 +156,95 @@ public enum ImageDecoder {
         if frame.pointee.decode_error_flags != 0 || (frame.pointee.flags & AV_FRAME_FLAG_CORRUPT) != 0 {
             throw fail("the image data is corrupt")
         }
+        var pixels = try convert(frame, width: probed.width, height: probed.height, fail)
+        premultiply(&pixels)
+        return BGRAImage(width: probed.width, height: probed.height, pixels: pixels)
+    }
 
-        guard let scaler = sws_getContext(frame.pointee.width, frame.pointee.height, AVPixelFormat(frame.pointee.format),
-                                          Int32(outW), Int32(outH), AV_PIX_FMT_BGRA, Int32(SWS_BILINEAR), nil, nil, nil)
+    /// Scales a (premultiplied) BGRA image; scaling premultiplied pixels channel by channel is right.
+    public static func scale(_ image: BGRAImage, width: Int, height: Int, path: String = "") throws(ImageDecodeError) -> BGRAImage {
+        guard width > 0, height > 0, width <= maxSide, height <= maxSide else {
+            throw ImageDecodeError(path: path, reason: "cannot scale to \(width)×\(height)")
+        }
+        guard let scaler = sws_getContext(Int32(image.width), Int32(image.height), AV_PIX_FMT_BGRA,
+                                          Int32(width), Int32(height), AV_PIX_FMT_BGRA, Int32(SWS_BILINEAR), nil, nil, nil)
+        else { throw ImageDecodeError(path: path, reason: "cannot scale it") }
+        defer { sws_freeContext(scaler) }
+        var out = [UInt8](repeating: 0, count: width * height * 4)
+        let rows = image.pixels.withUnsafeBufferPointer { source -> Int32 in
+            out.withUnsafeMutableBufferPointer { target -> Int32 in
+                var sourcePlanes: [UnsafePointer<UInt8>?] = [source.baseAddress, nil, nil, nil]
+                var sourceStrides: [Int32] = [Int32(image.stride), 0, 0, 0]
+                var targetPlanes: [UnsafeMutablePointer<UInt8>?] = [target.baseAddress, nil, nil, nil]
+                var targetStrides: [Int32] = [Int32(width * 4), 0, 0, 0]
+                return sws_scale(scaler, &sourcePlanes, &sourceStrides, 0, Int32(image.height), &targetPlanes, &targetStrides)
+            }
+        }
+        guard rows == Int32(height) else { throw ImageDecodeError(path: path, reason: "scaling failed") }
+        return BGRAImage(width: width, height: height, pixels: out)
+    }
+
+    /// The decoded frame, whatever its pixel format, as BGRA at its own size.
+    private static func convert(_ frame: UnsafeMutablePointer<AVFrame>, width: Int, height: Int,
+                                _ fail: (String) -> ImageDecodeError) throws(ImageDecodeError) -> [UInt8] {
+        guard let scaler = sws_getContext(Int32(width), Int32(height), AVPixelFormat(frame.pointee.format),
+                                          Int32(width), Int32(height), AV_PIX_FMT_BGRA, Int32(SWS_BILINEAR), nil, nil, nil)
         else { throw fail("cannot convert its pixel format") }
         defer { sws_freeContext(scaler) }
-        var pixels = [UInt8](repeating: 0, count: outW * outH * 4)
-        let scaled = pixels.withUnsafeMutableBufferPointer { buffer -> Int32 in
+        var pixels = [UInt8](repeating: 0, count: width * height * 4)
+        let rows = pixels.withUnsafeMutableBufferPointer { buffer -> Int32 in
             var planes: [UnsafeMutablePointer<UInt8>?] = [buffer.baseAddress, nil, nil, nil]
-            var strides: [Int32] = [Int32(outW * 4), 0, 0, 0]
+            var strides: [Int32] = [Int32(width * 4), 0, 0, 0]
             return withUnsafePointer(to: &frame.pointee.data) { data in
                 withUnsafePointer(to: &frame.pointee.linesize) { linesize in
                     data.withMemoryRebound(to: UnsafePointer<UInt8>?.self, capacity: 8) { src in
                         linesize.withMemoryRebound(to: Int32.self, capacity: 8) { srcStride in
-                            sws_scale(scaler, src, srcStride, 0, frame.pointee.height, &planes, &strides)
+                            sws_scale(scaler, src, srcStride, 0, Int32(height), &planes, &strides)
                         }
                     }
                 }
             }
         }
-        guard scaled == Int32(outH) else { throw fail("scaling failed") }
-        // mpv wants premultiplied alpha (see overlay-add).
-        var i = 0
-        while i < pixels.count {
-            let alpha = UInt16(pixels[i + 3])
-            if alpha < 255 {
-                pixels[i] = UInt8(UInt16(pixels[i]) * alpha / 255)
-                pixels[i + 1] = UInt8(UInt16(pixels[i + 1]) * alpha / 255)
-                pixels[i + 2] = UInt8(UInt16(pixels[i + 2]) * alpha / 255)
+        guard rows == Int32(height) else { throw fail("converting its pixels failed") }
+        return pixels
+    }
+
+    /// mpv wants premultiplied alpha (see overlay-add).
+    private static func premultiply(_ pixels: inout [UInt8]) {
+        pixels.withUnsafeMutableBufferPointer { p in
+            var i = 0
+            while i < p.count {
+                let alpha = UInt16(p[i + 3])
+                if alpha < 255 {
+                    p[i] = UInt8(UInt16(p[i]) * alpha / 255)
+                    p[i + 1] = UInt8(UInt16(p[i + 1]) * alpha / 255)
+                    p[i + 2] = UInt8(UInt16(p[i + 2]) * alpha / 255)
+                }
+                i += 4
             }
-            i += 4
         }
-        return BGRAImage(width: outW, height: outH, pixels: pixels)
+    }
+
+    /// A black layer at 50 % opacity over `output` (premultiplied: 0, 0, 0, 128), with
+    /// `image` composited over it at `rect`: a pause ad as one bitmap.
+    public static func dimmed(_ output: (width: Int, height: Int), with image: BGRAImage, at rect: AdRect) -> BGRAImage {
+        var pixels = [UInt8](repeating: 0, count: output.width * output.height * 4)
+        pixels.withUnsafeMutableBufferPointer { target in
+            image.pixels.withUnsafeBufferPointer { source in
+                for i in stride(from: 3, to: target.count, by: 4) { target[i] = 128 }
+                for row in 0..<image.height where rect.y + row >= 0 && rect.y + row < output.height {
+                    for column in 0..<image.width where rect.x + column >= 0 && rect.x + column < output.width {
+                        let s = row * image.stride + column * 4
+                        let t = ((rect.y + row) * output.width + rect.x + column) * 4
+                        // Premultiplied "over": out = src + dst × (1 − src.alpha).
+                        let keep = 255 - Int(source[s + 3])
+                        for channel in 0..<4 {
+                            target[t + channel] = UInt8(Int(source[s + channel]) + Int(target[t + channel]) * keep / 255)
+                        }
+                    }
+                }
+            }
+        }
+        return BGRAImage(width: output.width, height: output.height, pixels: pixels)
     }
 }

@@ -1,6 +1,5 @@
 import AdRuntime
 import Foundation
-import Synchronization
 
 /// A rectangle of the output, in OSD pixels.
 public struct AdRect: Sendable, Equatable {
@@ -84,256 +83,389 @@ public enum HTMLCreativeAnnouncement: Sendable, Equatable {
 /// pause ads over a dimmed frame, post-rolls played in the same output by `MpvPlayer`
 /// without becoming an item (R8), HTML announced through `onHTML`.
 ///
-/// Threading: the runtime calls it with its lock held (see `AdSurface`); mpv commands are
-/// made right there, so an ad is removed in the step that ended it. Output size changes and
-/// post-roll progress arrive on mpv's event thread.
-public final class MpvAdSurface: AdSurface, MpvOutputListener {
+/// Threading (SPEC R18): `prepare` runs off the loop and does everything slow — opens and
+/// checks files, decodes and scales images, composites a pause ad's dimmed frame — for the
+/// output's size at that moment. Everything else runs on the player's loop and makes only
+/// mpv calls measured to cost microseconds (docs/benchmarks.md): a bitmap goes up with an
+/// asynchronous `overlay-add` (its pixels kept until mpv answers), comes down with a
+/// synchronous `overlay-remove`; text is set and cleared in an `osd-overlay` whose id stays
+/// alive (destroying one tears down mpv's libass renderer: ~0.7 ms). When the output's size
+/// changes, bitmaps are rendered again off the loop and put back from it. `onHTML` is called
+/// on the loop in a turn of its own, so that a shell may call back into the runtime from it.
+///
+/// The player is held weakly: the surface never keeps mpv playing (R9).
+public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendable {
+    // @unchecked: `shown`, `postroll`, `redrawToggle` are touched only on the player's loop;
+    // `output` is behind its lock (read by `prepare` off the loop); the rest is immutable.
     private struct Shown {
         let presentation: AdPresentation
         let slot: Int
-        var kind: Drawn
+        var drawn: Drawn
+        /// The command that takes it down, built when it went up: nothing is allocated
+        /// between mpv's pause event and the removal.
+        let removal: MpvNode?
+        /// Bumped whenever a new bitmap is being rendered for it: an older render is dropped.
+        var generation = 0
     }
 
     private enum Drawn {
-        case image(path: String, source: (width: Int, height: Int))
+        case image(PreparedImage)
         case text(String)
         case html(String)
     }
 
-    private struct State {
-        var shown: [UInt64: Shown] = [:]
-        var postroll: (id: UInt64, entry: Int64, reporter: PostrollReporter)?
-    }
-
     private weak let player: MpvPlayer?
-    private let handle: MpvHandle
-    private let state = Mutex(State())
-    private let redrawToggle = Mutex(false)
+    private let loop: any PlayerLoop
     private let onHTML: @Sendable (HTMLCreativeAnnouncement) -> Void
+    private let output: Locked<(width: Int, height: Int)>
+    private let renderQueue = DispatchQueue(label: "adplayerd.render")
+    private var shown: [UInt64: Shown] = [:]
+    private var postroll: (id: UInt64, entry: Int64?, stopRequested: Bool, reporter: PostrollReporter)?
+    private var redrawToggle = false
 
     public init(player: MpvPlayer, onHTML: @escaping @Sendable (HTMLCreativeAnnouncement) -> Void = { _ in }) {
         self.player = player
-        self.handle = player.handle
+        self.loop = player.loop
         self.onHTML = onHTML
-        player.attach(self)
+        output = Locked((1280, 720))
+        try? loop.sync { [self] in
+            output.withLock { $0 = player.outputSize }
+            player.attach(self)
+        }
     }
 
     /// What is on screen now, by presentation id and overlay slot.
-    public var visibleSlots: [UInt64: Int] { state.withLock { $0.shown.mapValues(\.slot) } }
+    public var visibleSlots: [UInt64: Int] { (try? loop.sync { shown.mapValues(\.slot) }) ?? [:] }
 
-    // MARK: AdSurface
+    // MARK: AdSurface: off the loop
+
+    public func prepare(_ creative: AdCreative) async -> PreparedCreative {
+        switch creative.content {
+        case .image(let location, _, _):
+            guard !location.contains("://") else {
+                return PreparedCreative(PreparedFailure(message: "\(location): remote creatives are fetched by the ad source, not drawn from a URL"))
+            }
+            let size = output.withLock { $0 }
+            let kind = creative.kind
+            return await withCheckedContinuation { continuation in
+                renderQueue.async {
+                    do {
+                        let source = try ImageDecoder.decode(ImageDecoder.readFile(location), path: location)
+                        let bitmap = try Self.render(source, kind: kind, output: size, path: location)
+                        continuation.resume(returning: PreparedCreative(PreparedImage(path: location, source: source, bitmap: bitmap)))
+                    } catch {
+                        continuation.resume(returning: PreparedCreative(PreparedFailure(message: "\(error)")))
+                    }
+                }
+            }
+        case .video(let location):
+            if location.contains("://") {
+                let scheme = location.prefix { $0 != ":" }.lowercased()
+                guard scheme == "http" || scheme == "https" else {
+                    return PreparedCreative(PreparedFailure(message: "\(location): only http(s) and local post-roll videos are played"))
+                }
+                return PreparedCreative(PreparedVideo(location: location))
+            }
+            do {
+                try MpvPlayer.checkLocalFile(location)
+                return PreparedCreative(PreparedVideo(location: location))
+            } catch {
+                return PreparedCreative(PreparedFailure(message: "\(error)"))
+            }
+        case .text, .html:
+            return .nothing
+        }
+    }
+
+    /// A bitmap for `kind` in `output`: an overlay fitted to its box, or a pause ad
+    /// composited over the dimmed output. Off the loop.
+    private static func render(_ source: BGRAImage, kind: AdKind, output: (width: Int, height: Int),
+                               path: String) throws -> RenderedBitmap {
+        let sourceSize = (source.width, source.height)
+        if kind == .pauseAd {
+            let rect = AdPlacement.pauseAd(source: sourceSize, output: output)
+            let image = try ImageDecoder.scale(source, width: rect.width, height: rect.height, path: path)
+            return RenderedBitmap(output: output, origin: (0, 0), image: PixelBuffer(ImageDecoder.dimmed(output, with: image, at: rect)))
+        }
+        let rect = AdPlacement.overlay(source: sourceSize, output: output)
+        let image = try ImageDecoder.scale(source, width: rect.width, height: rect.height, path: path)
+        return RenderedBitmap(output: output, origin: (rect.x, rect.y), image: PixelBuffer(image))
+    }
+
+    // MARK: AdSurface: on the loop
 
     public func present(_ presentation: AdPresentation) throws {
-        let output = player?.outputSize ?? (1280, 720)
-        try state.withLock { state in
-            guard let slot = (1...63).first(where: { slot in !state.shown.values.contains { $0.slot == slot } }) else {
-                throw MpvError(code: -12, operation: "overlay: all 63 slots of mpv are in use")
+        loop.assertInLoop()
+        if let failure = presentation.prepared.payload as? PreparedFailure { throw failure }
+        guard let slot = (1...63).first(where: { slot in !shown.values.contains { $0.slot == slot } }) else {
+            throw MpvError(code: -12, operation: "overlay: all 63 slots of mpv are in use")
+        }
+        let drawn: Drawn
+        switch presentation.creative.content {
+        case .image:
+            guard let image = presentation.prepared.payload as? PreparedImage else {
+                throw PreparedFailure(message: "the image was not prepared")
             }
-            let drawn: Drawn
-            switch presentation.creative.content {
-            case .image(let location, _, _):
-                guard !location.contains("://") else {
-                    throw ImageDecodeError(path: location, reason: "remote creatives are fetched by the ad source, not drawn from a URL")
-                }
-                let probed = try ImageDecoder.probe(location)
-                drawn = .image(path: location, source: (probed.width, probed.height))
-            case .text(let text):
-                drawn = .text(text)
-            case .html(let url):
-                drawn = .html(url)
-            case .video:
-                throw MpvError(code: -4, operation: "present: a video is a post-roll, not an overlay")
-            }
-            let shown = Shown(presentation: presentation, slot: slot, kind: drawn)
-            try draw(shown, output: output)
-            state.shown[presentation.id] = shown
+            drawn = .image(image)
+        case .text(let text):
+            drawn = .text(text)
+        case .html(let url):
+            drawn = .html(url)
+        case .video:
+            throw MpvError(code: -4, operation: "present: a video is a post-roll, not an overlay")
+        }
+        let removal: MpvNode? = switch drawn {
+        case .image: MpvNode(.array([.string("overlay-remove"), .string(String(slot))]))
+        case .text: Self.assNode(slot: slot, "", (1, 1))   // cleared; the id stays alive
+        case .html: nil
+        }
+        let entry = Shown(presentation: presentation, slot: slot, drawn: drawn, removal: removal)
+        shown[presentation.id] = entry
+        do {
+            try draw(entry)
+        } catch {
+            shown[presentation.id] = nil
+            throw error
         }
     }
 
     public func dismiss(_ id: UInt64) {
-        state.withLock { state in
-            guard let shown = state.shown.removeValue(forKey: id) else { return }
-            erase(shown)
+        loop.assertInLoop()
+        guard let entry = shown.removeValue(forKey: id), let handle = player?.drawingHandle else { return }
+        if let removal = entry.removal {
+            try? handle.command(removal, operation: "remove ad")
+            nudgeRedraw()
+        } else {
+            announce(.hide(id: id))
         }
     }
 
     public func playPostroll(_ presentation: AdPresentation, reporter: PostrollReporter) throws {
-        guard case .video(let location) = presentation.creative.content else {
-            throw MpvError(code: -4, operation: "playPostroll: the creative is not a video")
+        loop.assertInLoop()
+        if let failure = presentation.prepared.payload as? PreparedFailure { throw failure }
+        guard let video = presentation.prepared.payload as? PreparedVideo else {
+            throw PreparedFailure(message: "the post-roll's video was not prepared")
         }
         guard let player else { throw MpvError.shutDown("playPostroll") }
-        try state.withLock { state in
-            let entry = try player.playAd(location)
-            state.postroll = (presentation.id, entry, reporter)
+        let id = presentation.id
+        postroll = (id, nil, false, reporter)
+        player.playAd(video.location) { [weak self] result in
+            guard let self, let current = postroll, current.id == id else { return }
+            switch result {
+            case .success(let entry):
+                if current.stopRequested {
+                    postroll = nil
+                    self.player?.stopAd(entry)
+                } else {
+                    postroll?.entry = entry
+                }
+            case .failure(let error):
+                postroll = nil
+                reporter.failed("\(error)")
+            }
         }
     }
 
     public func stopPostroll(_ id: UInt64) {
-        let entry = state.withLock { state -> Int64? in
-            guard let postroll = state.postroll, postroll.id == id else { return nil }
-            state.postroll = nil
-            return postroll.entry
+        loop.assertInLoop()
+        guard let current = postroll, current.id == id else { return }
+        if let entry = current.entry {
+            postroll = nil
+            player?.stopAd(entry)
+        } else {
+            postroll?.stopRequested = true   // mpv has not answered the load yet
         }
-        if let entry { try? player?.stopAd(entry) }
     }
 
-    // MARK: From the player (event thread)
+    // MARK: From the player (on the loop)
 
     func adPlayback(_ event: MpvPlayerMapping.AdPlayback) {
-        let (reporter, ended) = state.withLock { state -> (PostrollReporter?, Bool) in
-            guard let postroll = state.postroll else { return (nil, false) }
-            switch event {
-            case .started(let entry), .progress(let entry, _, _), .paused(let entry, _):
-                return (entry == postroll.entry ? postroll.reporter : nil, false)
-            case .ended(let entry, _):
-                guard entry == postroll.entry else { return (nil, false) }
-                state.postroll = nil
-                return (postroll.reporter, true)
-            }
-        }
-        guard let reporter else { return }
+        guard let current = postroll, let entry = current.entry else { return }
         switch event {
-        case .progress(_, let position, let duration):
-            reporter.progress(position, of: duration)
-        case .ended(_, let error?):
-            reporter.failed(error)
-        case .ended:
-            if ended { reporter.finished() }
-        case .paused(_, let paused):
-            reporter.paused(paused)
         case .started:
+            break
+        case .progress(let e, let position, let duration) where e == entry:
+            current.reporter.progress(position, of: duration)
+        case .paused(let e, let paused) where e == entry:
+            current.reporter.paused(paused)
+        case .ended(let e, let how) where e == entry:
+            postroll = nil
+            switch how {
+            case .finished: current.reporter.finished()
+            case .stopped: current.reporter.stopped()
+            case .failed(let message): current.reporter.failed(message)
+            }
+        default:
             break
         }
     }
 
     func outputResized(width: Int, height: Int) {
-        state.withLock { state in
-            for shown in state.shown.values.sorted(by: { $0.slot < $1.slot }) {
-                try? draw(shown, output: (width, height))
-            }
+        output.withLock { $0 = (width, height) }
+        for entry in shown.values.sorted(by: { $0.slot < $1.slot }) {
+            try? draw(entry)
         }
     }
 
-    // MARK: Drawing
+    // MARK: Drawing (on the loop)
 
-    private func draw(_ shown: Shown, output: (width: Int, height: Int)) throws {
-        let pause = shown.presentation.kind == .pauseAd
-        let full = AdRect(x: 0, y: 0, width: output.width, height: output.height)
-        switch shown.kind {
-        case .image(let path, let source):
-            let rect = pause ? AdPlacement.pauseAd(source: source, output: output) : AdPlacement.overlay(source: source, output: output)
-            let image = try ImageDecoder.decode(path, width: rect.width, height: rect.height)
-            if pause {
-                // One bitmap, the dimmed output with the image in it: with `vo=x11` and a paused
-                // frame, a separate dim layer plus the image showed only the dim layer
-                // (measured; probably the lost redraw of `nudgeRedraw`), and one is cheaper.
-                try bitmap(slot: shown.slot, dimLayer(output, with: image, at: rect), at: (0, 0))
+    private func draw(_ entry: Shown) throws {
+        guard let handle = player?.drawingHandle else { throw MpvError.shutDown("draw") }
+        let size = output.withLock { $0 }
+        let pause = entry.presentation.kind == .pauseAd
+        switch entry.drawn {
+        case .image(let image):
+            if image.bitmap.output == size {
+                putUp(image.bitmap, slot: entry.slot, handle)
             } else {
-                try bitmap(slot: shown.slot, image, at: (rect.x, rect.y))
+                renderAgain(entry, image, for: size)
             }
-            nudgeRedraw()   // a pause ad goes up over a paused frame
         case .text(let text):
-            let m = AdPlacement.margin(output)
-            if pause { try bitmap(slot: Self.dimSlot, dimLayer(output), at: (0, 0)) }
+            let m = AdPlacement.margin(size)
             let events = pause
-                ? "{\\an5\\pos(\(output.width / 2),\(output.height / 2))\\fs\(output.height * 7 / 100)\\bord3\\shad0}" + assEscape(text)
-                : "{\\an3\\pos(\(output.width - m),\(output.height - m))\\fs\(output.height * 45 / 1000)\\bord2\\shad0}" + assEscape(text)
-            try ass(slot: shown.slot, events, output)
+                ? Self.dimEvent(size) + "\n{\\an5\\pos(\(size.width / 2),\(size.height / 2))\\fs\(size.height * 7 / 100)\\bord3\\shad0}" + assEscape(text)
+                : "{\\an3\\pos(\(size.width - m),\(size.height - m))\\fs\(size.height * 45 / 1000)\\bord2\\shad0}" + assEscape(text)
+            try ass(handle, slot: entry.slot, events, size)
             nudgeRedraw()
         case .html(let url):
-            onHTML(.show(id: shown.presentation.id, url: url, rect: AdPlacement.overlayBox(output: output), output: full,
-                         durationSeconds: shown.presentation.creative.duration, shownAt: MonotonicTime.now()))
+            let full = AdRect(x: 0, y: 0, width: size.width, height: size.height)
+            announce(.show(id: entry.presentation.id, url: url, rect: AdPlacement.overlayBox(output: size), output: full,
+                           durationSeconds: entry.presentation.creative.duration, shownAt: MonotonicTime.now()))
         }
     }
 
-    private func erase(_ shown: Shown) {
-        switch shown.kind {
-        case .image:
-            try? handle.command(["overlay-remove", String(shown.slot)])
-            nudgeRedraw()
-        case .text:
-            try? ass(slot: shown.slot, nil, (0, 0))
-            if shown.presentation.kind == .pauseAd { try? handle.command(["overlay-remove", String(Self.dimSlot)]) }
-            nudgeRedraw()
-        case .html:
-            onHTML(.hide(id: shown.presentation.id))
+    /// `overlay-add`, asynchronous: the call costs ~20 µs where a synchronous one waits for
+    /// mpv's core (~0.6 ms while it decodes; notes §7b). mpv copies the pixels when it runs
+    /// the command; they are kept until it answers.
+    private func putUp(_ bitmap: RenderedBitmap, slot: Int, _ handle: MpvHandle) {
+        let image = bitmap.image
+        let address = image.pixels.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) }
+        handle.commandAsync(node: [
+            "name": .string("overlay-add"), "id": .int(Int64(slot)),
+            "x": .int(Int64(bitmap.origin.x)), "y": .int(Int64(bitmap.origin.y)),
+            "file": .string("&\(address)"), "offset": .int(0), "fmt": .string("bgra"),
+            "w": .int(Int64(image.width)), "h": .int(Int64(image.height)), "stride": .int(Int64(image.width * 4)),
+        ], keepAlive: image)
+        nudgeRedraw()   // a pause ad goes up over a paused frame
+    }
+
+    /// Renders `image` for a new output size off the loop, then puts it up from the loop if
+    /// the ad is still shown and nothing newer was asked for.
+    private func renderAgain(_ entry: Shown, _ image: PreparedImage, for size: (width: Int, height: Int)) {
+        let id = entry.presentation.id
+        let generation = entry.generation + 1
+        shown[id]?.generation = generation
+        let kind = entry.presentation.kind
+        renderQueue.async { [weak self, loop] in
+            guard let bitmap = try? Self.render(image.source, kind: kind, output: size, path: image.path) else { return }
+            loop.execute { [weak self] in
+                guard let self, let current = shown[id], current.generation == generation,
+                      let handle = player?.drawingHandle else { return }
+                let updated = PreparedImage(path: image.path, source: image.source, bitmap: bitmap)
+                shown[id]?.drawn = .image(updated)
+                putUp(bitmap, slot: current.slot, handle)
+            }
         }
     }
 
-    /// Sets (or, with nil, removes) an `osd-overlay` of ASS events in output pixels.
-    private func ass(slot: Int, _ events: String?, _ output: (width: Int, height: Int)) throws {
-        var args: [String: MpvValue] = ["name": .string("osd-overlay"), "id": .int(Int64(slot))]
-        if let events {
-            args["format"] = .string("ass-events")
-            args["data"] = .string(events)
-            args["res_x"] = .int(Int64(output.width))
-            args["res_y"] = .int(Int64(output.height))
-        } else {
-            args["format"] = .string("none")
-            args["data"] = .string("")
-        }
-        try handle.command(node: args)
+    /// Sets an `osd-overlay` of ASS events in output pixels ("" clears it; the id stays).
+    private func ass(_ handle: MpvHandle, slot: Int, _ events: String, _ output: (width: Int, height: Int)) throws {
+        try handle.command(Self.assNode(slot: slot, events, output), operation: "osd-overlay")
+    }
+
+    private static func assNode(slot: Int, _ events: String, _ output: (width: Int, height: Int)) -> MpvNode {
+        MpvNode(.map([
+            "name": .string("osd-overlay"), "id": .int(Int64(slot)), "format": .string("ass-events"),
+            "data": .string(events), "res_x": .int(Int64(output.width)), "res_y": .int(Int64(output.height)),
+        ]))
+    }
+
+    /// A black rectangle at 50 % over the whole output, as an ASS drawing (a text pause ad's
+    /// dimmed frame, drawn by libass in the same overlay as its text).
+    private static func dimEvent(_ size: (width: Int, height: Int)) -> String {
+        "{\\an7\\pos(0,0)\\bord0\\shad0\\1c&H000000&\\1a&H80&\\p1}m 0 0 l \(size.width) 0 \(size.width) \(size.height) 0 \(size.height){\\p0}"
     }
 
     /// Makes mpv draw the frame again. Measured with `vo=x11`: an `overlay-remove` right after a
     /// pause left the overlay on the paused frame (8 times in 12) — mpv's own redraw for the
-    /// change was lost. Touching an OSD overlay of our own asks for another one. Used after
-    /// every change of what is drawn.
+    /// change was lost. Touching an OSD overlay of our own asks for another one; a frame
+    /// already queued with the overlay in it can be shown after that redraw, so ask again
+    /// once the queue has drained. Loop timers: the first runs in the loop's next turn, right
+    /// after the one that removed the ad (so the removal itself is not held up by it).
     private func nudgeRedraw() {
-        redrawOnce()
-        // A frame already queued with the overlay in it can be shown after that redraw; ask
-        // again once the queue has drained.
-        for delay in [0.15, 0.4] {
-            DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [weak self] in self?.redrawOnce() }
+        nudge(after: [0, 0.15, 0.25])
+    }
+
+    private func nudge(after delays: ArraySlice<Double>) {
+        guard let delay = delays.first else { return }
+        _ = loop.schedule(after: delay) { [weak self] in
+            self?.redrawOnce()
+            self?.nudge(after: delays.dropFirst())
         }
     }
 
     private func redrawOnce() {
+        guard let handle = player?.drawingHandle else { return }
         // Alternate between two empty events so that each call is a change mpv must draw.
-        let flip = redrawToggle.withLock { toggle -> Bool in
-            toggle.toggle()
-            return toggle
-        }
-        try? ass(slot: Self.redrawSlot, flip ? "{}" : "", (1, 1))
+        redrawToggle.toggle()
+        try? handle.command(redrawToggle ? Self.redrawOn : Self.redrawOff, operation: "osd-overlay")
+    }
+
+    private static let redrawOn = assNode(slot: redrawSlot, "{}", (1, 1))
+    private static let redrawOff = assNode(slot: redrawSlot, "", (1, 1))
+
+    /// Announces to the UI shell in a turn of its own (see the type).
+    private func announce(_ announcement: HTMLCreativeAnnouncement) {
+        let onHTML = self.onHTML
+        loop.execute { onHTML(announcement) }
     }
 
     /// `osd-overlay` id used only to make mpv redraw (see `nudgeRedraw`).
     static let redrawSlot = 999
 
-    /// `overlay-add` slot of a text pause ad's dim layer (image pause ads carry their own).
-    static let dimSlot = 0
-
-    /// A black layer at 50 % opacity over the whole output (premultiplied: 0, 0, 0, 128),
-    /// with `image` composited over it at `rect` when given.
-    private func dimLayer(_ output: (width: Int, height: Int), with image: BGRAImage? = nil, at rect: AdRect? = nil) -> BGRAImage {
-        var pixels = [UInt8](repeating: 0, count: output.width * output.height * 4)
-        for i in stride(from: 3, to: pixels.count, by: 4) { pixels[i] = 128 }
-        if let image, let rect {
-            for row in 0..<image.height where rect.y + row >= 0 && rect.y + row < output.height {
-                for column in 0..<image.width where rect.x + column >= 0 && rect.x + column < output.width {
-                    let source = row * image.stride + column * 4
-                    let target = ((rect.y + row) * output.width + rect.x + column) * 4
-                    // Premultiplied "over": out = src + dst × (1 − src.alpha).
-                    let keep = 255 - Int(image.pixels[source + 3])
-                    for channel in 0..<4 {
-                        pixels[target + channel] = UInt8(Int(image.pixels[source + channel]) + Int(pixels[target + channel]) * keep / 255)
-                    }
-                }
-            }
-        }
-        return BGRAImage(width: output.width, height: output.height, pixels: pixels)
+    /// Before the loop runs: an `osd-overlay` of ASS makes mpv build its libass renderer once
+    /// (3.2 ms holding its core lock), so that no text overlay on the loop pays for it.
+    static func warmUpTextRenderer(_ handle: MpvHandle) throws {
+        try handle.command(node: [
+            "name": .string("osd-overlay"), "id": .int(Int64(redrawSlot)), "format": .string("ass-events"),
+            "data": .string("{}"), "res_x": .int(1), "res_y": .int(1),
+        ])
     }
+}
 
-    /// Puts `image` up in `overlay-add` slot `slot` (replacing what was there).
-    private func bitmap(slot: Int, _ image: BGRAImage, at origin: (x: Int, y: Int)) throws {
-        try image.pixels.withUnsafeBytes { bytes in
-            // mpv copies the memory before the command returns (overlay-add, mpv ≥ 0.18.1).
-            try handle.command(node: [
-                "name": .string("overlay-add"), "id": .int(Int64(slot)),
-                "x": .int(Int64(origin.x)), "y": .int(Int64(origin.y)),
-                "file": .string("&\(UInt(bitPattern: bytes.baseAddress))"), "offset": .int(0), "fmt": .string("bgra"),
-                "w": .int(Int64(image.width)), "h": .int(Int64(image.height)), "stride": .int(Int64(image.stride)),
-            ])
-        }
+/// A decoded image creative and its bitmap for one output size.
+struct PreparedImage: Sendable {
+    let path: String
+    let source: BGRAImage
+    let bitmap: RenderedBitmap
+}
+
+struct RenderedBitmap: Sendable {
+    let output: (width: Int, height: Int)
+    let origin: (x: Int, y: Int)
+    let image: PixelBuffer
+}
+
+/// Pixels that mpv reads from memory until it has answered an `overlay-add`.
+final class PixelBuffer: Sendable {
+    let width: Int
+    let height: Int
+    let pixels: [UInt8]
+
+    init(_ image: BGRAImage) {
+        width = image.width
+        height = image.height
+        pixels = image.pixels
     }
+}
+
+/// A post-roll video that was checked off the loop.
+struct PreparedVideo: Sendable {
+    let location: String
+}
+
+/// Why a creative cannot be shown, found while preparing it.
+struct PreparedFailure: Error, Sendable, CustomStringConvertible {
+    let message: String
+    var description: String { message }
 }

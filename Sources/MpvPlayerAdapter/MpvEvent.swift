@@ -147,9 +147,17 @@ public struct MpvLogMessage: Sendable, Equatable, CustomStringConvertible {
     public var description: String { "[\(prefix)] \(level): \(text)" }
 }
 
-/// One mpv event, copied into Swift values on the event thread (nothing here points into
-/// mpv's memory, which is only valid until the next `mpv_wait_event`).
+/// One mpv event, copied into Swift values on the loop (nothing here points into mpv's
+/// memory, which is only valid until the next `mpv_wait_event`).
 public enum MpvEvent: Sendable, Equatable {
+    public struct Reply: Sendable, Equatable {
+        public let userdata: UInt64
+        /// mpv's error code; ≥ 0 is success.
+        public let error: Int32
+        /// A command's result node (`loadfile` → `{playlist_entry_id}`).
+        public let result: MpvValue
+    }
+
     case shutdown
     case log(MpvLogMessage)
     case startFile(entry: Int64)
@@ -159,7 +167,8 @@ public enum MpvEvent: Sendable, Equatable {
     case playbackRestart
     /// An observed property; `id` is the id it was observed with.
     case property(id: UInt64, name: String, value: MpvValue)
-    case commandReply(userdata: UInt64, error: Int32)
+    /// The answer to an asynchronous command or property write of ours.
+    case reply(Reply)
     case videoReconfig
     case audioReconfig
     case queueOverflow
@@ -199,8 +208,12 @@ public enum MpvEvent: Sendable, Equatable {
             guard let p = event.data?.assumingMemoryBound(to: mpv_event_property.self).pointee else { return nil }
             self = .property(id: event.reply_userdata, name: p.name.map { String(cString: $0) } ?? "",
                              value: MpvValue(format: p.format, data: p.data))
-        case MPV_EVENT_COMMAND_REPLY, MPV_EVENT_SET_PROPERTY_REPLY:
-            self = .commandReply(userdata: event.reply_userdata, error: event.error)
+        case MPV_EVENT_COMMAND_REPLY:
+            let result = event.data?.assumingMemoryBound(to: mpv_event_command.self).pointee.result
+            self = .reply(Reply(userdata: event.reply_userdata, error: event.error,
+                                result: result.map { MpvValue(node: $0) } ?? .unavailable))
+        case MPV_EVENT_SET_PROPERTY_REPLY:
+            self = .reply(Reply(userdata: event.reply_userdata, error: event.error, result: .unavailable))
         case MPV_EVENT_VIDEO_RECONFIG: self = .videoReconfig
         case MPV_EVENT_AUDIO_RECONFIG: self = .audioReconfig
         case MPV_EVENT_QUEUE_OVERFLOW: self = .queueOverflow

@@ -1,43 +1,58 @@
+import AdRuntime
 import CMpv
 import Foundation
-import Synchronization
 
-/// One libmpv handle, its event thread and its commands.
+/// One libmpv core, and the loop that owns it (SPEC R5, R18).
 ///
 /// Threading contract (in the spirit of mpv's `client.h`):
-/// - `init` creates and initializes the core; it blocks briefly and may be called from any
-///   thread. Options are applied before `mpv_initialize`; config files, scripts, youtube-dl
-///   and the terminal are always off.
-/// - `start(handler:)` starts one dedicated OS thread ("mpv-events") that blocks in
-///   `mpv_wait_event(-1)`, copies each event into an `MpvEvent` and calls `handler` with it,
-///   on that thread, one at a time, in mpv's order. The handler must be short (mpv
-///   synthesizes property changes inside `mpv_wait_event`, so a slow handler delays every
-///   later one); it may call any method here except `shutdown()`.
-/// - Commands and property calls may be made from any thread, also from the handler; they
-///   block on mpv's core lock for as long as mpv takes (usually microseconds). Once
-///   `shutdown()` has begun they throw `MpvError.shutDown` and never reach mpv.
-/// - `shutdown()` (R5): refuse new calls → wait for calls in flight → `quit` → the event
-///   thread sees `SHUTDOWN` and returns → join it → `mpv_terminate_destroy`. Blocks until
-///   done; must not be called from the event thread. Idempotent. Releasing the last
-///   reference shuts down too.
-/// - No wakeup callback is installed: nothing of ours ever runs on mpv's own threads.
-public final class MpvHandle: @unchecked Sendable {
-    // @unchecked: `raw` is used only while `gate` is held for reading (so never after
-    // shutdown has begun), except by the event thread, which alone calls `mpv_wait_event`
-    // and is joined before `mpv_terminate_destroy`. libmpv's API is thread-safe otherwise.
+/// - `init` creates and initializes the core on the calling thread. Options are applied
+///   before `mpv_initialize`; config files, scripts, youtube-dl and the terminal are off.
+///   Until `start`, the creating thread may make calls (observe, warm up).
+/// - `start(handler:)` starts the loop: one OS thread ("mpv-events") that runs work handed
+///   to it, then due timers, then waits in `mpv_wait_event` with the next timer's deadline
+///   as its timeout (for ever when none is due), copies each event into an `MpvEvent` and
+///   calls `handler` with it and the moment it arrived. Other threads hand it work with
+///   `execute`, which wakes the wait with `mpv_wakeup` (never a wakeup callback: nothing of
+///   ours runs on mpv's threads).
+/// - Every call into mpv after `start` is made on the loop (`assertInLoop`). Replies to
+///   asynchronous commands are routed to their handler on the loop.
+/// - `shutdown()` (R5): on the loop, refuse calls and send `quit` → the loop drains events
+///   until `SHUTDOWN` and returns → join it → `mpv_terminate_destroy`. Idempotent; from the
+///   loop itself the last two steps are the exiting thread's.
+final class MpvHandle: PlayerLoop, @unchecked Sendable {
+    // @unchecked: `raw` is used by the creating thread until `start`, then by the loop
+    // thread only (and by `execute`'s `mpv_wakeup`, which is thread-safe, under `shared`'s
+    // lock while the core exists); `timers`, `replies`, `nextReply`, `closed` and `handler`
+    // are loop-only; `shared` is behind its lock.
     private let raw: OpaquePointer
-    private let gate = ReadWriteGate()
-    private let life = Mutex(Life())
-
-    private struct Life {
-        var closed = false
+    private struct Shared {
+        var queue: [@Sendable () -> Void] = []
         var thread: pthread_t?
-        var loop: EventLoop?
+        /// The loop has returned: no more work is taken.
+        var stopped = false
+        /// `shutdown()` has begun.
+        var closing = false
+        /// The exiting loop thread destroys the core (shutdown was asked for on the loop).
+        var destroyOnExit = false
+        /// Other clients of this core: closed at shutdown, which would otherwise wait for them
+        /// (`mpv_terminate_destroy` waits for every handle of the core).
+        var clients: [WeakClient] = []
     }
+
+    struct WeakClient {
+        weak var client: MpvClient?
+    }
+    private let shared = Locked(Shared())
+    private let finished = Handover<Bool>()
+    private var timers = TimerQueue()
+    private var replies: [UInt64: (MpvEvent.Reply) -> Void] = [:]
+    private var nextReply: UInt64 = 1
+    private var closed = false
+    private var handler: ((MpvEvent, UInt64) -> Void)?
 
     /// Options that no configuration can turn on: they would load files or run programs
     /// that the daemon does not control (SPEC §6, security).
-    public static let lockedOptions: [(String, String)] = [
+    static let lockedOptions: [(String, String)] = [
         ("config", "no"), ("load-scripts", "no"), ("ytdl", "no"), ("osc", "no"),
         ("load-stats-overlay", "no"), ("load-osd-console", "no"), ("load-auto-profiles", "no"),
         ("terminal", "no"), ("input-terminal", "no"), ("idle", "yes"),
@@ -45,7 +60,7 @@ public final class MpvHandle: @unchecked Sendable {
 
     /// Creates and initializes a core with `options` (applied in order, then `lockedOptions`)
     /// and asks for log messages at `logLevel` and above.
-    public init(options: [(String, String)], logLevel: String = "warn") throws {
+    init(options: [(String, String)], logLevel: String = "warn") throws {
         // mpv refuses to start unless numbers are formatted the C way (notes §2.1).
         setlocale(LC_NUMERIC, "C")
         guard let raw = mpv_create() else { throw MpvError(code: -2, operation: "mpv_create") }
@@ -58,99 +73,173 @@ public final class MpvHandle: @unchecked Sendable {
             try Self.check(mpv_request_log_messages(raw, logLevel), "request_log_messages")
         } catch {
             mpv_terminate_destroy(raw)
-            life.withLock { $0.closed = true }
+            closed = true
+            shared.withLock { $0.stopped = true; $0.closing = true }
+            finished.fulfil(true)
             throw error
         }
     }
 
     deinit {
-        if isEventThread {
-            // The last reference went away inside the event handler: the thread cannot join
-            // itself, so it destroys the handle when it sees SHUTDOWN, and is detached.
-            let (thread, loop) = gate.exclusively { life.withLock { life in
-                life.closed = true
-                return (life.thread, life.loop)
-            } }
-            loop?.destroyOnExit.store(true, ordering: .releasing)
-            withCStringArray(["quit"]) { _ = mpv_command(raw, $0) }
-            if let thread { pthread_detach(thread) }
-        } else {
-            shutdown()
-        }
+        // The loop thread holds the handle while it runs, so this runs after it returned
+        // (or when it never started).
+        if shared.withLock({ !$0.closing }) { mpv_terminate_destroy(raw) }
     }
 
-    // MARK: Events
+    // MARK: The loop
 
-    /// Starts the event thread; see the type. Call once, after registering observers.
-    public func start(handler: @escaping @Sendable (MpvEvent) -> Void) {
-        life.withLock { life in
-            precondition(life.thread == nil && !life.closed, "MpvHandle.start: already started or shut down")
-            let loop = EventLoop(raw: raw, handler: handler)
-            let context = Unmanaged.passRetained(loop).toOpaque()
+    /// Starts the loop; see the type. Call once, after registering observers.
+    func start(handler: @escaping (MpvEvent, UInt64) -> Void) {
+        self.handler = handler
+        shared.withLock { shared in
+            precondition(shared.thread == nil && !shared.closing, "MpvHandle.start: already started or shut down")
+            let context = Unmanaged.passRetained(self).toOpaque()
             var thread = pthread_t()
-            let rc = pthread_create(&thread, nil, mpvEventThreadMain, context)
+            let rc = pthread_create(&thread, nil, mpvLoopThreadMain, context)
             precondition(rc == 0, "pthread_create failed: \(rc)")
-            life.thread = thread
-            life.loop = loop
+            shared.thread = thread
         }
     }
 
-    /// True on the event thread.
-    public var isEventThread: Bool {
-        guard let thread = life.withLock({ $0.thread }) else { return false }
-        return pthread_equal(thread, pthread_self()) != 0
+    var inLoop: Bool { pthread_getspecific(loopKey) == Unmanaged.passUnretained(self).toOpaque() }
+
+    @discardableResult
+    func execute(_ work: @escaping @Sendable () -> Void) -> Bool {
+        shared.withLock { shared in
+            guard !shared.stopped else { return false }
+            shared.queue.append(work)
+            // Under the lock: the core exists until the loop has stopped (see `run`).
+            mpv_wakeup(raw)
+            return true
+        }
+    }
+
+    func now() -> UInt64 { MonotonicTime.now() }
+
+    func schedule(after seconds: Double, _ action: @escaping () -> Void) -> LoopTimer {
+        assertInLoop()
+        return timers.add(deadline: now() &+ LoopTime.nanoseconds(seconds), action)
+    }
+
+    fileprivate func run() {
+        pthread_setspecific(loopKey, Unmanaged.passUnretained(self).toOpaque())
+        cmpv_name_this_thread("mpv-events")
+        while true {
+            runHandedOver()
+            while let due = timers.popDue(now()) { due.action() }
+            let timeout = timers.nextDeadline().map { Double($0 &- min($0, now())) / 1e9 } ?? -1
+            guard let pointer = mpv_wait_event(raw, timeout) else { continue }
+            let receivedAt = now()
+            let isShutdown = pointer.pointee.event_id == MPV_EVENT_SHUTDOWN
+            if let event = MpvEvent(copying: pointer.pointee) {
+                if case .reply(let reply) = event {
+                    replies.removeValue(forKey: reply.userdata)?(reply)
+                } else {
+                    handler?(event, receivedAt)
+                }
+            }
+            if isShutdown { break }
+        }
+        closed = true
+        // Replies that will never come: their handlers learn it now.
+        for (userdata, reply) in replies.sorted(by: { $0.key < $1.key }) {
+            reply(MpvEvent.Reply(userdata: userdata, error: MpvError.shutDown("reply").code, result: .unavailable))
+        }
+        replies = [:]
+        let destroy = shared.withLock { shared -> Bool in
+            shared.stopped = true
+            return shared.destroyOnExit
+        }
+        // Work handed over before the stop still runs (a caller may be waiting for it); its
+        // calls into mpv are refused.
+        runHandedOver()
+        handler = nil
+        if destroy {
+            mpv_terminate_destroy(raw)
+            finished.fulfil(true)
+        }
+    }
+
+    private func runHandedOver() {
+        let work = shared.withLock { shared -> [@Sendable () -> Void] in
+            defer { shared.queue.removeAll() }
+            return shared.queue
+        }
+        for item in work { item() }
+    }
+
+    // MARK: Commands and properties (on the loop)
+
+    /// Runs a command synchronously. Only for commands measured to cost microseconds.
+    func command(_ args: [String]) throws {
+        try call(args.first ?? "command") { raw in withCStringArray(args) { mpv_command(raw, $0) } }
+    }
+
+    /// Runs a command given as a node (named arguments, binary-safe strings), synchronously.
+    func command(node args: [String: MpvValue]) throws {
+        try command(MpvNode(.map(args)), operation: args["name"]?.string ?? "command")
+    }
+
+    /// Runs a command built ahead (see `MpvNode`), synchronously.
+    func command(_ node: MpvNode, operation: String) throws {
+        try call(operation) { raw in mpv_command_node(raw, node.pointer, nil) }
+    }
+
+    /// Hands a command to mpv without waiting (`mpv_command_node_async`); `onReply` runs on the
+    /// loop with its result when mpv has run it (or failed to). `keepAlive` is held until then
+    /// (memory the command points into, e.g. `overlay-add`'s pixels).
+    func commandAsync(node args: [String: MpvValue], keepAlive: AnyObject? = nil,
+                      onReply: @escaping (Result<MpvValue, MpvError>) -> Void = { _ in }) {
+        sendAsync(args["name"]?.string ?? "command", .map(args), keepAlive: keepAlive, onReply)
+    }
+
+    /// `commandAsync(node:)` for positional arguments (`["seek", "10", "absolute"]`).
+    func commandAsync(_ args: [String], onReply: @escaping (Result<MpvValue, MpvError>) -> Void = { _ in }) {
+        sendAsync(args.first ?? "command", .array(args.map { .string($0) }), keepAlive: nil, onReply)
+    }
+
+    private func sendAsync(_ operation: String, _ command: MpvValue, keepAlive: AnyObject?,
+                           _ onReply: @escaping (Result<MpvValue, MpvError>) -> Void) {
+        let userdata = nextReply
+        nextReply += 1
+        do {
+            let node = MpvNode(command)
+            try call(operation) { raw in mpv_command_node_async(raw, userdata, node.pointer) }
+        } catch {
+            onReply(.failure(error as? MpvError ?? MpvError(code: -20, operation: operation)))
+            return
+        }
+        replies[userdata] = { reply in
+            withExtendedLifetime(keepAlive) {
+                onReply(reply.error < 0 ? .failure(MpvError(code: reply.error, operation: operation)) : .success(reply.result))
+            }
+        }
+    }
+
+    func set(_ name: String, _ value: Bool) throws {
+        var flag: Int32 = value ? 1 : 0
+        try call("set \(name)") { mpv_set_property($0, name, MPV_FORMAT_FLAG, &flag) }
+    }
+
+    func set(_ name: String, _ value: Double) throws {
+        var double = value
+        try call("set \(name)") { mpv_set_property($0, name, MPV_FORMAT_DOUBLE, &double) }
+    }
+
+    func set(_ name: String, _ value: String) throws {
+        try call("set \(name)") { mpv_set_property_string($0, name, value) }
     }
 
     /// Observes `name` in `format`; changes arrive as `.property(id:name:value:)`.
-    public func observe(_ name: String, format: MpvFormat, id: UInt64) throws {
-        try withRaw("observe \(name)") { mpv_observe_property($0, id, name, format.raw) }
-    }
-
-    // MARK: Commands and properties
-
-    /// Runs a command (`["seek", "10", "absolute"]`).
-    public func command(_ args: [String]) throws {
-        try withRaw(args.first ?? "command") { raw in
-            withCStringArray(args) { mpv_command(raw, $0) }
-        }
-    }
-
-    /// Runs a command and returns its result node (e.g. `loadfile` → `{playlist_entry_id}`).
-    public func commandReturning(_ args: [String]) throws -> MpvValue {
-        var result = mpv_node()
-        try withRaw(args.first ?? "command") { raw in
-            withCStringArray(args) { mpv_command_ret(raw, $0, &result) }
-        }
-        defer { mpv_free_node_contents(&result) }
-        return MpvValue(node: result)
-    }
-
-    /// Runs a command given as a node (named arguments, binary-safe strings).
-    public func command(node args: [String: MpvValue]) throws {
-        try withRaw((args["name"]?.string) ?? "command") { raw in
-            NodeBuilder.withNode(.map(args)) { node in mpv_command_node(raw, node, nil) }
-        }
-    }
-
-    public func set(_ name: String, _ value: Bool) throws {
-        var flag: Int32 = value ? 1 : 0
-        try withRaw("set \(name)") { mpv_set_property($0, name, MPV_FORMAT_FLAG, &flag) }
-    }
-
-    public func set(_ name: String, _ value: Double) throws {
-        var double = value
-        try withRaw("set \(name)") { mpv_set_property($0, name, MPV_FORMAT_DOUBLE, &double) }
-    }
-
-    public func set(_ name: String, _ value: String) throws {
-        try withRaw("set \(name)") { mpv_set_property_string($0, name, value) }
+    func observe(_ name: String, format: MpvFormat, id: UInt64) throws {
+        try call("observe \(name)") { mpv_observe_property($0, id, name, format.raw) }
     }
 
     /// Reads a property; `.unavailable` when mpv has no value for it now (R1).
-    public func get(_ name: String, as format: MpvFormat) throws -> MpvValue {
+    func get(_ name: String, as format: MpvFormat) throws -> MpvValue {
         var value: MpvValue = .unavailable
         do {
-            try withRaw("get \(name)") { raw in
+            try call("get \(name)") { raw in
                 switch format {
                 case .flag:
                     var v: Int32 = 0
@@ -188,39 +277,62 @@ public final class MpvHandle: @unchecked Sendable {
         return value
     }
 
-    /// mpv's monotonic clock, in microseconds.
-    public func timeMicroseconds() -> Int64? {
-        try? withRawValue("get_time_us") { mpv_get_time_us($0) }
-    }
-
     // MARK: Other clients of the same core
 
-    /// A second client of this core (`mpv_create_client`): what a script, an IPC client or
-    /// a foreign tool would be. For tests and tools.
-    public func makeClient(name: String) throws -> MpvClient {
-        guard let client = try withRawValue("create_client", { mpv_create_client($0, name) }) else {
-            throw MpvError(code: -2, operation: "create_client")
+    /// A second client of this core (`mpv_create_client`): what a script, an IPC client or a
+    /// foreign tool is. Any thread.
+    func makeClient(name: String) throws -> MpvClient {
+        try sync {
+            var client: OpaquePointer?
+            try call("create_client") { raw in
+                client = mpv_create_client(raw, name)
+                return client == nil ? MPV_ERROR_NOMEM.rawValue : 0
+            }
+            let made = MpvClient(raw: client!)
+            shared.withLock { shared in
+                shared.clients.removeAll { $0.client == nil }
+                shared.clients.append(WeakClient(client: made))
+            }
+            return made
         }
-        return MpvClient(raw: client)
     }
 
     // MARK: Shutdown
 
-    /// See the type: R5's order, blocking, idempotent.
-    public func shutdown() {
-        precondition(!isEventThread, "MpvHandle.shutdown() called on the event thread (it would join itself)")
-        let alreadyClosed = gate.exclusively { life.withLock { life -> Bool in
-            defer { life.closed = true }
-            return life.closed
-        } }
-        if alreadyClosed { return }
-        let thread = life.withLock { $0.thread }
-        if let thread {
-            // The one call after `closed`: the event thread still drains until SHUTDOWN.
-            withCStringArray(["quit"]) { _ = mpv_command(raw, $0) }
-            pthread_join(thread, nil)
+    /// See the type: R5's order, idempotent. Off the loop it blocks until the core is
+    /// destroyed; on the loop it starts the shutdown, which the exiting thread completes.
+    func shutdown() {
+        let (thread, first, clients) = shared.withLock { shared -> (pthread_t?, Bool, [WeakClient]) in
+            defer { shared.closing = true }
+            return (shared.thread, !shared.closing, shared.clients)
         }
+        clients.forEach { $0.client?.close() }
+        guard first else {
+            if !inLoop { _ = finished.wait() }
+            return
+        }
+        guard let thread else {
+            mpv_terminate_destroy(raw)
+            finished.fulfil(true)
+            return
+        }
+        if inLoop {
+            shared.withLock { $0.destroyOnExit = true }
+            sendQuit()
+            pthread_detach(thread)
+            return
+        }
+        execute { [self] in sendQuit() }   // false when mpv quit by itself: the loop has returned
+        pthread_join(thread, nil)
         mpv_terminate_destroy(raw)
+        finished.fulfil(true)
+    }
+
+    /// On the loop: the one call after `closed`; the loop still drains events until SHUTDOWN.
+    private func sendQuit() {
+        guard !closed else { return }
+        closed = true
+        withCStringArray(["quit"]) { _ = mpv_command_async(raw, 0, $0) }
     }
 
     // MARK: Plumbing
@@ -229,27 +341,37 @@ public final class MpvHandle: @unchecked Sendable {
         if rc < 0 { throw MpvError(code: rc, operation: operation) }
     }
 
-    private func withRaw(_ operation: String, _ body: (OpaquePointer) -> Int32) throws {
-        let rc = try withRawValue(operation, body)
-        try Self.check(rc, operation)
-    }
-
-    private func withRawValue<T>(_ operation: String, _ body: (OpaquePointer) -> T) throws -> T {
-        try gate.shared {
-            guard !life.withLock({ $0.closed }) else { throw MpvError.shutDown(operation) }
-            return body(raw)
-        }
+    private func call(_ operation: String, _ body: (OpaquePointer) -> Int32) throws {
+        assert(inLoop || shared.withLock { $0.thread == nil }, "mpv called off its loop: \(operation)")
+        guard !closed else { throw MpvError.shutDown(operation) }
+        try Self.check(body(raw), operation)
     }
 }
 
-/// Another client of a core; see `MpvHandle.makeClient(name:)`. It never reads its events.
-/// Threading: any thread. `close()` (or release) destroys it; the owner core waits for it.
-public final class MpvClient: @unchecked Sendable {
-    /// The client's handle; @unchecked because it is only ever used under `state`'s lock.
-    private struct Raw: @unchecked Sendable { let pointer: OpaquePointer }
-    private let state: Mutex<Raw?>
+/// Which loop, if any, runs on the current thread.
+private let loopKey: pthread_key_t = {
+    var key = pthread_key_t()
+    pthread_key_create(&key, nil)
+    return key
+}()
 
-    init(raw: OpaquePointer) { state = Mutex(Raw(pointer: raw)) }
+/// Entry point of the loop thread. A free function, not a closure formed in an isolated
+/// context, so that Swift inserts no executor check into it (notes/libmpv.md §6.2.1).
+private func mpvLoopThreadMain(_ context: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let context else { return nil }
+    Unmanaged<MpvHandle>.fromOpaque(context).takeRetainedValue().run()
+    return nil
+}
+
+/// Another client of a core; see `MpvPlayer.makeForeignClient(name:)`. It never reads its
+/// events. Threading: any thread. `close()` (or release) destroys it.
+@_spi(Foreign)
+public final class MpvClient: @unchecked Sendable {
+    // @unchecked: the client handle is only used with `state`'s lock held.
+    private struct Raw: @unchecked Sendable { let pointer: OpaquePointer }
+    private let state: Locked<Raw?>
+
+    init(raw: OpaquePointer) { state = Locked(Raw(pointer: raw)) }
     deinit { close() }
 
     public func set(_ name: String, _ value: Bool) throws {
@@ -267,6 +389,31 @@ public final class MpvClient: @unchecked Sendable {
         }
     }
 
+    /// Reads a property as this client (for tests: what mpv holds, not what we derived).
+    public func get(_ name: String, as format: MpvFormat) throws -> MpvValue {
+        try state.withLock { client in
+            guard let raw = client?.pointer else { throw MpvError.shutDown("get \(name)") }
+            switch format {
+            case .flag:
+                var v: Int32 = 0
+                let rc = mpv_get_property(raw, name, MPV_FORMAT_FLAG, &v)
+                return rc >= 0 ? .flag(v != 0) : .unavailable
+            case .int:
+                var v: Int64 = 0
+                let rc = mpv_get_property(raw, name, MPV_FORMAT_INT64, &v)
+                return rc >= 0 ? .int(v) : .unavailable
+            case .double:
+                var v = 0.0
+                let rc = mpv_get_property(raw, name, MPV_FORMAT_DOUBLE, &v)
+                return rc >= 0 ? .double(v) : .unavailable
+            case .string, .node:
+                guard let s = mpv_get_property_string(raw, name) else { return .unavailable }
+                defer { mpv_free(s) }
+                return .string(String(cString: s))
+            }
+        }
+    }
+
     public func close() {
         state.withLock { client in
             if let raw = client?.pointer { mpv_destroy(raw) }
@@ -275,66 +422,7 @@ public final class MpvClient: @unchecked Sendable {
     }
 }
 
-// MARK: - The event thread
-
-private final class EventLoop: @unchecked Sendable {
-    // @unchecked: `raw` and `handler` are immutable; `raw` is used by this thread alone
-    // (`mpv_wait_event`) and, once `destroyOnExit` is set, destroyed by it alone.
-    let raw: OpaquePointer
-    let handler: @Sendable (MpvEvent) -> Void
-    let destroyOnExit = Atomic<Bool>(false)
-
-    init(raw: OpaquePointer, handler: @escaping @Sendable (MpvEvent) -> Void) {
-        self.raw = raw
-        self.handler = handler
-    }
-
-    func run() {
-        while true {
-            guard let pointer = mpv_wait_event(raw, -1) else { continue }
-            let isShutdown = pointer.pointee.event_id == MPV_EVENT_SHUTDOWN
-            if let event = MpvEvent(copying: pointer.pointee) { handler(event) }
-            if isShutdown { break }
-        }
-        if destroyOnExit.load(ordering: .acquiring) { mpv_terminate_destroy(raw) }
-    }
-}
-
-/// Entry point of the event thread. A free function, not a closure formed in an isolated
-/// context, so that Swift inserts no executor check into it (notes/libmpv.md §6.2.1).
-private func mpvEventThreadMain(_ context: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    guard let context else { return nil }
-    let loop = Unmanaged<EventLoop>.fromOpaque(context).takeRetainedValue()
-    cmpv_name_this_thread("mpv-events")
-    loop.run()
-    return nil
-}
-
 // MARK: - Helpers
-
-/// A pthread read-write lock: many readers (calls into mpv) or one writer (shutdown).
-final class ReadWriteGate: @unchecked Sendable {
-    // @unchecked: the lock is only used through pthread_rwlock_*, which are thread-safe.
-    private let lock = UnsafeMutablePointer<pthread_rwlock_t>.allocate(capacity: 1)
-
-    init() { pthread_rwlock_init(lock, nil) }
-    deinit {
-        pthread_rwlock_destroy(lock)
-        lock.deallocate()
-    }
-
-    func shared<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_rwlock_rdlock(lock)
-        defer { pthread_rwlock_unlock(lock) }
-        return try body()
-    }
-
-    func exclusively<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_rwlock_wrlock(lock)
-        defer { pthread_rwlock_unlock(lock) }
-        return try body()
-    }
-}
 
 /// Calls `body` with a NULL-terminated `argv` of C strings that live for the call.
 func withCStringArray<R>(_ strings: [String], _ body: (UnsafeMutablePointer<UnsafePointer<CChar>?>) -> R) -> R {
@@ -344,18 +432,25 @@ func withCStringArray<R>(_ strings: [String], _ body: (UnsafeMutablePointer<Unsa
     return argv.withUnsafeMutableBufferPointer { body($0.baseAddress!) }
 }
 
-/// Builds a temporary `mpv_node` tree from an `MpvValue` for a call.
-enum NodeBuilder {
-    static func withNode<R>(_ value: MpvValue, _ body: (UnsafeMutablePointer<mpv_node>) -> R) -> R {
-        var allocations: [UnsafeMutableRawPointer] = []
-        defer { allocations.forEach { free($0) } }
-        let node = UnsafeMutablePointer<mpv_node>.allocate(capacity: 1)
-        defer { node.deallocate() }
-        node.initialize(to: build(value, &allocations))
-        return body(node)
+/// An `mpv_node` tree built from an `MpvValue`, owning its C memory. Built once, it can be
+/// sent any number of times: the removals on the pause path use nodes built when the ad went
+/// up, so that nothing is allocated between mpv's event and the removal.
+final class MpvNode: @unchecked Sendable {
+    // @unchecked: immutable after init; mpv only reads it during a call.
+    let pointer: UnsafeMutablePointer<mpv_node>
+    private var allocations: [UnsafeMutableRawPointer] = []
+
+    init(_ value: MpvValue) {
+        pointer = .allocate(capacity: 1)
+        pointer.initialize(to: build(value))
     }
 
-    private static func build(_ value: MpvValue, _ allocations: inout [UnsafeMutableRawPointer]) -> mpv_node {
+    deinit {
+        allocations.forEach { free($0) }
+        pointer.deallocate()
+    }
+
+    private func build(_ value: MpvValue) -> mpv_node {
         var node = mpv_node()
         switch value {
         case .unavailable: node.format = MPV_FORMAT_NONE
@@ -369,30 +464,29 @@ enum NodeBuilder {
             node.u.string = s
         case .array(let items):
             node.format = MPV_FORMAT_NODE_ARRAY
-            node.u.list = list(items.map { (nil, $0) }, &allocations)
+            node.u.list = list(items.map { (nil, $0) })
         case .map(let entries):
             node.format = MPV_FORMAT_NODE_MAP
-            node.u.list = list(entries.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, &allocations)
+            node.u.list = list(entries.sorted { $0.key < $1.key }.map { ($0.key, $0.value) })
         }
         return node
     }
 
-    private static func list(_ entries: [(String?, MpvValue)],
-                             _ allocations: inout [UnsafeMutableRawPointer]) -> UnsafeMutablePointer<mpv_node_list> {
+    private func list(_ entries: [(String?, MpvValue)]) -> UnsafeMutablePointer<mpv_node_list> {
+        let count = max(1, entries.count)
         let list = malloc(MemoryLayout<mpv_node_list>.stride)!.bindMemory(to: mpv_node_list.self, capacity: 1)
         allocations.append(UnsafeMutableRawPointer(list))
-        let values = malloc(MemoryLayout<mpv_node>.stride * max(1, entries.count))!
-            .bindMemory(to: mpv_node.self, capacity: max(1, entries.count))
+        let values = malloc(MemoryLayout<mpv_node>.stride * count)!.bindMemory(to: mpv_node.self, capacity: count)
         allocations.append(UnsafeMutableRawPointer(values))
         var keys: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?
         if entries.contains(where: { $0.0 != nil }) {
-            let k = malloc(MemoryLayout<UnsafeMutablePointer<CChar>?>.stride * max(1, entries.count))!
-                .bindMemory(to: UnsafeMutablePointer<CChar>?.self, capacity: max(1, entries.count))
+            let k = malloc(MemoryLayout<UnsafeMutablePointer<CChar>?>.stride * count)!
+                .bindMemory(to: UnsafeMutablePointer<CChar>?.self, capacity: count)
             allocations.append(UnsafeMutableRawPointer(k))
             keys = k
         }
         for (i, (key, value)) in entries.enumerated() {
-            (values + i).initialize(to: build(value, &allocations))
+            (values + i).initialize(to: build(value))
             if let keys, let key {
                 let s = strdup(key)!
                 allocations.append(UnsafeMutableRawPointer(s))

@@ -1,6 +1,5 @@
 import AdRuntime
 import Foundation
-import Synchronization
 
 /// How the content player's mpv is set up.
 public struct MpvPlayerConfiguration: Sendable {
@@ -42,50 +41,67 @@ public struct MpvPlayerConfiguration: Sendable {
     }
 }
 
-/// What an ad surface drawing into an `MpvPlayer` hears from it, on the event thread.
+/// What an ad surface drawing into an `MpvPlayer` hears from it, on the loop.
 protocol MpvOutputListener: AnyObject, Sendable {
     func adPlayback(_ event: MpvPlayerMapping.AdPlayback)
     func outputResized(width: Int, height: Int)
 }
 
-struct WeakListener {
-    weak var value: (any MpvOutputListener)?
-}
-
 /// The content player: one mpv core, seen through the player model.
 ///
-/// Threading: every method may be called from any thread. Player changes are derived on
-/// mpv's event thread (`MpvHandle`) and delivered there to observers, in order; the effect
-/// of our own `pause()`/`play()` is derived and delivered on the calling thread before the
-/// call returns (or handed to the thread delivering at that moment), so that an overlay
-/// ends in the same step as the pause that the daemon issued. `shutdown()` must not be
-/// called from an observer.
+/// Threading (SPEC R18): the core's loop (`loop`, mpv's event thread) owns the mapping, the
+/// change feed and the ads' surface; every method may be called from any thread and runs on
+/// the loop — inline there, handed over elsewhere (`load`, `seek`, … wait for the loop to
+/// have handed the command to mpv, not for mpv to have done it). Player changes are derived
+/// and delivered on the loop. Our own `pause()`/`play()` take effect in the model in the same
+/// turn that sets mpv's flag, because mpv can coalesce a short pause into no notification at
+/// all; pauses from anywhere else come from the `pause` observer (R3).
+///
+/// Releasing the last reference shuts mpv down (R5, R9): nothing else keeps it playing.
 public final class MpvPlayer: TrackablePlayer {
-    public let handle: MpvHandle
-    private let feed = PlayerChangeFeed()
-    /// The ad surface drawing into this mpv, told about its ads' videos and the output size.
-    private let listener = Mutex<WeakListener>(WeakListener())
-    private let mapping: Mutex<MpvPlayerMapping>
-    private let onLog: @Sendable (MpvLogMessage) -> Void
+    let handle: MpvHandle
+    private let core: PlayerCore
+
+    public var loop: any PlayerLoop { handle }
 
     public init(configuration: MpvPlayerConfiguration = MpvPlayerConfiguration(),
                 onLog: @escaping @Sendable (MpvLogMessage) -> Void = { _ in }) throws {
         handle = try MpvHandle(options: configuration.mpvOptions, logLevel: configuration.logLevel)
         var mapping = MpvPlayerMapping()
         mapping.backstopEnabled = !configuration.untimed
-        self.mapping = Mutex(mapping)
-        self.onLog = onLog
-        for property in MpvPlayerMapping.Observed.allCases {
-            try handle.observe(property.name, format: property.format, id: property.rawValue)
+        mapping.keepOpenPause = configuration.keepOpen && configuration.keepOpenPause
+        core = PlayerCore(handle: handle, mapping: mapping, onLog: onLog)
+        do {
+            for property in MpvPlayerMapping.Observed.allCases {
+                try handle.observe(property.name, format: property.format, id: property.rawValue)
+            }
+            // Before the loop runs: the first text overlay makes mpv build its libass renderer
+            // (3.2 ms holding its core lock, notes §7b). Do it here, once, not on the loop.
+            try MpvAdSurface.warmUpTextRenderer(handle)
+        } catch {
+            handle.shutdown()
+            throw error
         }
-        handle.start { [weak self] event in self?.handle(event) }
+        core.player = self
+        handle.start { [core] event, receivedAt in core.handle(event, receivedAt: receivedAt) }
     }
 
-    public func snapshot() -> PlayerSnapshot { mapping.withLock { $0.snapshot() } }
+    deinit { handle.shutdown() }
 
-    public func addObserver(_ observer: any PlayerObserver) -> PlayerObservation { feed.add(observer) }
+    public func snapshot() -> PlayerSnapshot { (try? loop.sync { core.mapping.snapshot() }) ?? .empty }
 
+    public func addObserver(_ observer: any PlayerObserver) -> PlayerObservation {
+        (try? loop.sync { core.feed.add(observer) }) ?? .ended()
+    }
+
+    /// Stops mpv (R5): blocks until the core is gone. Idempotent. On the loop (from an
+    /// observer) it starts the shutdown and returns; the loop finishes it.
     public func shutdown() { handle.shutdown() }
+
+    /// Another client of this core (`mpv_create_client`), as a script, mpv's IPC or a remote
+    /// control would be: for tests and benchmarks that act from outside the adapter.
+    @_spi(Foreign)
+    public func makeForeignClient(name: String) throws -> MpvClient { try handle.makeClient(name: name) }
 
     // MARK: Commands
 
@@ -95,137 +111,104 @@ public final class MpvPlayer: TrackablePlayer {
 
     /// Loads `path` and returns its playlist entry id. A local file that is missing, not a
     /// regular file, unreadable or empty is refused here with a `PlayerFailure`; a file mpv
-    /// cannot play is reported later as `.failed`.
+    /// cannot play is reported later as `.failed`. Off the loop only (it waits for mpv's
+    /// answer); on the loop use `load(_:mode:options:completion:)`.
     @discardableResult
     public func load(_ path: String, mode: LoadMode = .replace, options: [String: String] = [:]) throws -> Int64 {
+        precondition(!loop.inLoop, "MpvPlayer.load waits for mpv; on the loop use load(_:mode:options:completion:)")
         try Self.checkLocalFile(path)
-        var args = ["loadfile", path, mode.rawValue]
-        if !options.isEmpty {
-            args.append(options.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))
-        }
-        // Hold the mapping's lock across the call so that START_FILE cannot be mapped
-        // before we know the entry's path.
-        return try mapping.withLock { mapping in
-            let result = try handle.commandReturning(args)
-            guard let entry = result["playlist_entry_id"]?.int else {
-                throw MpvError(code: -12, operation: "loadfile (no playlist_entry_id)")
+        let answer = Handover<Result<Int64, MpvError>>()
+        try onLoop("loadfile") { core.load(path, mode: mode, options: options) { answer.fulfil($0) } }
+        return try answer.wait()!.get()
+    }
+
+    /// Loads `path` without waiting: `completion` runs on the loop with the entry id or why
+    /// not. The file check runs off the loop.
+    public func load(_ path: String, mode: LoadMode = .replace, options: [String: String] = [:],
+                     completion: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
+        let core = self.core, loop = self.loop
+        let check: @Sendable () -> Void = {
+            do {
+                try Self.checkLocalFile(path)
+            } catch {
+                loop.run { completion(.failure(error)) }
+                return
             }
-            mapping.noteLoad(entry: entry, path: path)
-            return entry
+            loop.run { core.load(path, mode: mode, options: options) { completion($0.mapError { $0 }) } }
         }
+        if loop.inLoop { DispatchQueue.global().async(execute: check) } else { check() }
     }
 
     public func play() throws { try setPaused(false) }
     public func pause() throws { try setPaused(true) }
 
     public func setPaused(_ paused: Bool) throws {
-        let now = MonotonicTime.now()
-        let adEvents = try mapping.withLock { mapping in
-            try handle.set("pause", paused)
-            publish(mapping.applyOwnPause(paused), mapping, now)
-            return mapping.takeAdEvents()
-        }
-        feed.drain()
-        tellSurface(adEvents, resizedTo: nil)
+        try onLoop("set pause") { try core.setPaused(paused) }
     }
 
     public func togglePause() throws {
-        try setPaused(snapshot().playing)
+        try onLoop("set pause") { try core.setPaused(core.mapping.playing) }
     }
 
-    /// Seeks to `seconds` into the item (`absolute`) or by `seconds` (`relative`).
+    /// Seeks to `seconds` into the item (`absolute`) or by `seconds` (`relative`). Returns
+    /// once mpv has the command; a seek mpv refuses is logged.
     public func seek(_ seconds: Double, relative: Bool = false) throws {
-        try mapping.withLock { mapping in
-            mapping.noteOwnSeek()
-            do {
-                try handle.command(["seek", String(seconds), relative ? "relative" : "absolute", "exact"])
-            } catch {
-                mapping.ownSeekFailed()
-                throw error
-            }
-        }
+        guard seconds.isFinite else { throw MpvError(code: -4, operation: "seek \(seconds)") }
+        try onLoop("seek") { core.seek(seconds, relative: relative) }
     }
 
     public func setSpeed(_ speed: Double) throws {
         guard speed.isFinite, speed >= 0.01, speed <= 100 else {
             throw MpvError(code: -4, operation: "speed \(speed) (allowed: 0.01…100)")
         }
-        try handle.set("speed", speed)
+        try onLoop("set speed") { try core.handle.set("speed", speed) }
     }
 
     /// Loops the current file (`loop-file=inf`) or stops looping.
-    public func setLoop(_ loop: Bool) throws { try handle.set("loop-file", loop ? "inf" : "no") }
+    public func setLoop(_ loop: Bool) throws {
+        try onLoop("set loop-file") { try core.handle.set("loop-file", loop ? "inf" : "no") }
+    }
 
-    public func stop() throws { try handle.command(["stop"]) }
+    /// Takes the item out (mpv's `stop`).
+    public func stop() throws { try onLoop("stop") { core.handle.commandAsync(["stop"]) } }
 
-    // MARK: Ads' videos and the output (for MpvAdSurface)
+    /// The next playlist entry (`playlist-next force`).
+    public func next() throws { try onLoop("playlist-next") { core.handle.commandAsync(["playlist-next", "force"]) } }
+
+    /// Runs `body` on the loop; once mpv is shut down, `MpvError.shutDown(operation)`.
+    private func onLoop<T>(_ operation: String, _ body: () throws -> T) throws -> T {
+        do {
+            return try loop.sync(body)
+        } catch is LoopStopped {
+            throw MpvError.shutDown(operation)
+        }
+    }
+
+    // MARK: Ads' videos and the output (for MpvAdSurface, on the loop)
+
+    var outputSize: (width: Int, height: Int) { core.mapping.outputSize }
+
+    func attach(_ surface: any MpvOutputListener) {
+        loop.assertInLoop()
+        core.listener = surface
+    }
 
     /// Plays an ad's video in this mpv's output, replacing what is there, at 1× and unpaused
     /// whatever the content's speed and pause flag are (per-file options: mpv restores them
     /// after the file). It is never reported as an item (R8); its progress and end go to the
-    /// attached surface. Returns its playlist entry id.
-    func playAd(_ path: String) throws -> Int64 {
-        try Self.checkLocalFile(path)
-        return try mapping.withLock { mapping in
-            let result = try handle.commandReturning(["loadfile", path, "replace",
-                                                      "speed=1,pause=no,keep-open=no,loop-file=no"])
-            guard let entry = result["playlist_entry_id"]?.int else {
-                throw MpvError(code: -12, operation: "loadfile (no playlist_entry_id)")
-            }
-            mapping.noteAdLoad(entry: entry)
-            return entry
-        }
+    /// attached surface. `completion` gets its playlist entry id (mpv answers before the
+    /// file starts, so the entry is known to be an ad's by then).
+    func playAd(_ location: String, completion: @escaping (Result<Int64, MpvError>) -> Void) {
+        core.playAd(location, completion: completion)
     }
 
     /// Stops an ad's video if it has not ended yet (it replaced everything, so it is what plays).
-    func stopAd(_ entry: Int64) throws {
-        try mapping.withLock { mapping in
-            if mapping.isAdPending(entry) { try handle.command(["stop"]) }
-        }
-    }
+    func stopAd(_ entry: Int64) { core.stopAd(entry) }
 
-    var outputSize: (width: Int, height: Int) { mapping.withLock { $0.outputSize } }
+    /// On the loop: the mpv handle, for the surface's drawing commands.
+    var drawingHandle: MpvHandle { handle }
 
-    func attach(_ surface: any MpvOutputListener) {
-        listener.withLock { $0.value = surface }
-    }
-    public func next() throws { try handle.command(["playlist-next", "force"]) }
-
-    // MARK: Events
-
-    private func handle(_ event: MpvEvent) {
-        if case .log(let message) = event {
-            onLog(message)
-            return
-        }
-        let now = MonotonicTime.now()
-        let query = MpvPlayerMapping.Query(
-            pause: { [handle] in (try? handle.get("pause", as: .flag))?.flag },
-            eofReached: { [handle] in (try? handle.get("eof-reached", as: .flag))?.flag },
-            timePos: { [handle] in (try? handle.get("time-pos", as: .double))?.double },
-            path: { [handle] in (try? handle.get("path", as: .string))?.string })
-        let (adEvents, resized, size) = mapping.withLock { mapping in
-            publish(mapping.apply(event, now: now, query: query), mapping, now)
-            return (mapping.takeAdEvents(), mapping.takeOutputSizeChange(), mapping.outputSize)
-        }
-        feed.drain()
-        tellSurface(adEvents, resizedTo: resized ? size : nil)
-    }
-
-    /// Hands ads' playback events and a new output size to the attached surface, with no lock held.
-    private func tellSurface(_ adEvents: [MpvPlayerMapping.AdPlayback], resizedTo size: (width: Int, height: Int)?) {
-        guard !adEvents.isEmpty || size != nil, let surface = listener.withLock({ $0.value }) else { return }
-        adEvents.forEach { surface.adPlayback($0) }
-        if let size { surface.outputResized(width: size.width, height: size.height) }
-    }
-
-    /// Enqueues `changes` in the feed; called with the mapping's lock held, so that the
-    /// feed's order is the mapping's.
-    private func publish(_ changes: [PlayerChange], _ mapping: MpvPlayerMapping, _ now: UInt64) {
-        guard !changes.isEmpty else { return }
-        let snapshot = mapping.snapshot()
-        feed.enqueue(changes.map { PlayerEvent(change: $0, snapshot: snapshot, observedAt: now) }, from: self)
-    }
+    // MARK: Files
 
     static func checkLocalFile(_ path: String) throws {
         if path.contains("://") { return }
@@ -243,5 +226,98 @@ public final class MpvPlayer: TrackablePlayer {
         guard info.st_size > 0 else {
             throw PlayerFailure(entry: entry, path: path, code: "empty", message: "empty file: \(path)")
         }
+    }
+}
+
+/// The player's state on its loop: the mapping, the feed, the ads' surface.
+///
+/// Threading contract: loop-only (every method runs on `handle`'s loop).
+final class PlayerCore: @unchecked Sendable {
+    // @unchecked: every stored var is touched only on the loop.
+    let handle: MpvHandle
+    var mapping: MpvPlayerMapping
+    let feed: PlayerChangeFeed
+    weak var player: MpvPlayer?
+    /// The ad surface drawing into this mpv, told about its ads' videos and the output size.
+    weak var listener: (any MpvOutputListener)?
+    private let onLog: @Sendable (MpvLogMessage) -> Void
+    /// The mapping's rare read-backs (see `MpvPlayerMapping`), built once.
+    private let query: MpvPlayerMapping.Query
+
+    init(handle: MpvHandle, mapping: MpvPlayerMapping, onLog: @escaping @Sendable (MpvLogMessage) -> Void) {
+        self.handle = handle
+        self.mapping = mapping
+        self.onLog = onLog
+        feed = PlayerChangeFeed(loop: handle)
+        query = MpvPlayerMapping.Query(
+            pause: { (try? handle.get("pause", as: .flag))?.flag },
+            eofReached: { (try? handle.get("eof-reached", as: .flag))?.flag },
+            timePos: { (try? handle.get("time-pos", as: .double))?.double },
+            path: { (try? handle.get("path", as: .string))?.string })
+    }
+
+    func handle(_ event: MpvEvent, receivedAt: UInt64) {
+        if case .log(let message) = event {
+            onLog(message)
+            return
+        }
+        publish(mapping.apply(event, now: receivedAt, query: query))
+    }
+
+    func setPaused(_ paused: Bool) throws {
+        try handle.set("pause", paused)
+        publish(mapping.applyOwnPause(paused, now: handle.now()))
+    }
+
+    func seek(_ seconds: Double, relative: Bool) {
+        mapping.noteOwnSeek()
+        handle.commandAsync(["seek", String(seconds), relative ? "relative" : "absolute", "exact"]) { [weak self] result in
+            if case .failure = result { self?.mapping.ownSeekFailed() }
+        }
+    }
+
+    func load(_ path: String, mode: MpvPlayer.LoadMode, options: [String: String],
+              completion: @escaping (Result<Int64, MpvError>) -> Void) {
+        var args = ["loadfile", path, mode.rawValue]
+        if !options.isEmpty {
+            args.append(options.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))
+        }
+        handle.commandAsync(args) { [weak self] result in
+            // mpv answers before START_FILE of the entry: its path is known when it starts.
+            completion(result.flatMap { value in
+                guard let entry = value["playlist_entry_id"]?.int else {
+                    return .failure(MpvError(code: -12, operation: "loadfile (no playlist_entry_id)"))
+                }
+                self?.mapping.noteLoad(entry: entry, path: path)
+                return .success(entry)
+            })
+        }
+    }
+
+    func playAd(_ location: String, completion: @escaping (Result<Int64, MpvError>) -> Void) {
+        handle.commandAsync(["loadfile", location, "replace", "speed=1,pause=no,keep-open=no,loop-file=no"]) { [weak self] result in
+            completion(result.flatMap { value in
+                guard let entry = value["playlist_entry_id"]?.int else {
+                    return .failure(MpvError(code: -12, operation: "loadfile (no playlist_entry_id)"))
+                }
+                self?.mapping.noteAdLoad(entry: entry)
+                return .success(entry)
+            })
+        }
+    }
+
+    func stopAd(_ entry: Int64) {
+        if mapping.isAdPending(entry) { handle.commandAsync(["stop"]) }
+    }
+
+    /// Hands changes to the observers, then the ads' playback and a new output size to the
+    /// surface, in this turn.
+    private func publish(_ events: [PlayerEvent]) {
+        if let player, !events.isEmpty { feed.publish(events, from: player) }
+        let adEvents = mapping.takeAdEvents()
+        let resized = mapping.takeOutputSizeChange()
+        guard let listener else { return }
+        adEvents.forEach { listener.adPlayback($0) }
+        if resized { listener.outputResized(width: mapping.outputSize.width, height: mapping.outputSize.height) }
     }
 }

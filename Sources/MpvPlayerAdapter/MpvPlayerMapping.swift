@@ -1,17 +1,27 @@
 import AdRuntime
 
 /// The mapping of mpv's events and properties onto the player model (SPEC §2), as a pure
-/// state machine: events in, player changes out. `MpvPlayer` feeds it on the event thread
-/// (and with the effects of its own commands); tests can feed it directly.
+/// state machine: events in, player changes out, each with the facts right after it.
+/// `MpvPlayer` feeds it on its loop (with the effects of its own commands too); tests feed it
+/// directly.
 ///
 /// | fact     | from mpv |
 /// |----------|----------|
-/// | item     | `START_FILE` of an entry (playlist entry id + path + loop index); a loop wrap; a replay after the end |
+/// | item     | `START_FILE` of an entry (playlist entry id + path + pass); a loop wrap; a replay of an entry that played before (`loop-playlist`, a seek back into a kept-open ended file) is the entry's next pass |
 /// | position | `time-pos`, clamped at 0; unavailable ⇒ last known (0 for a new item) |
 /// | playing  | `pause == no`, `eof-reached != yes`, a file loaded and started (`FILE_LOADED`, then the first `PLAYBACK_RESTART`); buffering is ignored |
 /// | rate     | `speed` while playing, else 0 |
 /// | seek     | `SEEK` then `PLAYBACK_RESTART` (a restart without `SEEK` is a file start); backstop: a jump of `time-pos` that `speed × elapsed` does not explain |
-/// | ended    | `eof-reached == yes` (keep-open) or `END_FILE` reason `eof` |
+/// | ended    | `eof-reached == yes` (keep-open) or `END_FILE` reason `eof`; it carries the position where the item ended (its duration when known) |
+///
+/// Observed values are used as they arrive; mpv is read back only where a notification
+/// alone cannot decide, each case rare and measured (docs/benchmarks.md):
+/// - a `pause` notification that contradicts our own latest write (it may be stale: mpv made
+///   it before our write, notes §3.3) — read `pause`;
+/// - with `keep-open-pause`, a `pause=yes` while the end is not known yet (mpv's own pause at
+///   the end can come before `eof-reached`, R2) — read `eof-reached`;
+/// - the landing position of a seek at its `PLAYBACK_RESTART` — read `time-pos`;
+/// - the path of an entry another client loaded — read `path`.
 ///
 /// Loop wraps: mpv implements `loop-file` as a seek to the start with no event of its own
 /// (measured: `SEEK`, `PLAYBACK_RESTART`, `eof-reached` stays `no`). A `SEEK` that we did
@@ -55,8 +65,7 @@ struct MpvPlayerMapping {
         }
     }
 
-    /// What the mapping may read from mpv synchronously, on the event thread, when a
-    /// property change alone cannot be trusted to have arrived yet.
+    /// What the mapping may read from mpv synchronously, in the rare cases listed on the type.
     struct Query {
         var pause: () -> Bool?
         var eofReached: () -> Bool?
@@ -66,12 +75,20 @@ struct MpvPlayerMapping {
 
     /// What happens to an ad's video played in the same mpv (R8): never an item.
     enum AdPlayback: Equatable {
+        enum End: Equatable {
+            /// Played to its end.
+            case finished
+            /// Something else stopped it (another file loaded, `stop`, `quit`).
+            case stopped
+            /// It could not be played: mpv's reason.
+            case failed(String)
+        }
+
         case started(entry: Int64)
         case progress(entry: Int64, position: Double, duration: Double)
-        /// Paused (true) or resumed (false) while it plays.
+        /// Paused (true) or resumed (false) by the viewer while it plays.
         case paused(entry: Int64, Bool)
-        /// Played to its end, or stopped: `error` is nil. Could not be played: mpv's reason.
-        case ended(entry: Int64, error: String?)
+        case ended(entry: Int64, End)
     }
 
     private struct Seek {
@@ -84,17 +101,26 @@ struct MpvPlayerMapping {
     var backstopEnabled = true
     /// Forward slack of the backstop, in seconds of content.
     var backstopSlack = 1.0
+    /// mpv pauses by itself at the end of a file (`keep-open-pause`, R2).
+    var keepOpenPause = false
+
+    /// Entries kept in the bounded tables below (paths of our loads, passes per entry).
+    static let rememberedEntries = 256
 
     // Paths of entries we loaded ourselves, by playlist entry id.
     private var knownPaths: [Int64: String] = [:]
+    /// The last pass of each entry that played: a replay is the next one (R14).
+    private var passes: [Int64: Int] = [:]
     private var currentEntry: Int64?
     private var loaded = false
     private var started = false
     private(set) var item: PlayerItem?
     /// The item that played to its end while its file stays open (keep-open): a seek back
-    /// into it replays it as the next loop.
+    /// into it replays it as the next pass.
     private var endedItem: PlayerItem?
     private var pause = false
+    /// Our own latest `pause` write, until mpv's notification of it arrives.
+    private var ownPause: Bool?
     private var eof: Bool?
     private var speed = 1.0
     private var position = 0.0
@@ -108,11 +134,16 @@ struct MpvPlayerMapping {
     /// Entries loaded as ads' videos, and the one playing now.
     private var adEntries: Set<Int64> = []
     private var adPlaying: Int64?
+    /// The ad's video has started playing: from here a pause change is the viewer's.
+    private var adSettled = false
     private var adDuration: Double?
     private var adEvents: [AdPlayback] = []
     private var osd = (width: 0, height: 0)
     private var video = (width: 0, height: 0)
     private var outputSizeChanged = false
+    /// The changes of the current step, each with the facts right after it.
+    private var out: [PlayerEvent] = []
+    private var now: UInt64 = 0
 
     var playing: Bool { publishedPlaying }
 
@@ -127,16 +158,18 @@ struct MpvPlayerMapping {
 
     mutating func noteLoad(entry: Int64, path: String) {
         knownPaths[entry] = path
+        Self.bound(&knownPaths)
     }
 
-    /// A pause or play that our own command path set successfully: it takes effect here at
-    /// once, because mpv may coalesce a short pause into no notification at all (notes §3.3).
-    mutating func applyOwnPause(_ paused: Bool) -> [PlayerChange] {
-        var out: [PlayerChange] = []
-        if let entry = adPlaying, paused != pause { adEvents.append(.paused(entry: entry, paused)) }
+    /// A pause or play of our own: it takes effect here at once (before mpv is even told),
+    /// because mpv may coalesce a short pause into no notification at all (notes §3.3).
+    mutating func applyOwnPause(_ paused: Bool, now: UInt64) -> [PlayerEvent] {
+        begin(now)
+        if let entry = adPlaying, adSettled, paused != pause { adEvents.append(.paused(entry: entry, paused)) }
         pause = paused
-        recompute(&out)
-        return out
+        ownPause = paused
+        recompute()
+        return finish()
     }
 
     /// `entry` is an ad's video: it is never an item of the player model (R8).
@@ -170,15 +203,15 @@ struct MpvPlayerMapping {
 
     // MARK: mpv's events
 
-    mutating func apply(_ event: MpvEvent, now: UInt64, query: Query) -> [PlayerChange] {
-        var out: [PlayerChange] = []
-        if applyAd(event, query, &out) {
-            recompute(&out)
-            return out
+    mutating func apply(_ event: MpvEvent, now: UInt64, query: Query) -> [PlayerEvent] {
+        begin(now)
+        if applyAd(event, query) {
+            recompute()
+            return finish()
         }
         switch event {
         case .startFile(let entry):
-            if item != nil { item = nil }
+            leaveItem()
             currentEntry = entry
             loaded = false
             started = false
@@ -190,12 +223,12 @@ struct MpvPlayerMapping {
             positionAt = now
             duration = nil
             let path = knownPaths[entry] ?? query.path() ?? ""
-            enterItem(PlayerItem(entry: entry, path: path), &out)
+            enterItem(PlayerItem(entry: entry, path: path, loop: passes[entry].map { $0 + 1 } ?? 0))
 
         case .endFile(let entry, let reason):
             let path = knownPaths.removeValue(forKey: entry) ?? item?.path ?? ""
             guard entry == currentEntry else {
-                if case .error(let error) = reason { out.append(.failed(failure(entry, path, error))) }
+                if case .error(let error) = reason { emit(.failed(failure(entry, path, error))) }
                 break
             }
             loaded = false
@@ -204,12 +237,12 @@ struct MpvPlayerMapping {
             endedItem = nil
             switch reason {
             case .eof:
-                if let item { end(item, &out) }
+                if let item { end(item) }
             case .error(let error):
-                leaveItem(&out)
-                out.append(.failed(failure(entry, path, error)))
+                leaveItem()
+                emit(.failed(failure(entry, path, error)))
             default:
-                leaveItem(&out)
+                leaveItem()
             }
 
         case .fileLoaded:
@@ -236,35 +269,37 @@ struct MpvPlayerMapping {
             }
             guard let pending = seek else { break }
             seek = nil
+            // Where it landed: the time-pos notification may still be on its way.
             let to = max(0, query.timePos() ?? position)
             position = to
             positionAt = now
             if item == nil {
-                // A seek in a file that had played to its end (keep-open): back into it?
-                if query.eofReached() == false { replay(&out) }
+                // A seek in a file that had played to its end (keep-open): the `eof-reached`
+                // notification that follows decides whether it went back into it.
+                break
             } else if pending.wrap && to < wrapWindow, let current = item {
-                enterItem(current.nextLoop(), &out)
+                enterItem(current.nextLoop())
             } else {
-                out.append(.seeked(from: pending.from, to: to))
+                emit(.seeked(from: pending.from, to: to))
             }
 
         case .property(let id, _, let value):
             guard let property = Observed(rawValue: id) else { break }
-            applyProperty(property, value, now: now, query: query, &out)
+            applyProperty(property, value, query: query)
 
         default:
             break
         }
-        recompute(&out)
-        return out
+        recompute()
+        return finish()
     }
 
     /// Handles `event` if it concerns an ad's video; false if it is the content's.
-    private mutating func applyAd(_ event: MpvEvent, _ query: Query, _ out: inout [PlayerChange]) -> Bool {
+    private mutating func applyAd(_ event: MpvEvent, _ query: Query) -> Bool {
         switch event {
         case .startFile(let entry) where adEntries.contains(entry):
             // The content (played to its end, or stopped) is gone from mpv; no item comes in.
-            leaveItem(&out)
+            leaveItem()
             currentEntry = entry
             loaded = false
             started = false
@@ -272,6 +307,7 @@ struct MpvPlayerMapping {
             endedItem = nil
             seek = nil
             adPlaying = entry
+            adSettled = false
             adDuration = nil
             adEvents.append(.started(entry: entry))
             return true
@@ -281,53 +317,62 @@ struct MpvPlayerMapping {
                 adPlaying = nil
                 currentEntry = nil
             }
-            if case .error(let error) = reason {
-                adEvents.append(.ended(entry: entry, error: error.message))
-            } else {
-                adEvents.append(.ended(entry: entry, error: nil))
+            switch reason {
+            case .eof: adEvents.append(.ended(entry: entry, .finished))
+            case .error(let error): adEvents.append(.ended(entry: entry, .failed(error.message)))
+            default: adEvents.append(.ended(entry: entry, .stopped))
             }
             return true
         default:
             break
         }
         guard let entry = adPlaying else { return false }
-        if case .property(let id, _, let value) = event, let property = Observed(rawValue: id) {
+        switch event {
+        case .playbackRestart where !adSettled:
+            // It plays: mpv was told `pause=no` for it (per-file), whatever the content's flag
+            // was (keep-open-pause's own pause at the end included). From here on a change of
+            // the flag is the viewer's.
+            adSettled = true
+            pause = false
+            ownPause = nil
+        case .property(let id, _, let value):
+            guard let property = Observed(rawValue: id) else { return true }
             switch property {
             case .timePos:
-                if let position = value.double { adEvents.append(.progress(entry: entry, position: max(0, position), duration: adDuration ?? 0)) }
+                if let position = value.double, adSettled {
+                    adEvents.append(.progress(entry: entry, position: max(0, position), duration: adDuration ?? 0))
+                }
             case .duration:
                 adDuration = value.double
             case .eofReached, .path, .loopFile:
                 break
             case .pause:
-                // The flag now, not the notification's snapshot (see applyProperty).
-                if let paused = query.pause() ?? value.flag, paused != pause {
-                    pause = paused
-                    adEvents.append(.paused(entry: entry, paused))
-                }
+                guard let reported = value.flag else { break }
+                let paused = resolvePause(reported, query)
+                if adSettled, paused != pause { adEvents.append(.paused(entry: entry, paused)) }
+                pause = paused
             default:
                 return false   // speed and sizes are the player's, whatever plays
             }
+        default:
+            break
         }
         return true
     }
 
-    private mutating func applyProperty(_ property: Observed, _ value: MpvValue, now: UInt64, query: Query,
-                                        _ out: inout [PlayerChange]) {
+    private mutating func applyProperty(_ property: Observed, _ value: MpvValue, query: Query) {
         switch property {
         case .pause:
-            // A notification is a snapshot from when mpv made it; our own command may have
-            // changed the flag since (a stale `yes` after our play() would be a pause that
-            // never was). What counts is the flag now.
-            guard let paused = query.pause() ?? value.flag else { return }   // unknown: keep what we knew (R1)
-            if paused && !pause && eof != true && loaded, query.eofReached() == true {
+            guard let reported = value.flag else { return }   // unknown: keep what we knew (R1)
+            let paused = resolvePause(reported, query)
+            if paused && !pause && eof != true && loaded && keepOpenPause, query.eofReached() == true {
                 // keep-open's own pause at the end (R2): the end first, and it is no viewer's pause.
-                applyEOF(true, &out)
+                applyEOF(true)
             }
             pause = paused
 
         case .eofReached:
-            applyEOF(value.flag, &out)
+            applyEOF(value.flag)
 
         case .speed:
             if let rate = value.double, rate > 0 { speed = rate }
@@ -339,7 +384,10 @@ struct MpvPlayerMapping {
                 let elapsed = Double(now &- positionAt) / 1e9
                 let delta = new - position
                 if delta < -0.5 || delta > speed * elapsed + backstopSlack {
-                    out.append(.seeked(from: position, to: new))
+                    position = new
+                    positionAt = now
+                    emit(.seeked(from: position - delta, to: new))
+                    return
                 }
             }
             position = new
@@ -359,7 +407,7 @@ struct MpvPlayerMapping {
             }
 
         case .osdWidth, .osdHeight, .videoWidth, .videoHeight:
-            let size = Int(value.int ?? 0)
+            let size = Int(clamping: value.int ?? 0)
             let before = outputSize
             switch property {
             case .osdWidth: osd.width = size
@@ -371,13 +419,29 @@ struct MpvPlayerMapping {
         }
     }
 
-    private mutating func applyEOF(_ value: Bool?, _ out: inout [PlayerChange]) {
+    /// What a `pause` notification means. Trusted as it is unless it contradicts our own
+    /// latest write: then it may be stale (made before the write) or another client's after
+    /// it, and the flag now decides — our writes are synchronous, so mpv's answer is definitive.
+    private mutating func resolvePause(_ reported: Bool, _ query: Query) -> Bool {
+        guard let own = ownPause else { return reported }
+        if reported == own {
+            ownPause = nil   // the echo of our own write
+            return reported
+        }
+        let now = query.pause() ?? reported
+        if now != own { ownPause = nil }
+        return now
+    }
+
+    private mutating func applyEOF(_ value: Bool?) {
         eof = value
         if value == true, loaded, let item {
-            end(item, &out)
+            end(item)
             endedItem = item
-        } else if value == false, loaded, item == nil, endedItem != nil {
-            replay(&out)
+        } else if value == false, loaded, item == nil, let ended = endedItem {
+            // Back into a file that had played to its end (keep-open): its next pass.
+            endedItem = nil
+            enterItem(ended.nextLoop())
         }
     }
 
@@ -387,30 +451,44 @@ struct MpvPlayerMapping {
     /// land, to be a loop wrap: two position updates at the current speed, at least 0.5 s.
     private var wrapWindow: Double { 0.5 * max(1, speed) }
 
-    private mutating func enterItem(_ next: PlayerItem, _ out: inout [PlayerChange]) {
-        item = next
-        publishedPlaying = false
-        out.append(.item(next))
+    private mutating func begin(_ now: UInt64) {
+        self.now = now
+        out = []
     }
 
-    private mutating func leaveItem(_ out: inout [PlayerChange]) {
+    private mutating func finish() -> [PlayerEvent] {
+        defer { out = [] }
+        return out
+    }
+
+    /// Records `change` with the facts as they are now (after it).
+    private mutating func emit(_ change: PlayerChange, snapshot: PlayerSnapshot? = nil) {
+        out.append(PlayerEvent(change: change, snapshot: snapshot ?? self.snapshot(), observedAt: now))
+    }
+
+    private mutating func enterItem(_ next: PlayerItem) {
+        item = next
+        passes[next.entry] = next.loop
+        Self.bound(&passes)
+        publishedPlaying = false
+        emit(.item(next))
+    }
+
+    private mutating func leaveItem() {
         guard item != nil else { return }
         item = nil
         publishedPlaying = false
-        out.append(.item(nil))
+        emit(.item(nil))
     }
 
-    private mutating func end(_ ended: PlayerItem, _ out: inout [PlayerChange]) {
+    /// The item played to its end: `.ended` with it at the position where it ended (its
+    /// duration when known; mpv's last `time-pos` can fall short of it), then `.item(nil)`.
+    private mutating func end(_ ended: PlayerItem) {
         publishedPlaying = false
-        out.append(.ended(ended))
-        leaveItem(&out)
-    }
-
-    private mutating func replay(_ out: inout [PlayerChange]) {
-        guard let ended = endedItem else { return }
-        endedItem = nil
-        eof = false
-        enterItem(ended.nextLoop(), &out)
+        let at = duration.map { max(position, $0) } ?? position
+        position = at
+        emit(.ended(ended), snapshot: PlayerSnapshot(item: ended, position: max(0, at), playing: false, rate: 0))
+        leaveItem()
     }
 
     private func failure(_ entry: Int64, _ path: String, _ error: MpvError) -> PlayerFailure {
@@ -418,14 +496,20 @@ struct MpvPlayerMapping {
     }
 
     /// Publishes `.playing` / `.paused` / `.rate` when the derived facts changed.
-    private mutating func recompute(_ out: inout [PlayerChange]) {
+    private mutating func recompute() {
         let playing = item != nil && loaded && started && !pause && eof != true
         if playing != publishedPlaying {
             publishedPlaying = playing
-            out.append(playing ? .playing(rate: speed) : .paused)
+            emit(playing ? .playing(rate: speed) : .paused)
         } else if playing && speed != publishedRate {
-            out.append(.rate(speed))
+            emit(.rate(speed))
         }
         publishedRate = speed
+    }
+
+    /// Keeps a table of entries to `rememberedEntries`, dropping the oldest entries.
+    private static func bound<V>(_ table: inout [Int64: V]) {
+        guard table.count > rememberedEntries else { return }
+        for key in table.keys.sorted().prefix(table.count - rememberedEntries) { table[key] = nil }
     }
 }

@@ -1,4 +1,5 @@
 import AdRuntime
+import AdSources
 import Foundation
 import MpvPlayerAdapter
 

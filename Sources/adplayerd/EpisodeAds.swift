@@ -1,53 +1,50 @@
 import AdRuntime
 import Foundation
 import MpvPlayerAdapter
-import Synchronization
 
-/// The daemon's ad policy for one episode (SPEC §6): the catalog's overlay slots, a pause ad
+/// The daemon's ad policy for one episode (SPEC §6): the source's overlay slots, a pause ad
 /// once the content has stayed paused for `pauseAdDelay` (R7), a post-roll after the end,
 /// then `onFinished` (the next episode, R8).
 ///
-/// Threading: reacts on the thread that delivers the player's changes; every request is
-/// asynchronous, so nothing here blocks mpv's event thread.
-final class EpisodeAds: PlayerObserver {
+/// Threading: loop-only — it observes the player on its loop, and every request there is
+/// asynchronous, so nothing here blocks the loop.
+final class EpisodeAds: PlayerObserver, @unchecked Sendable {
+    // @unchecked: the vars are touched only on the player's loop.
     let ads: VideoAds
     private let entry: Int64
     private let pauseAdDelay: Double
     private let onFinished: @Sendable () -> Void
-    private let state = Mutex(State())
+    private var tracked = false
+    private var finished = false
+    private var observation: PlayerObservation?
 
-    private struct State {
-        var tracked = false
-        var finished = false
-        var observation: PlayerObservation?
-    }
-
-    init(content: ContentInfo, entry: Int64, source: any AdSource, surface: any AdSurface, pauseAdDelay: Double,
-         onEvent: @escaping @Sendable (AdEvent) -> Void, onFinished: @escaping @Sendable () -> Void) {
+    init(content: ContentInfo, entry: Int64, source: any AdSource, surface: any AdSurface, loop: any PlayerLoop,
+         pauseAdDelay: Double, onEvent: @escaping @Sendable (AdEvent) -> Void, onFinished: @escaping @Sendable () -> Void) {
         self.entry = entry
         self.pauseAdDelay = pauseAdDelay
         self.onFinished = onFinished
-        let box = Mutex<EpisodeAdsRef>(EpisodeAdsRef())
-        ads = VideoAds(content: content, source: source, surface: surface) { event in
+        let box = WeakEpisode()
+        ads = VideoAds(content: content, source: source, surface: surface, loop: loop) { event in
             onEvent(event)
-            if case .contentEnded = event { box.withLock { $0.value }?.contentEnded() }
+            if case .contentEnded = event { box.value?.contentEnded() }
         }
-        box.withLock { $0.value = self }
+        box.value = self
     }
 
     /// Starts following `player`; the episode is tracked once its item is in (R10).
     func follow(_ player: MpvPlayer) {
-        let observation = player.addObserver(self)
-        state.withLock { $0.observation = observation }
-        if player.snapshot().item?.entry == entry { trackOnce(player) }
+        player.loop.run { [self] in
+            observation = player.addObserver(self)
+            if player.snapshot().item?.entry == entry { trackOnce(player) }
+        }
     }
 
     func stop() {
-        state.withLock { state in
-            state.finished = true
-            state.observation?.cancel()
+        ads.loop.run { [self] in
+            finished = true
+            observation?.cancel()
+            ads.destroy()
         }
-        ads.destroy()
     }
 
     func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
@@ -66,19 +63,15 @@ final class EpisodeAds: PlayerObserver {
     }
 
     private func trackOnce(_ player: any TrackablePlayer) {
-        let first = state.withLock { state -> Bool in
-            defer { state.tracked = true }
-            return !state.tracked
-        }
-        guard first else { return }
+        guard !tracked else { return }
+        tracked = true
         ads.track(player)
         scheduleNextOverlay()
     }
 
-    /// The next slot of the catalog, shown when playback plays across its start (R12);
+    /// The next slot of the source, shown when playback plays across its start (R12);
     /// when it ends, the one after.
     private func scheduleNextOverlay() {
-        let ads = self.ads
         ads.request(.overlay) { [weak self] result in
             guard let self, case .success(let overlay) = result else { return }
             do {
@@ -100,24 +93,24 @@ final class EpisodeAds: PlayerObserver {
     fileprivate func contentEnded() {
         ads.request(.postroll) { [weak self] result in
             guard let self else { return }
-            guard case .success(let postroll) = result else { return self.finish() }
+            guard case .success(let postroll) = result else { return finish() }
             do {
                 try postroll.show { [weak self] _ in self?.finish() }
             } catch {
-                self.finish()
+                finish()
             }
         }
     }
 
     private func finish() {
-        let first = state.withLock { state -> Bool in
-            defer { state.finished = true }
-            return !state.finished
-        }
-        if first { onFinished() }
+        guard !finished else { return }
+        finished = true
+        onFinished()
     }
 }
 
-private struct EpisodeAdsRef {
+/// A weak reference handed to a callback that runs on the loop.
+private final class WeakEpisode: @unchecked Sendable {
+    // @unchecked: set once before the first callback, read on the loop.
     weak var value: EpisodeAds?
 }

@@ -1,8 +1,8 @@
 import AdRuntime
+import AdSources
 import AdTracking
 import Foundation
 import MpvPlayerAdapter
-import Synchronization
 
 struct UsageError: Error {
     let message: String
@@ -84,7 +84,7 @@ struct PlayCommand {
         let finished = DispatchSemaphore(value: 0)
         let queue = Queue(files: options.files)
         let printer = TimelinePrinter()
-        let current = Mutex<EpisodeAds?>(nil)
+        let current = Locked<EpisodeAds?>(nil)
         let pauseAdDelay = options.pauseAdDelay
 
         // Moves on to the next file, on a thread of its own: never from inside an observer.
@@ -99,7 +99,7 @@ struct PlayCommand {
                         if let catalog {
                             let content = ContentInfo(id: URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent)
                             let episode = EpisodeAds(content: content, entry: entry, source: catalog, surface: surface,
-                                                     pauseAdDelay: pauseAdDelay,
+                                                     loop: player.loop, pauseAdDelay: pauseAdDelay,
                                                      onEvent: { printer.print($0); tracking?.reporter.record($0) },
                                                      onFinished: { advance.run() })
                             current.withLock { $0 = episode }
@@ -190,7 +190,7 @@ struct PlayCommand {
 
 /// "Play the next file", set once the closure that does it exists.
 final class Advance: Sendable {
-    private let body = Mutex<(@Sendable () -> Void)?>(nil)
+    private let body = Locked<(@Sendable () -> Void)?>(nil)
     func set(_ next: @escaping @Sendable () -> Void) { body.withLock { $0 = next } }
     func run() { body.withLock { $0 }?() }
 }
@@ -204,7 +204,7 @@ final class ChangeObserver: PlayerObserver {
 
 /// The files still to play.
 final class Queue: Sendable {
-    private let files: Mutex<[String]>
-    init(files: [String]) { self.files = Mutex(files) }
+    private let files: Locked<[String]>
+    init(files: [String]) { self.files = Locked(files) }
     func next() -> String? { files.withLock { $0.isEmpty ? nil : $0.removeFirst() } }
 }

@@ -1,7 +1,6 @@
 import AdRuntime
 import Foundation
 import MpvPlayerAdapter
-import Synchronization
 
 /// Prints a player's changes and the ads' events as a readable timeline: time since start,
 /// what happened, the facts.

@@ -1,7 +1,6 @@
 import AdRuntime
 import AdTestSupport
 import Foundation
-import Synchronization
 import XCTest
 
 /// R15: every ad ends exactly once, also when `destroy()` races a pause, an item change and
@@ -11,8 +10,8 @@ final class ExactlyOnceTests: XCTestCase {
     /// first), that the surface shows no ad of another item.
     final class ItemGuard: PlayerObserver {
         let surface: RecordingAdSurface
-        let adItems = Mutex<[UInt64: PlayerItem]>([:])
-        let violations = Mutex<[String]>([])
+        let adItems = Locked<[UInt64: PlayerItem]>([:])
+        let violations = Locked<[String]>([])
 
         init(surface: RecordingAdSurface) { self.surface = surface }
 
@@ -36,13 +35,13 @@ final class ExactlyOnceTests: XCTestCase {
             let overlay = try h.ad(.overlay)   // 5 s
             guardian.adItems.withLock { $0[overlay.id] = first }
             try h.show(overlay)
-            h.clock.advance(by: 4.999)
+            h.loop.advance(by: 4.999)
 
             let racers: [@Sendable () -> Void] = [
                 { h.ads.destroy() },
                 { h.player.pause() },
                 { h.player.load("episode-2.mp4", duration: 60) },
-                { h.clock.advance(by: 0.001) },   // the ad's own completion
+                { h.loop.advance(by: 0.001) },   // the ad's own completion
             ]
             race(racers.shuffled())
 

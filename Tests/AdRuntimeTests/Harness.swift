@@ -4,7 +4,7 @@ import XCTest
 
 /// A VideoAds on a scripted player and virtual time, with a test source and surface.
 final class Harness: Sendable {
-    let clock = VirtualClock()
+    let loop = VirtualLoop()
     let player: ScriptedPlayer
     let source: TestAdSource
     let surface = RecordingAdSurface()
@@ -12,12 +12,12 @@ final class Harness: Sendable {
     let ads: VideoAds
 
     init(content: String = "episode-1", source: TestAdSource = TestAdSource(), configure: (inout VideoAdsConfiguration) -> Void = { _ in }) {
-        player = ScriptedPlayer(clock: clock)
+        player = ScriptedPlayer(loop: loop)
         self.source = source
         var configuration = VideoAdsConfiguration()
         configure(&configuration)
         let log = self.log
-        ads = VideoAds(content: ContentInfo(id: content), source: source, surface: surface, clock: clock,
+        ads = VideoAds(content: ContentInfo(id: content), source: source, surface: surface, loop: loop,
                        configuration: configuration, onEvent: { log.record($0) })
     }
 

@@ -11,7 +11,7 @@ final class OverlayTests: XCTestCase {
         let overlay = try h.ad(.overlay)
         try h.show(overlay)
         XCTAssertTrue(h.surface.isVisible(overlay.id))
-        h.clock.advance(by: 1)
+        h.loop.advance(by: 1)
         h.player.pause()
         XCTAssertFalse(h.surface.isVisible(overlay.id), "taken down in the step that delivered the pause")
         XCTAssertEqual(h.ends(overlay), [.paused])
@@ -37,9 +37,9 @@ final class OverlayTests: XCTestCase {
         h.player.setRate(2)
         let overlay = try h.ad(.overlay)   // 5 s
         try h.show(overlay)
-        h.clock.advance(by: 4.9)
+        h.loop.advance(by: 4.9)
         XCTAssertTrue(h.surface.isVisible(overlay.id), "5 s at 2x is still 5 s on screen")
-        h.clock.advance(by: 0.1)
+        h.loop.advance(by: 0.1)
         XCTAssertEqual(h.ends(overlay), [.completed])
         XCTAssertFalse(h.surface.isVisible(overlay.id))
         XCTAssertNil(h.settled.ended.first?.2, "no player change caused a completion")
@@ -64,11 +64,11 @@ final class OverlayTests: XCTestCase {
         let overlay = try h.ad(.overlay)
         try overlay.show(atContentTime: 10, didEnd: h.log.didEnd(overlay.id))
         XCTAssertFalse(h.surface.isVisible(overlay.id))
-        h.clock.advance(by: 4.9)   // content at 9.8
+        h.loop.advance(by: 4.9)   // content at 9.8
         XCTAssertFalse(h.surface.isVisible(overlay.id))
-        h.clock.advance(by: 0.1)   // content at 10.0
+        h.loop.advance(by: 0.1)   // content at 10.0
         XCTAssertTrue(h.surface.isVisible(overlay.id))
-        h.clock.advance(by: 5)
+        h.loop.advance(by: 5)
         XCTAssertEqual(h.ends(overlay), [.completed])
     }
 
@@ -78,14 +78,14 @@ final class OverlayTests: XCTestCase {
         h.start()
         let overlay = try h.ad(.overlay)
         try overlay.show(atContentTime: 10, didEnd: h.log.didEnd(overlay.id))
-        h.clock.advance(by: 2)
+        h.loop.advance(by: 2)
         h.player.seek(to: 12)
-        h.clock.advance(by: 20)
+        h.loop.advance(by: 20)
         XCTAssertEqual(h.surface.calls, [], "landing past the start is not playing across it")
         h.player.seek(to: 8)
-        h.clock.advance(by: 1.9)
+        h.loop.advance(by: 1.9)
         XCTAssertFalse(h.surface.isVisible(overlay.id))
-        h.clock.advance(by: 0.1)
+        h.loop.advance(by: 0.1)
         XCTAssertTrue(h.surface.isVisible(overlay.id), "played across 10 after seeking back before it")
     }
 
@@ -94,16 +94,16 @@ final class OverlayTests: XCTestCase {
         h.start()
         let overlay = try h.ad(.overlay)
         try overlay.show(atContentTime: 6, didEnd: h.log.didEnd(overlay.id))
-        h.clock.advance(by: 2)
+        h.loop.advance(by: 2)
         h.player.pause()
-        h.clock.advance(by: 30)
+        h.loop.advance(by: 30)
         XCTAssertEqual(h.surface.calls, [])
         h.player.play()
-        h.clock.advance(by: 1)       // 3
+        h.loop.advance(by: 1)       // 3
         h.player.setRate(3)
-        h.clock.advance(by: 0.99)    // 5.97
+        h.loop.advance(by: 0.99)    // 5.97
         XCTAssertFalse(h.surface.isVisible(overlay.id))
-        h.clock.advance(by: 0.01)    // 6.0
+        h.loop.advance(by: 0.01)    // 6.0
         XCTAssertTrue(h.surface.isVisible(overlay.id))
         XCTAssertEqual(h.ends(overlay), [])
     }
@@ -114,19 +114,19 @@ final class OverlayTests: XCTestCase {
         h.start()
         let overlay = try h.ad(.overlay)   // 5 s
         try h.show(overlay)
-        h.clock.advance(by: 2)
+        h.loop.advance(by: 2)
         h.ads.setBackground(true)
         h.player.pause()                   // the box pauses content when it hides the output
-        h.clock.advance(by: 60)
+        h.loop.advance(by: 60)
         XCTAssertTrue(h.surface.isVisible(overlay.id), "frozen, not ended")
         XCTAssertEqual(h.ends(overlay), [])
         h.ads.setBackground(false)
-        h.clock.advance(by: 0.9)
+        h.loop.advance(by: 0.9)
         h.player.play()
         // ...and goes on with its remaining 3 s: frozen time did not count.
-        h.clock.advance(by: 2.9)
+        h.loop.advance(by: 2.9)
         XCTAssertTrue(h.surface.isVisible(overlay.id))
-        h.clock.advance(by: 0.1)
+        h.loop.advance(by: 0.1)
         XCTAssertEqual(h.ends(overlay), [.completed])
     }
 
@@ -137,11 +137,11 @@ final class OverlayTests: XCTestCase {
         try h.show(overlay)
         h.ads.setBackground(true)
         h.player.pause()
-        h.clock.advance(by: 10)
+        h.loop.advance(by: 10)
         h.ads.setBackground(false)
-        h.clock.advance(by: 0.99)
+        h.loop.advance(by: 0.99)
         XCTAssertEqual(h.ends(overlay), [])
-        h.clock.advance(by: 0.01)
+        h.loop.advance(by: 0.01)
         XCTAssertEqual(h.ends(overlay), [.interrupted])
         XCTAssertFalse(h.surface.isVisible(overlay.id))
         h.player.play()
@@ -153,13 +153,13 @@ final class OverlayTests: XCTestCase {
         h.start()
         let overlay = try h.ad(.overlay)   // 5 s
         try h.show(overlay)
-        h.clock.advance(by: 1)
+        h.loop.advance(by: 1)
         h.ads.setBackground(true)
-        h.clock.advance(by: 3)             // content plays on; the overlay is frozen
+        h.loop.advance(by: 3)             // content plays on; the overlay is frozen
         h.ads.setBackground(false)
-        h.clock.advance(by: 3.9)
+        h.loop.advance(by: 3.9)
         XCTAssertTrue(h.surface.isVisible(overlay.id))
-        h.clock.advance(by: 0.1)
+        h.loop.advance(by: 0.1)
         XCTAssertEqual(h.ends(overlay), [.completed])
     }
 
@@ -192,7 +192,7 @@ final class OverlayTests: XCTestCase {
         h.start(duration: 3)
         let overlay = try h.ad(.overlay)
         try h.show(overlay)
-        h.clock.advance(by: 3)
+        h.loop.advance(by: 3)
         XCTAssertEqual(h.ends(overlay), [.contentChanged])
         XCTAssertFalse(h.surface.isVisible(overlay.id))
     }

@@ -1,10 +1,10 @@
 import AdRuntime
-import Synchronization
+import Foundation
 import XCTest
 
-/// Records changes on whatever thread delivers them.
+/// Records changes on the loop that delivers them.
 final class Changes: PlayerObserver {
-    let list = Mutex<[PlayerEvent]>([])
+    let list = Locked<[PlayerEvent]>([])
     let onChange: (@Sendable (any TrackablePlayer, PlayerEvent) -> Void)?
 
     init(onChange: (@Sendable (any TrackablePlayer, PlayerEvent) -> Void)? = nil) { self.onChange = onChange }
@@ -18,105 +18,71 @@ final class Changes: PlayerObserver {
     var events: [PlayerEvent] { list.withLock { $0 } }
 }
 
-final class VirtualClockTests: XCTestCase {
+final class VirtualLoopTests: XCTestCase {
     func testTimersRunInDeadlineOrderWithNowAtTheirDeadline() {
-        let clock = VirtualClock()
-        let start = clock.now()
-        let fired = Mutex<[(String, UInt64)]>([])
-        _ = clock.schedule(after: 2) { fired.withLock { $0.append(("b", clock.now() - start)) } }
-        _ = clock.schedule(after: 1) {
-            fired.withLock { $0.append(("a", clock.now() - start)) }
-            _ = clock.schedule(after: 0.5) { fired.withLock { $0.append(("a+", clock.now() - start)) } }
+        let loop = VirtualLoop()
+        let start = loop.now()
+        let fired = Locked<[(String, UInt64)]>([])
+        try? loop.sync {
+            _ = loop.schedule(after: 2) { fired.withLock { $0.append(("b", loop.now() - start)) } }
+            _ = loop.schedule(after: 1) {
+                fired.withLock { $0.append(("a", loop.now() - start)) }
+                _ = loop.schedule(after: 0.5) { fired.withLock { $0.append(("a+", loop.now() - start)) } }
+            }
+            let cancelled = loop.schedule(after: 1.2) { fired.withLock { $0.append(("x", 0)) } }
+            cancelled.cancel()
         }
-        let cancelled = clock.schedule(after: 1.2) { fired.withLock { $0.append(("x", 0)) } }
-        cancelled.cancel()
-        clock.advance(by: 1.9)
+        loop.advance(by: 1.9)
         XCTAssertEqual(fired.withLock { $0.map(\.0) }, ["a", "a+"])
-        clock.advance(by: 0.1)
+        loop.advance(by: 0.1)
         XCTAssertEqual(fired.withLock { $0.map(\.0) }, ["a", "a+", "b"])
         XCTAssertEqual(fired.withLock { $0.map(\.1) }, [1_000_000_000, 1_500_000_000, 2_000_000_000])
-        XCTAssertEqual(clock.now() - start, 2_000_000_000)
-        XCTAssertEqual(clock.pendingCount, 0)
+        XCTAssertEqual(loop.now() - start, 2_000_000_000)
+        XCTAssertEqual(loop.pendingTimerCount, 0)
     }
 
-    func testSystemClockRunsATimerAndCancelStopsOne() {
-        let clock = SystemClock()
-        let ran = expectation(description: "timer ran")
-        let cancelledRan = Atomic<Bool>(false)
-        let cancelled = clock.schedule(after: 0.05) { cancelledRan.store(true, ordering: .relaxed) }
-        cancelled.cancel()
-        _ = clock.schedule(after: 0.1) { ran.fulfill() }
-        wait(for: [ran], timeout: 10)
-        XCTAssertFalse(cancelledRan.load(ordering: .relaxed))
-    }
-}
-
-final class ScriptedPlayerTests: XCTestCase {
-    func testAnEpisodePlaysPausesSeeksAndEnds() {
-        let clock = VirtualClock()
-        let player = ScriptedPlayer(clock: clock)
-        let changes = Changes()
-        let observation = player.addObserver(changes)
-        defer { observation.cancel() }
-
-        let item = player.load("ep1", duration: 10)
-        XCTAssertEqual(changes.changes, [.item(item), .playing(rate: 1)])
-        clock.advance(by: 3)
-        XCTAssertEqual(player.snapshot().position, 3, accuracy: 1e-9)
-        player.pause()
-        clock.advance(by: 5)
-        XCTAssertEqual(player.snapshot(), PlayerSnapshot(item: item, position: 3, playing: false, rate: 0))
-        player.play()
-        player.setRate(2)
-        clock.advance(by: 1)
-        XCTAssertEqual(player.snapshot().position, 5, accuracy: 1e-9)
-        player.seek(to: 8)
-        clock.advance(by: 0.5)
-        XCTAssertEqual(player.snapshot().position, 9, accuracy: 1e-9)
-        clock.advance(by: 0.5)   // reaches 10 at 2x
-        XCTAssertEqual(changes.changes, [
-            .item(item), .playing(rate: 1), .paused, .playing(rate: 1), .rate(2),
-            .seeked(from: 5, to: 8), .ended(item), .item(nil),
-        ])
-        XCTAssertEqual(player.snapshot(), .empty)
+    /// Absurd times never trap (issue: `Double.nanoseconds` trapped at ≥ 1.8e10 s, inf, NaN).
+    func testAbsurdTimesAreBoundedNotTraps() {
+        let loop = VirtualLoop()
+        let fired = Locked(0)
+        try? loop.sync {
+            for seconds in [Double.infinity, .nan, -1, 1e300, 2e10] {
+                _ = loop.schedule(after: seconds) { fired.withLock { $0 += 1 } }
+            }
+        }
+        loop.advance(by: 0)
+        XCTAssertEqual(fired.withLock { $0 }, 2, "NaN and -1 are due now; the rest at the 100-year bound")
+        XCTAssertEqual(LoopTime.nanoseconds(.infinity), LoopTime.nanoseconds(LoopTime.maxSeconds))
+        XCTAssertEqual(LoopTime.nanoseconds(.nan), 0)
     }
 
-    func testLoopingMakesEachPassAnotherItem() {
-        let clock = VirtualClock()
-        let player = ScriptedPlayer(clock: clock)
-        let changes = Changes()
-        let observation = player.addObserver(changes)
-        defer { observation.cancel() }
-        player.setLoop(true)
-        let first = player.load("clip", duration: 2)
-        clock.advance(by: 4.5)
-        XCTAssertEqual(changes.changes, [
-            .item(first), .playing(rate: 1),
-            .item(first.nextLoop()), .playing(rate: 1),
-            .item(first.nextLoop().nextLoop()), .playing(rate: 1),
-        ])
-        XCTAssertEqual(player.snapshot().item?.loop, 2)
-        XCTAssertEqual(player.snapshot().position, 0.5, accuracy: 1e-9)
-    }
-
-    func testThePauseFlagPersistsAcrossItemsLikeMpvs() {
-        let clock = VirtualClock()
-        let player = ScriptedPlayer(clock: clock)
-        let changes = Changes()
-        let observation = player.addObserver(changes)
-        defer { observation.cancel() }
-        player.pause()
-        let item = player.load("ep", duration: 5)
-        XCTAssertEqual(changes.changes, [.item(item)])
-        clock.advance(by: 10)
-        XCTAssertEqual(player.snapshot().position, 0)
+    /// Work handed over by a thread while another runs the loop waits its turn, in order, and
+    /// `inLoop` is true only on the thread running it.
+    func testWorkFromManyThreadsRunsOneAtATimeInOrderPerThread() {
+        let loop = VirtualLoop()
+        let log = Locked<[Int: [Int]]>([:])
+        let running = Locked(0)
+        let overlaps = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: 4) { lane in
+            for i in 0..<500 {
+                try? loop.sync {
+                    XCTAssertTrue(loop.inLoop)
+                    if running.withLock({ $0 += 1; return $0 }) > 1 { overlaps.withLock { $0 += 1 } }
+                    log.withLock { $0[lane, default: []].append(i) }
+                    running.withLock { $0 -= 1 }
+                }
+            }
+        }
+        XCTAssertFalse(loop.inLoop)
+        XCTAssertEqual(overlaps.withLock { $0 }, 0, "two threads ran the loop at once")
+        for lane in 0..<4 { XCTAssertEqual(log.withLock { $0[lane] }, Array(0..<500)) }
     }
 }
 
 final class PlayerChangeFeedTests: XCTestCase {
     /// Observers are held weakly (R9's other half: a player never keeps its observers alive).
     func testObserversAreHeldWeakly() {
-        let player = ScriptedPlayer(clock: VirtualClock())
+        let player = ScriptedPlayer(loop: VirtualLoop())
         var changes: Changes? = Changes()
         let observation = player.addObserver(changes!)
         weak let weakChanges = changes
@@ -128,7 +94,7 @@ final class PlayerChangeFeedTests: XCTestCase {
     }
 
     func testReleasingTheObservationEndsIt() {
-        let player = ScriptedPlayer(clock: VirtualClock())
+        let player = ScriptedPlayer(loop: VirtualLoop())
         let changes = Changes()
         var observation: PlayerObservation? = player.addObserver(changes)
         player.load("a", duration: 1)
@@ -141,7 +107,7 @@ final class PlayerChangeFeedTests: XCTestCase {
     /// A command issued from inside an observer is delivered after the current change, to
     /// every observer, in order — never nested inside it.
     func testChangesCausedByAnObserverComeAfterTheCurrentOne() {
-        let player = ScriptedPlayer(clock: VirtualClock())
+        let player = ScriptedPlayer(loop: VirtualLoop())
         let first = Changes { player, event in
             if event.change.isPlayingChange { (player as? ScriptedPlayer)?.pause() }
         }
@@ -156,7 +122,7 @@ final class PlayerChangeFeedTests: XCTestCase {
 
     /// Many threads drive one player: every observer sees one total order.
     func testConcurrentProducersYieldOneOrderForAllObservers() {
-        let player = ScriptedPlayer(clock: VirtualClock())
+        let player = ScriptedPlayer(loop: VirtualLoop())
         let a = Changes(), b = Changes()
         let o1 = player.addObserver(a), o2 = player.addObserver(b)
         defer { o1.cancel(); o2.cancel() }

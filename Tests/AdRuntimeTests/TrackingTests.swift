@@ -7,7 +7,7 @@ final class TrackingTests: XCTestCase {
     // R9: held weakly.
     func testThePlayerIsHeldWeakly() throws {
         let h = Harness()
-        var player: ScriptedPlayer? = ScriptedPlayer(clock: h.clock)
+        var player: ScriptedPlayer? = ScriptedPlayer(loop: h.loop)
         player!.load("ep.mp4", duration: 10)
         h.ads.track(player!)
         weak let weakPlayer = player
@@ -23,7 +23,7 @@ final class TrackingTests: XCTestCase {
         let h = Harness()
         h.start()
         XCTAssertEqual(h.player.observerCount, 1)
-        let other = ScriptedPlayer(clock: h.clock)
+        let other = ScriptedPlayer(loop: h.loop)
         other.load("other.mp4", duration: 10)
         h.ads.track(other)
         XCTAssertEqual(h.player.observerCount, 0, "the first player is let go")
@@ -77,13 +77,13 @@ final class TrackingTests: XCTestCase {
     func testThePositionSentIsZeroBeforeTrackAndAfterTheItemIsGone() throws {
         let h = Harness()
         h.player.load("episode-1.mp4", duration: 60)
-        h.clock.advance(by: 7)
+        h.loop.advance(by: 7)
         _ = try h.ad(.overlay)                        // prefetch
         h.ads.track(h.player)
-        h.clock.advance(by: 3)
+        h.loop.advance(by: 3)
         _ = try h.ad(.overlay)
         h.player.load("episode-2.mp4", duration: 60)
-        h.clock.advance(by: 4)
+        h.loop.advance(by: 4)
         _ = try h.ad(.overlay)
         XCTAssertEqual(h.source.requests.map(\.position), [0, 10, 0])
         XCTAssertEqual(h.source.requests.map(\.content.id), ["episode-1", "episode-1", "episode-1"])
@@ -106,8 +106,8 @@ final class TrackingTests: XCTestCase {
         let early = try h.ad(.overlay)                // requested in loop 0
         let shown = try h.ad(.overlay)
         try h.show(shown)
-        let nextAd = Mutex<Ad?>(nil)
-        h.clock.advance(by: 5)                        // shown's 5 s complete in loop 0
+        let nextAd = Locked<Ad?>(nil)
+        h.loop.advance(by: 5)                        // shown's 5 s complete in loop 0
         XCTAssertEqual(h.ends(shown), [.completed])
         let onScreen = try h.ad(.overlay)
         let ads = h.ads
@@ -117,7 +117,7 @@ final class TrackingTests: XCTestCase {
             // block waiting for another: they are handed out one at a time.)
             ads.request(.overlay) { result in nextAd.withLock { $0 = try? result.get() } }
         }
-        h.clock.advance(by: 5)                        // wrap into loop 1
+        h.loop.advance(by: 5)                        // wrap into loop 1
         XCTAssertEqual(h.player.snapshot().item, first.nextLoop())
         XCTAssertEqual(h.ends(onScreen), [])          // its didEnd recorded nothing in the log
         XCTAssertFalse(h.surface.isVisible(onScreen.id), "no ad of loop 0 is visible in loop 1")
@@ -137,12 +137,12 @@ final class TrackingTests: XCTestCase {
         guard case .failure(.loadFailed(let why))? = requestAd(h.ads, .pauseAd) else { return XCTFail() }
         XCTAssertTrue(why.contains("HTTP 500"), why)
 
-        let result = Mutex<Result<Ad, AdError>?>(nil)
+        let result = Locked<Result<Ad, AdError>?>(nil)
         h.ads.request(.postroll) { r in result.withLock { $0 = r } }
-        h.clock.advance(by: 9.9)
+        h.loop.advance(by: 9.9)
         h.ads.waitForCallbacks()
         XCTAssertNil(result.withLock { $0 }, "not before the timeout")
-        h.clock.advance(by: 0.1)
+        h.loop.advance(by: 0.1)
         h.ads.waitForCallbacks()
         XCTAssertEqual(failure(result.withLock { $0 }), .timeout(seconds: 10))
         XCTAssertTrue(waitUntil { source.cancelledCount == 1 }, "the request in flight was cancelled")
@@ -161,7 +161,7 @@ final class TrackingTests: XCTestCase {
         let source = TestAdSource([.overlay: .never])
         let h = Harness(source: source)
         h.start()
-        let result = Mutex<Result<Ad, AdError>?>(nil)
+        let result = Locked<Result<Ad, AdError>?>(nil)
         h.ads.request(.overlay) { r in result.withLock { $0 = r } }
         h.ads.destroy()
         h.ads.waitForCallbacks()
@@ -171,7 +171,6 @@ final class TrackingTests: XCTestCase {
     }
 }
 
-import Synchronization
 
 func failure(_ result: Result<Ad, AdError>?) -> AdError? {
     if case .failure(let error)? = result { error } else { nil }

@@ -4,7 +4,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
+import AdRuntime
 import XCTest
 
 /// R17 against a real HTTP endpoint on loopback (Tests/Fixtures/beacon_server.py).
@@ -39,7 +39,7 @@ final class BeaconOutboxTests: XCTestCase {
     private func url(_ name: String) -> String { "http://127.0.0.1:\(server.port)/b/\(name)" }
 
     func testAnEndpointThatFailsThreeTimesGetsTheBeaconExactlyOnce() async throws {
-        let events = Mutex<[OutboxEvent]>([])
+        let events = Locked<[OutboxEvent]>([])
         let outbox = try outbox(onEvent: { e in events.withLock { $0.append(e) } })
         try server.get("/_fail/3")
         try outbox.enqueue([url("impression-1")])
@@ -85,7 +85,7 @@ final class BeaconOutboxTests: XCTestCase {
     func testABeaconOlderThanTheMaximumAgeIsDroppedAndCounted() async throws {
         let start = Date()
         try outbox(now: { start }).enqueue([url("old")])
-        let events = Mutex<[OutboxEvent]>([])
+        let events = Locked<[OutboxEvent]>([])
         let later = try outbox(now: { start.addingTimeInterval(8 * 24 * 3600) }, onEvent: { e in events.withLock { $0.append(e) } })
         let report = try await later.deliverDue()
         XCTAssertEqual(report.dropped, 1)

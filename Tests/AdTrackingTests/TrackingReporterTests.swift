@@ -25,10 +25,10 @@ final class TrackingReporterTests: XCTestCase {
             .postroll: .creative(AdCreative(id: "pr", kind: .postroll, content: .video(location: "pr.mp4"),
                                             tracking: track(["start", "firstQuartile", "midpoint", "thirdQuartile", "complete"]))),
         ])
-        let clock = VirtualClock()
-        let player = ScriptedPlayer(clock: clock)
+        let loop = VirtualLoop()
+        let player = ScriptedPlayer(loop: loop)
         let surface = RecordingAdSurface()
-        let ads = VideoAds(content: ContentInfo(id: "e"), source: source, surface: surface, clock: clock,
+        let ads = VideoAds(content: ContentInfo(id: "e"), source: source, surface: surface, loop: loop,
                            onEvent: { reporter.record($0) })
         player.load("e.mp4", duration: 10)
         ads.track(player)
@@ -36,12 +36,13 @@ final class TrackingReporterTests: XCTestCase {
         try overlay.show { _ in }
         overlay.close()
         let postroll = try XCTUnwrap(requestAd(ads, .postroll)).get()
-        clock.advance(by: 10)
+        loop.advance(by: 10)
         try postroll.show { _ in }
         let reporterHandle = try XCTUnwrap(surface.reporter(postroll.id))
         for second in 0...4 { reporterHandle.progress(Double(second), of: 4) }
         reporterHandle.finished()
         ads.waitForCallbacks()
+        reporter.flush()
         try await outbox.deliverAll(until: Date().addingTimeInterval(30))
         let counts = try server.counts()
         for name in ["impression", "creativeView", "close", "start", "firstQuartile", "midpoint", "thirdQuartile", "complete"] {
@@ -62,16 +63,17 @@ final class TrackingReporterTests: XCTestCase {
                                            tracking: ["error": ["\(server.base)/b/error?code=[ERRORCODE]"],
                                                       "impression": ["\(server.base)/b/impression"]])),
         ])
-        let clock = VirtualClock()
-        let player = ScriptedPlayer(clock: clock)
+        let loop = VirtualLoop()
+        let player = ScriptedPlayer(loop: loop)
         let surface = RecordingAdSurface()
         surface.refuse(creativeID: "bad")
-        let ads = VideoAds(content: ContentInfo(id: "e"), source: source, surface: surface, clock: clock,
+        let ads = VideoAds(content: ContentInfo(id: "e"), source: source, surface: surface, loop: loop,
                            onEvent: { reporter.record($0) })
         player.load("e.mp4", duration: 10)
         ads.track(player)
         try XCTUnwrap(requestAd(ads, .overlay)).get().show { _ in }
         ads.waitForCallbacks()
+        reporter.flush()
         try await outbox.deliverAll(until: Date().addingTimeInterval(30))
         let counts = try server.counts()
         XCTAssertEqual(counts["/b/error?code=502"], 1)

@@ -1,8 +1,7 @@
 import AdRuntime
 import AdTestSupport
 import Foundation
-import MpvPlayerAdapter
-import Synchronization
+@_spi(Foreign) import MpvPlayerAdapter
 import XCTest
 
 /// The SDK's rules through the real mpv adapter playing generated media (R3, R6–R16).
@@ -40,7 +39,7 @@ final class AdRuntimeOnMpvTests: MpvTestCase {
         let (player, recorder) = try makePlayer(configure)
         let log = AdEventLog()
         let surface = RecordingAdSurface()
-        let ads = VideoAds(content: ContentInfo(id: content), source: source, surface: surface,
+        let ads = VideoAds(content: ContentInfo(id: content), source: source, surface: surface, loop: player.loop,
                            onEvent: { log.record($0) })
         addTeardownBlock { ads.destroy() }
         return Rig(player: player, recorder: recorder, ads: ads, surface: surface, source: source, log: log)
@@ -62,7 +61,7 @@ final class AdRuntimeOnMpvTests: MpvTestCase {
         let overlay = try r.ad(.overlay)
         try r.show(overlay)
         XCTAssertTrue(r.surface.isVisible(overlay.id))
-        let client = try r.player.handle.makeClient(name: "remote")
+        let client = try r.player.makeForeignClient(name: "remote")
         defer { client.close() }
         try client.set("pause", true)
         XCTAssertEqual(r.waitForEnd(overlay), .paused)
@@ -96,7 +95,7 @@ final class AdRuntimeOnMpvTests: MpvTestCase {
         let overlay = try r.ad(.overlay)
         try r.show(overlay)
         r.ads.setBackground(true)
-        let client = try r.player.handle.makeClient(name: "remote")
+        let client = try r.player.makeForeignClient(name: "remote")
         defer { client.close() }
         try client.set("pause", true)
         XCTAssertNotNil(r.late.next { $0.isPaused })
@@ -109,7 +108,7 @@ final class AdRuntimeOnMpvTests: MpvTestCase {
     func testAPauseAdEndsWithPlayedWhenContentResumes() throws {
         let r = try rig()
         try play(r)
-        let client = try r.player.handle.makeClient(name: "remote")
+        let client = try r.player.makeForeignClient(name: "remote")
         defer { client.close() }
         try client.set("pause", true)
         XCTAssertNotNil(r.late.next { $0.isPaused })
@@ -138,21 +137,22 @@ final class AdRuntimeOnMpvTests: MpvTestCase {
     // R9: the runtime never keeps the mpv player alive.
     func testTheMpvPlayerIsHeldWeakly() throws {
         let log = AdEventLog()
-        let ads = VideoAds(content: ContentInfo(id: "episode-1"), source: TestAdSource(), surface: RecordingAdSurface(),
-                           onEvent: { log.record($0) })
         weak var weakPlayer: MpvPlayer?
-        try {
+        let ads = try { () throws -> VideoAds in
             let logs = self.logs
             let player = try MpvPlayer(configuration: MpvPlayerConfiguration()) { logs.record($0) }
             weakPlayer = player
+            let ads = VideoAds(content: ContentInfo(id: "episode-1"), source: TestAdSource(), surface: RecordingAdSurface(),
+                               loop: player.loop, onEvent: { log.record($0) })
             try player.load(Media.path("episode-1.mp4"))
             ads.track(player)
             XCTAssertTrue(ads.isTracking)
+            return ads
         }()
         // mpv's event thread holds the player for the length of one event's handling, so the
         // last reference may go there a moment later; the runtime must not hold it at all.
         XCTAssertTrue(waitUntil { weakPlayer == nil }, "VideoAds kept the player alive")
-        XCTAssertFalse(ads.isTracking)
+        XCTAssertFalse(ads.isTracking, "the player is gone, and with it its loop")
         ads.destroy()
     }
 
@@ -219,7 +219,7 @@ final class AdRuntimeOnMpvTests: MpvTestCase {
         try play(r, "episode-1.mp4")
         let early = try r.ad(.overlay)
         let onScreen = try r.ad(.overlay)
-        let fromDidEnd = Mutex<Ad?>(nil)
+        let fromDidEnd = Locked<Ad?>(nil)
         let ads = r.ads
         try onScreen.show { reason in
             XCTAssertEqual(reason, .contentChanged)
@@ -241,7 +241,7 @@ final class AdRuntimeOnMpvTests: MpvTestCase {
         let (player, recorder) = try makePlayer()
         try player.load(Media.path("episode-long.mp4"))
         XCTAssertNotNil(recorder.next { $0.isPlaying })
-        let client = try player.handle.makeClient(name: "remote")
+        let client = try player.makeForeignClient(name: "remote")
         defer { client.close() }
         for round in 0..<50 {
             try player.play()
@@ -253,7 +253,7 @@ final class AdRuntimeOnMpvTests: MpvTestCase {
             XCTAssertNotNil(recorder.next(after: before) { $0.isSeek }, "round \(round)")
             let log = AdEventLog()
             let surface = RecordingAdSurface()
-            let ads = VideoAds(content: ContentInfo(id: "episode-long"), source: TestAdSource(), surface: surface,
+            let ads = VideoAds(content: ContentInfo(id: "episode-long"), source: TestAdSource(), surface: surface, loop: player.loop,
                                onEvent: { log.record($0) })
             ads.track(player)
             let overlay = try XCTUnwrap(requestAd(ads, .overlay)).get()

@@ -1,7 +1,7 @@
 import AdRuntime
 import AdTestSupport
 import Foundation
-import MpvPlayerAdapter
+@_spi(Foreign) import MpvPlayerAdapter
 import XCTest
 
 /// Missing, empty, truncated and random-bytes files: a clear error value, and the same

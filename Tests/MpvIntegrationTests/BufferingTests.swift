@@ -1,7 +1,7 @@
 import AdRuntime
 import AdTestSupport
 import Foundation
-import MpvPlayerAdapter
+@_spi(Foreign) import MpvPlayerAdapter
 import XCTest
 
 /// Buffering counts as playing (SPEC §2): a stream served slower than its bitrate makes
@@ -16,9 +16,11 @@ final class BufferingTests: MpvTestCase {
         try player.load("http://127.0.0.1:\(server.port)/stream.mp4")
         XCTAssertNotNil(recorder.next(timeout: 30) { $0.isPlaying }, "the stream never started")
         // Watch mpv itself until it has stalled for the cache at least once, then resumed.
+        let mpv = try player.makeForeignClient(name: "observer")
+        defer { mpv.close() }
         var sawStall = false
         let resumedAfterStall = waitUntil(timeout: 60) {
-            let stalled = (try? player.handle.get("paused-for-cache", as: .flag))?.flag == true
+            let stalled = (try? mpv.get("paused-for-cache", as: .flag))?.flag == true
             if stalled { sawStall = true }
             return sawStall && !stalled
         }

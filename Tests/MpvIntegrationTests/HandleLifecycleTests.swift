@@ -1,7 +1,7 @@
 import AdRuntime
 import AdTestSupport
 import Foundation
-import MpvPlayerAdapter
+@_spi(Foreign) import MpvPlayerAdapter
 import XCTest
 
 /// Creating, playing and shutting down mpv handles (R5).
@@ -27,8 +27,9 @@ final class HandleLifecycleTests: MpvTestCase {
             XCTAssertEqual((error as? MpvError)?.name, "uninitialized", "\(error)")
         }
         XCTAssertThrowsError(try player.pause())
-        XCTAssertThrowsError(try player.handle.get("pause", as: .flag), "reads after shutdown do not reach mpv")
-        XCTAssertNil(player.handle.timeMicroseconds())
+        XCTAssertThrowsError(try player.seek(1))
+        XCTAssertThrowsError(try player.makeForeignClient(name: "late"), "no client of a core that is gone")
+        XCTAssertEqual(player.snapshot(), .empty)
         player.shutdown()   // idempotent
     }
 
@@ -36,7 +37,7 @@ final class HandleLifecycleTests: MpvTestCase {
         let (player, recorder) = try makePlayer()
         try player.load(Media.path("episode-long.mp4"))
         XCTAssertNotNil(recorder.next { $0.isPlaying })
-        let client = try player.handle.makeClient(name: "quitter")
+        let client = try player.makeForeignClient(name: "quitter")
         try client.command(["quit"])
         client.close()
         XCTAssertNotNil(recorder.next { $0 == .item(nil) }, "the item goes when mpv quits")

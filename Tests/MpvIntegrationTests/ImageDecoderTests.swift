@@ -1,6 +1,6 @@
 import AdTestSupport
 import Foundation
-import MpvPlayerAdapter
+@_spi(Foreign) import MpvPlayerAdapter
 import XCTest
 
 /// PNG and JPEG creatives to mpv's BGRA, and every class of bad creative refused with a reason.

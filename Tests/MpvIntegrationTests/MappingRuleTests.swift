@@ -2,13 +2,14 @@ import AdRuntime
 @testable import MpvPlayerAdapter
 import XCTest
 
-/// The mapping's rules on exact event sequences (no mpv): the cases real playback makes
-/// rare or racy.
+/// The mapping's rules on exact event sequences (no mpv): the cases real playback makes rare
+/// or racy. mpv's answers to the mapping's read-backs are scripted here, and every read-back
+/// is counted: the fast path (a pause from anywhere) must decide on the observed value alone.
 final class MappingRuleTests: XCTestCase {
     private var mapping = MpvPlayerMapping()
-    private var eof: Bool? = false
-    private var pause: Bool? = false
-    private var timePos: Double? = 0
+    /// What mpv answers when the mapping reads it back (nil: the property is unavailable).
+    private var mpv = (eof: Bool?.some(false), pause: Bool?.some(false), timePos: Double?.some(0))
+    private var reads: [String] = []
     private var now: UInt64 = 1_000_000_000
 
     override func setUp() {
@@ -18,59 +19,109 @@ final class MappingRuleTests: XCTestCase {
     }
 
     private var query: MpvPlayerMapping.Query {
-        let eof = self.eof, timePos = self.timePos, pause = self.pause
-        return .init(pause: { pause }, eofReached: { eof }, timePos: { timePos }, path: { "/media/ep.mp4" })
+        .init(pause: { [self] in reads.append("pause"); return mpv.pause },
+              eofReached: { [self] in reads.append("eof-reached"); return mpv.eof },
+              timePos: { [self] in reads.append("time-pos"); return mpv.timePos },
+              path: { [self] in reads.append("path"); return "/media/ep.mp4" })
     }
 
-    private func feed(_ events: MpvEvent...) -> [PlayerChange] {
-        events.flatMap { event -> [PlayerChange] in
+    private func events(_ events: MpvEvent...) -> [PlayerEvent] {
+        events.flatMap { event -> [PlayerEvent] in
             now += 40_000_000
             return mapping.apply(event, now: now, query: query)
         }
+    }
+
+    private func feed(_ list: MpvEvent...) -> [PlayerChange] {
+        list.flatMap { event -> [PlayerChange] in
+            now += 40_000_000
+            return mapping.apply(event, now: now, query: query).map(\.change)
+        }
+    }
+
+    private func own(pause: Bool) -> [PlayerChange] {
+        mapping.applyOwnPause(pause, now: now).map(\.change)
     }
 
     private func prop(_ p: MpvPlayerMapping.Observed, _ v: MpvValue) -> MpvEvent {
         .property(id: p.rawValue, name: p.name, value: v)
     }
 
-    private func startPlaying() -> PlayerItem {
-        mapping.noteLoad(entry: 1, path: "/media/ep.mp4")
-        let item = PlayerItem(entry: 1, path: "/media/ep.mp4")
-        XCTAssertEqual(feed(.startFile(entry: 1), .fileLoaded, prop(.duration, .double(10)), .playbackRestart),
+    private func startPlaying(entry: Int64 = 1) -> PlayerItem {
+        mapping.noteLoad(entry: entry, path: "/media/ep.mp4")
+        let item = PlayerItem(entry: entry, path: "/media/ep.mp4")
+        XCTAssertEqual(feed(.startFile(entry: entry), .fileLoaded, prop(.duration, .double(10)), .playbackRestart),
                        [.item(item), .playing(rate: 1)])
+        reads = []
         return item
     }
 
-    /// R1: no value is unknown, never false or zero.
+    /// R1: a property that arrives with no value is unknown — never false or zero. Each case
+    /// starts from a known value that "false" or "zero" would change.
     func testUnavailableValuesAreUnknownNotFalseOrZero() {
-        _ = startPlaying()
-        XCTAssertEqual(feed(prop(.timePos, .double(4))), [])
-        XCTAssertEqual(feed(prop(.pause, .unavailable), prop(.timePos, .unavailable), prop(.speed, .unavailable)), [])
-        XCTAssertTrue(mapping.snapshot().playing)
-        XCTAssertEqual(mapping.snapshot().position, 4)
-        XCTAssertEqual(mapping.snapshot().rate, 1)
-        XCTAssertEqual(feed(prop(.eofReached, .unavailable)), [], "unknown eof is not the end")
+        let item = startPlaying()
+        XCTAssertEqual(feed(prop(.timePos, .double(4)), prop(.speed, .double(2))), [.rate(2)])
+        XCTAssertEqual(feed(prop(.pause, .flag(true))), [.paused])
+        XCTAssertEqual(feed(prop(.pause, .unavailable)), [], "unknown is not `no`: still paused")
+        XCTAssertFalse(mapping.snapshot().playing)
+        XCTAssertEqual(feed(prop(.timePos, .unavailable), prop(.speed, .unavailable)), [])
+        XCTAssertEqual(mapping.snapshot().position, 4, "unknown time-pos is not 0: the last known stays")
+        XCTAssertEqual(feed(prop(.pause, .flag(false))), [.playing(rate: 2)], "unknown speed is not 0 or 1")
+        XCTAssertEqual(feed(prop(.eofReached, .unavailable)), [], "unknown eof-reached is not the end")
+        XCTAssertEqual(feed(prop(.eofReached, .flag(true))), [.ended(item), .item(nil)])
+        XCTAssertEqual(feed(prop(.eofReached, .unavailable)), [], "unknown eof-reached is not `no`: no replay")
+        XCTAssertEqual(reads, [], "nothing was read back")
     }
 
-    /// R2: keep-open's pause at the end arrives before eof-reached: still the end, no pause.
+    /// R3 on the fast path: a pause from another client is taken as observed, with no read-back.
+    func testAPauseFromElsewhereIsSeenWithoutReadingMpv() {
+        _ = startPlaying()
+        XCTAssertEqual(feed(prop(.pause, .flag(true))), [.paused])
+        XCTAssertEqual(feed(prop(.pause, .flag(false))), [.playing(rate: 1)])
+        XCTAssertEqual(reads, [])
+    }
+
+    /// R2: with keep-open-pause, mpv's own pause at the end can arrive before `eof-reached`:
+    /// still the end, and no pause.
     func testKeepOpensPauseBeforeEofReachedIsTheEnd() {
+        mapping.keepOpenPause = true
         let item = startPlaying()
-        eof = true
-        pause = true
+        mpv.eof = true
         XCTAssertEqual(feed(prop(.pause, .flag(true))), [.ended(item), .item(nil)])
         XCTAssertEqual(feed(prop(.eofReached, .flag(true))), [])
+        XCTAssertEqual(reads, ["eof-reached"])
+    }
+
+    /// R2's other side: with keep-open-pause, a viewer's pause before the end is a pause.
+    func testWithKeepOpenPauseAPauseBeforeTheEndIsAPause() {
+        mapping.keepOpenPause = true
+        _ = startPlaying()
+        mpv.eof = false
+        XCTAssertEqual(feed(prop(.pause, .flag(true))), [.paused])
+    }
+
+    /// `.ended` carries the facts at the end: the ended item, at its duration, not playing;
+    /// `.item(nil)` carries none (facts right after each change, not after the batch).
+    func testTheEndCarriesTheItemAndWhereItEnded() {
+        let item = startPlaying()
+        _ = feed(prop(.timePos, .double(9.6)))
+        let list = events(.endFile(entry: 1, reason: .eof))
+        XCTAssertEqual(list.map(\.change), [.ended(item), .item(nil)])
+        XCTAssertEqual(list.first?.snapshot, PlayerSnapshot(item: item, position: 10, playing: false, rate: 0))
+        XCTAssertEqual(list.last?.snapshot, .empty)
     }
 
     func testARestartWithoutSeekIsNotASeekAndSeekThenRestartIs() {
         _ = startPlaying()
         XCTAssertEqual(feed(prop(.timePos, .double(3)), .playbackRestart), [])
-        timePos = 7
+        mpv.timePos = 7
         XCTAssertEqual(feed(.seek, .playbackRestart), [.seeked(from: 3, to: 7)])
+        XCTAssertEqual(reads, ["time-pos"], "the landing position of a seek is read once")
     }
 
     func testAStartPositionIsPartOfLoadingNotASeek() {
         mapping.noteLoad(entry: 1, path: "/media/ep.mp4")
-        timePos = 5
+        mpv.timePos = 5
         XCTAssertEqual(feed(.startFile(entry: 1), .fileLoaded, .seek, .playbackRestart),
                        [.item(PlayerItem(entry: 1, path: "")), .playing(rate: 1)])
     }
@@ -78,7 +129,7 @@ final class MappingRuleTests: XCTestCase {
     func testAForeignSeekFromNearTheEndToTheStartWhileLoopingIsAWrap() {
         let item = startPlaying()
         XCTAssertEqual(feed(prop(.loopFile, .string("inf")), prop(.timePos, .double(9.96))), [])
-        timePos = 0
+        mpv.timePos = 0
         XCTAssertEqual(feed(.seek, .playbackRestart), [.item(item.nextLoop()), .playing(rate: 1)])
         // Our own seek to 0 from near the end is a seek, even while looping.
         XCTAssertEqual(feed(prop(.timePos, .double(9.9))), [])
@@ -100,39 +151,55 @@ final class MappingRuleTests: XCTestCase {
         XCTAssertEqual(feed(prop(.timePos, .double(1))), [.seeked(from: position + 5, to: 1)])
     }
 
-    func testAReplayAfterTheEndWithKeepOpenIsTheNextLoop() {
+    func testAReplayAfterTheEndWithKeepOpenIsTheNextPass() {
         let item = startPlaying()
         XCTAssertEqual(feed(prop(.eofReached, .flag(true))), [.ended(item), .item(nil)])
-        eof = false
-        timePos = 2
-        XCTAssertEqual(feed(.seek, .playbackRestart), [.item(item.nextLoop()), .playing(rate: 1)])
-        XCTAssertEqual(feed(prop(.eofReached, .flag(false))), [])
+        mpv.timePos = 2
+        XCTAssertEqual(feed(.seek, .playbackRestart), [], "where the seek went is told by eof-reached")
+        XCTAssertEqual(feed(prop(.eofReached, .flag(false))), [.item(item.nextLoop()), .playing(rate: 1)])
     }
 
-    func testOwnPauseTakesEffectAtOnceAndTheLateNotificationIsNotRepeated() {
+    /// Conformance failure 3: `loop-playlist` plays the entry that just ended again, with the
+    /// same playlist entry id. That is the entry's next pass, not the item that ended (R10, R14).
+    func testAnEntryPlayedAgainAfterItsEndIsItsNextPass() {
+        let item = startPlaying(entry: 4)
+        XCTAssertEqual(feed(.endFile(entry: 4, reason: .eof)), [.ended(item), .item(nil)])
+        XCTAssertEqual(feed(.startFile(entry: 4), .fileLoaded, .playbackRestart),
+                       [.item(item.nextLoop()), .playing(rate: 1)])
+        XCTAssertEqual(feed(.endFile(entry: 4, reason: .eof), .startFile(entry: 4)).last,
+                       .item(item.nextLoop().nextLoop()))
+    }
+
+    func testOwnPauseTakesEffectAtOnceAndItsEchoIsNotRepeated() {
         _ = startPlaying()
-        pause = true
-        XCTAssertEqual(mapping.applyOwnPause(true), [.paused])
+        XCTAssertEqual(own(pause: true), [.paused])
         XCTAssertEqual(feed(prop(.pause, .flag(true))), [])
-        pause = false
-        XCTAssertEqual(mapping.applyOwnPause(false), [.playing(rate: 1)])
+        XCTAssertEqual(own(pause: false), [.playing(rate: 1)])
+        XCTAssertEqual(feed(prop(.pause, .flag(false))), [])
+        XCTAssertEqual(reads, [], "an echo of our own write needs no read-back")
+    }
+
+    /// A notification made before our own play() arrives after it: mpv's flag now decides.
+    func testAStalePauseNotificationAfterOurOwnPlayIsNoPause() {
+        _ = startPlaying()
+        XCTAssertEqual(own(pause: true), [.paused])
+        XCTAssertEqual(own(pause: false), [.playing(rate: 1)])
+        mpv.pause = false
+        XCTAssertEqual(feed(prop(.pause, .flag(true))), [], "the flag is `no` now: no pause")
+        XCTAssertEqual(reads, ["pause"])
         XCTAssertEqual(feed(prop(.pause, .flag(false))), [])
     }
 
-    /// A notification made before our own play() arrives after it: the flag now decides.
-    func testAStalePauseNotificationAfterOurOwnPlayIsNoPause() {
+    /// ...and a pause by another client just after our play is a pause.
+    func testAPauseByAnotherClientAfterOurOwnPlayIsAPause() {
         _ = startPlaying()
-        pause = true
-        XCTAssertEqual(mapping.applyOwnPause(true), [.paused])
-        pause = false
-        XCTAssertEqual(mapping.applyOwnPause(false), [.playing(rate: 1)])
-        XCTAssertEqual(feed(prop(.pause, .flag(true))), [], "the flag is no now: no pause")
-    }
-
-    func testAPauseFromElsewhereIsSeen() {
-        _ = startPlaying()
-        pause = true
+        XCTAssertEqual(own(pause: true), [.paused])
+        XCTAssertEqual(own(pause: false), [.playing(rate: 1)])
+        mpv.pause = true
         XCTAssertEqual(feed(prop(.pause, .flag(true))), [.paused])
+        reads = []
+        XCTAssertEqual(feed(prop(.pause, .flag(false))), [.playing(rate: 1)])
+        XCTAssertEqual(reads, [], "once resolved, the fast path again")
     }
 
     func testALoadErrorIsAFailureWithMpvsReason() {
@@ -142,6 +209,36 @@ final class MappingRuleTests: XCTestCase {
             .failed(PlayerFailure(entry: 3, path: "/media/bad.mp4", code: "unknown-format",
                                   message: MpvError(code: -17, operation: "").message)),
         ])
+    }
+
+    /// R8 and conformance failures 1 and 2: an ad's video is never an item; its end says how.
+    func testAnAdsVideoIsNeverAnItemAndItsEndSaysHow() {
+        let item = startPlaying()
+        XCTAssertEqual(feed(.endFile(entry: 1, reason: .eof)), [.ended(item), .item(nil)])
+        mapping.noteAdLoad(entry: 2)
+        XCTAssertEqual(feed(.startFile(entry: 2), .fileLoaded, .playbackRestart, prop(.timePos, .double(1))), [])
+        XCTAssertEqual(mapping.takeAdEvents(), [.started(entry: 2), .progress(entry: 2, position: 1, duration: 0)])
+        // Another file loaded over it (the app's next episode): stopped, not finished.
+        XCTAssertEqual(feed(.endFile(entry: 2, reason: .stop)), [])
+        XCTAssertEqual(mapping.takeAdEvents(), [.ended(entry: 2, .stopped)])
+        mapping.noteAdLoad(entry: 3)
+        _ = feed(.startFile(entry: 3), .endFile(entry: 3, reason: .eof))
+        XCTAssertEqual(mapping.takeAdEvents(), [.started(entry: 3), .ended(entry: 3, .finished)])
+    }
+
+    /// Conformance failure 2: with keep-open-pause, mpv's own pause at the end of the content
+    /// reaches us after the post-roll started; the post-roll's per-file `pause=no` is no viewer's
+    /// "resume" either. Only changes once its video plays are the viewer's.
+    func testTheContentsEndPauseDoesNotLeakIntoThePostroll() {
+        mapping.keepOpenPause = true
+        let item = startPlaying()
+        mpv.eof = true
+        XCTAssertEqual(feed(prop(.eofReached, .flag(true))), [.ended(item), .item(nil)])
+        mapping.noteAdLoad(entry: 2)
+        _ = feed(.startFile(entry: 2), prop(.pause, .flag(true)), .fileLoaded, prop(.pause, .flag(false)), .playbackRestart)
+        XCTAssertEqual(mapping.takeAdEvents(), [.started(entry: 2)], "no pause or resume reported before it plays")
+        _ = feed(prop(.pause, .flag(true)))
+        XCTAssertEqual(mapping.takeAdEvents(), [.paused(entry: 2, true)], "a pause while it plays is the viewer's")
     }
 
     func testTheOutputSizeIsTheOSDsElseTheVideosAndChangesAreNoticedOnce() {

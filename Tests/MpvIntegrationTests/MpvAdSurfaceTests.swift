@@ -1,8 +1,7 @@
 import AdRuntime
 import AdTestSupport
 import Foundation
-import MpvPlayerAdapter
-import Synchronization
+@_spi(Foreign) import MpvPlayerAdapter
 import XCTest
 
 /// The mpv ad surface headless (`vo=null`): what mpv accepts, bad creatives, post-rolls in
@@ -14,7 +13,7 @@ final class MpvAdSurfaceTests: MpvTestCase {
         let (player, recorder) = try makePlayer()
         let surface = MpvAdSurface(player: player, onHTML: onHTML)
         let log = AdEventLog()
-        let ads = VideoAds(content: ContentInfo(id: content), source: TestAdSource(behaviours), surface: surface,
+        let ads = VideoAds(content: ContentInfo(id: content), source: TestAdSource(behaviours), surface: surface, loop: player.loop,
                            onEvent: { log.record($0) })
         addTeardownBlock { ads.destroy() }
         return (player, recorder, ads, surface, log)
@@ -75,7 +74,7 @@ final class MpvAdSurfaceTests: MpvTestCase {
             let path = repositoryRoot.appendingPathComponent("media/\(name)").path
             let ads2 = VideoAds(content: ContentInfo(id: "content-grey"),
                                 source: TestAdSource([.overlay: creative(.overlay, .image(location: path), id: name)]),
-                                surface: surface, onEvent: { log.record($0) })
+                                surface: surface, loop: player.loop, onEvent: { log.record($0) })
             ads2.track(player)
             let overlay = try XCTUnwrap(requestAd(ads2, .overlay)).get()
             try overlay.show(didEnd: log.didEnd(overlay.id))
@@ -99,12 +98,15 @@ final class MpvAdSurfaceTests: MpvTestCase {
         XCTAssertNotNil(recorder.next { $0.isPlaying })
         ads.track(player)
         let postroll = try XCTUnwrap(requestAd(ads, .postroll)).get()
+        let mpv = try player.makeForeignClient(name: "observer")
+        defer { mpv.close() }
         XCTAssertTrue(waitUntil { log.all.contains(.contentEnded(contentID: "clip-1s")) })
         let afterEnd = recorder.count
         try postroll.show(didEnd: log.didEnd(postroll.id))
-        XCTAssertTrue(waitUntil { (try? player.handle.get("speed", as: .double))?.double == 1 }, "the ad plays at 1x")
-        // The viewer pauses the post-roll and goes on: reported for tracking, not as content.
-        XCTAssertTrue(waitUntil { log.all.contains { if case .started = $0 { true } else { false } } })
+        XCTAssertTrue(waitUntil { (try? mpv.get("speed", as: .double))?.double == 1 }, "the ad plays at 1x")
+        // The viewer pauses the post-roll once its video plays, and goes on: reported for
+        // tracking, not as content.
+        XCTAssertTrue(waitUntil { (try? mpv.get("time-pos", as: .double))?.double ?? 0 > 0.2 }, "the post-roll's video never played")
         try player.pause()
         try player.play()
         XCTAssertTrue(waitUntil { log.all.contains { if case .postrollPaused(_, false) = $0 { true } else { false } } })
@@ -115,7 +117,7 @@ final class MpvAdSurfaceTests: MpvTestCase {
         XCTAssertFalse(recorder.changes.dropFirst(afterEnd).contains { $0.isPlaying })
         let quartiles = log.all.compactMap { if case .quartile(_, let q) = $0 { q } else { nil } }
         XCTAssertEqual(quartiles, [1, 2, 3])
-        XCTAssertTrue(waitUntil { (try? player.handle.get("speed", as: .double))?.double == 2 }, "the content's speed is restored")
+        XCTAssertTrue(waitUntil { (try? mpv.get("speed", as: .double))?.double == 2 }, "the content's speed is restored")
         // The next episode is an item as usual.
         let before = recorder.count
         try player.load(Media.path("episode-1.mp4"))
@@ -139,7 +141,7 @@ final class MpvAdSurfaceTests: MpvTestCase {
     }
 
     func testHTMLCreativesAreAnnouncedWithGeometryForAUIShell() throws {
-        let announcements = Mutex<[HTMLCreativeAnnouncement]>([])
+        let announcements = Locked<[HTMLCreativeAnnouncement]>([])
         let (player, recorder, ads, _, log) = try rig(
             [.overlay: creative(.overlay, .html(url: "https://ads.example/overlay/slot-1"), duration: 8)],
             onHTML: { a in announcements.withLock { $0.append(a) } })
@@ -148,6 +150,8 @@ final class MpvAdSurfaceTests: MpvTestCase {
         ads.track(player)
         let overlay = try XCTUnwrap(requestAd(ads, .overlay)).get()
         try overlay.show(didEnd: log.didEnd(overlay.id))
+        // Announced on the loop in a turn of its own (so that the shell may call back in).
+        XCTAssertTrue(waitUntil { !announcements.withLock { $0.isEmpty } })
         guard case .show(let id, let url, let rect, let output, let duration, _)? = announcements.withLock({ $0.first }) else {
             return XCTFail("not announced")
         }

@@ -1,7 +1,7 @@
 import AdRuntime
 import AdTestSupport
 import Foundation
-@testable import MpvPlayerAdapter
+@_spi(Foreign) @testable import MpvPlayerAdapter
 import XCTest
 
 /// What a person would see: mpv draws into an X window (`vo=x11` under Xvfb), the screen is
@@ -38,7 +38,7 @@ final class PixelTests: MpvTestCase {
         }
         let surface = MpvAdSurface(player: player)
         let log = AdEventLog()
-        let ads = VideoAds(content: ContentInfo(id: content), source: TestAdSource(behaviours), surface: surface,
+        let ads = VideoAds(content: ContentInfo(id: content), source: TestAdSource(behaviours), surface: surface, loop: player.loop,
                            onEvent: { log.record($0) })
         addTeardownBlock { ads.destroy() }
         return (player, recorder, ads, log, display, surface)
@@ -185,18 +185,27 @@ final class PixelTests: MpvTestCase {
         try player.load(Media.path("content-grey.mp4"))
         XCTAssertNotNil(recorder.next { $0.isPlaying })
         let creative = AdCreative(id: "ov", kind: .overlay, content: .image(location: try Media.path("overlay.png")))
-        let client = try player.handle.makeClient(name: "remote")
+        let prepared = try XCTUnwrap(prepare(surface, creative))
+        let client = try player.makeForeignClient(name: "remote")
         defer { client.close() }
         for round in 0..<8 {
             let id = UInt64(round + 1)
-            try surface.present(AdPresentation(id: id, kind: .overlay, creative: creative))
+            // The surface runs on the player's loop, as the runtime calls it.
+            try player.loop.sync { try surface.present(AdPresentation(id: id, kind: .overlay, creative: creative, prepared: prepared)) }
             XCTAssertTrue(try eventually(display, "redraw-up") { $0.bounds(where: Self.isMagenta) != nil }, "round \(round): not up")
             try client.set("pause", true)
-            surface.dismiss(id)
+            try player.loop.sync { surface.dismiss(id) }
             XCTAssertTrue(try eventually(display, "redraw-down", timeout: 5) { $0.bounds(where: Self.isMagenta) == nil },
                           "round \(round): the overlay stayed on the paused frame")
             try player.play()
             XCTAssertTrue(waitUntil { player.snapshot().playing })
         }
     }
+}
+
+/// What the surface prepares off the loop for `creative`, as the runtime asks it to.
+func prepare(_ surface: MpvAdSurface, _ creative: AdCreative) -> PreparedCreative? {
+    let answer = Handover<PreparedCreative>()
+    Task { answer.fulfil(await surface.prepare(creative)) }
+    return answer.wait(timeout: 20)
 }

@@ -1,7 +1,7 @@
 import AdRuntime
 import AdTestSupport
 import Foundation
-import MpvPlayerAdapter
+@_spi(Foreign) import MpvPlayerAdapter
 import XCTest
 
 /// Each row of SPEC §2's table, observed through the adapter on real libmpv and real media.
@@ -24,7 +24,7 @@ final class PlayerModelMappingTests: MpvTestCase {
         let (player, recorder) = try makePlayer()
         try player.load(Media.path("episode-long.mp4"))
         XCTAssertNotNil(recorder.next { $0.isPlaying })
-        let client = try player.handle.makeClient(name: "foreign")
+        let client = try player.makeForeignClient(name: "foreign")
         defer { client.close() }
         let before = recorder.count
         try client.set("pause", true)       // not through MpvPlayer: R3
@@ -109,7 +109,7 @@ final class PlayerModelMappingTests: MpvTestCase {
         let (player, recorder) = try makePlayer()
         try player.load(Media.path("episode-long.mp4"))
         XCTAssertNotNil(recorder.next { $0.isPlaying })
-        let client = try player.handle.makeClient(name: "foreign")
+        let client = try player.makeForeignClient(name: "foreign")
         defer { client.close() }
         let before = recorder.count
         try client.command(["seek", "20", "absolute"])
@@ -151,8 +151,10 @@ final class PlayerModelMappingTests: MpvTestCase {
     /// R2: with keep-open-pause, mpv pauses by itself at the end; that is no viewer's pause.
     func testKeepOpensOwnPauseAtTheEndIsTheEndNotAPause() throws {
         let (player, _) = try checkEnd { $0.keepOpen = true; $0.keepOpenPause = true }
+        let mpv = try player.makeForeignClient(name: "observer")
+        defer { mpv.close() }
         // mpv does set pause=yes about 0.1 s after the end: wait until it has.
-        XCTAssertTrue(waitUntil { (try? player.handle.get("pause", as: .flag))?.flag == true },
+        XCTAssertTrue(waitUntil { (try? mpv.get("pause", as: .flag))?.flag == true },
                       "mpv did not pause at the end (this test relies on keep-open-pause)")
     }
 

@@ -1,27 +1,29 @@
-import Foundation
-
 /// An ad that a source delivered: shown once, then ended exactly once (R15).
 ///
-/// Threading: any thread. `show` decides on the `VideoAds`' facts as last delivered by the
-/// player; `didEnd` runs once, later, with no lock held, in order with the `VideoAds`'
-/// other callbacks and events.
+/// Threading: any thread. `show` runs on the player's loop (inline there, handed over and
+/// waited for elsewhere) and decides on the facts the loop holds; `didEnd` runs once, later,
+/// on the loop, in order with the `VideoAds`' other callbacks and events, with no lock held.
 public final class Ad: Sendable {
     /// Unique within the process; the surface knows the ad by it.
     public let id: UInt64
     public let kind: AdKind
     public let creative: AdCreative
-    private weak let owner: VideoAds?
+    private weak let session: AdSession?
 
-    init(kind: AdKind, creative: AdCreative, owner: VideoAds) {
+    init(kind: AdKind, creative: AdCreative, session: AdSession) {
         // Random rather than counted: no process-wide counter, and a collision of two
         // live ads in 2^64 is not a concern.
         self.id = UInt64.random(in: 1...UInt64.max)
         self.kind = kind
         self.creative = creative
-        self.owner = owner
+        self.session = session
     }
 
-    deinit { owner?.forget(id) }
+    deinit {
+        guard let session else { return }
+        let id = self.id
+        session.loop.run { [weak session] in session?.forget(id) }
+    }
 
     /// Shows it now. An overlay needs playing content, a pause ad paused content, a
     /// post-roll an episode that played to its end. Throws `invalidated(.contentChanged)`
@@ -42,12 +44,23 @@ public final class Ad: Sendable {
         try show(.afterPausedFor(seconds), didEnd)
     }
 
-    /// The viewer closed it (or skipped a post-roll): it ends as `closed`.
-    public func close() { owner?.close(id) }
+    /// The viewer closed it (or skipped a post-roll): it ends as `closed`. Any thread.
+    public func close() {
+        guard let session else { return }
+        let id = self.id
+        session.loop.run { [weak session] in session?.close(id) }
+    }
 
     private func show(_ options: ShowOptions, _ didEnd: @escaping @Sendable (AdEndReason) -> Void) throws(AdError) {
-        guard let owner else { throw .destroyed }
-        try owner.show(id, options: options, didEnd: didEnd)
+        guard let session else { throw .destroyed }
+        let id = self.id
+        let outcome: Result<Void, AdError>
+        do {
+            outcome = try session.loop.sync { session.show(id, options: options, didEnd: didEnd) }
+        } catch {
+            throw .destroyed   // the loop has stopped: the player is gone
+        }
+        try outcome.get()
     }
 }
 
@@ -57,24 +70,39 @@ public final class PostrollReporter: Sendable {
     enum Report: Equatable {
         case progress(Double, Double)
         case paused(Bool)
-        case finished
-        case failed(String)
+        case ended(PostrollLifecycle.VideoEnd, failure: String?)
     }
 
-    private weak let owner: VideoAds?
+    private weak let session: AdSession?
     public let id: UInt64
 
-    init(owner: VideoAds, id: UInt64) {
-        self.owner = owner
+    init(session: AdSession, id: UInt64) {
+        self.session = session
         self.id = id
     }
 
     /// The video is at `position` of `duration` seconds (quartile events follow).
-    public func progress(_ position: Double, of duration: Double) { owner?.postrollReport(id, .progress(position, duration)) }
-    /// The video was paused (true) or resumed (false).
-    public func paused(_ paused: Bool) { owner?.postrollReport(id, .paused(paused)) }
+    public func progress(_ position: Double, of duration: Double) { report(.progress(position, duration)) }
+    /// The video was paused (true) or resumed (false) by the viewer.
+    public func paused(_ paused: Bool) { report(.paused(paused)) }
     /// The video played to its end.
-    public func finished() { owner?.postrollReport(id, .finished) }
+    public func finished() { report(.ended(.finished, failure: nil)) }
     /// The video could not be played.
-    public func failed(_ message: String) { owner?.postrollReport(id, .failed(message)) }
+    public func failed(_ message: String) { report(.ended(.failed, failure: message)) }
+    /// Something other than the runtime stopped the video (another file loaded, a `stop`
+    /// from another client): it did not complete; it ends as `contentChanged`.
+    public func stopped() { report(.ended(.stopped, failure: nil)) }
+
+    private func report(_ report: Report) {
+        guard let session else { return }
+        let id = self.id
+        session.loop.run { [weak session] in session?.postrollReport(id, report) }
+    }
+}
+
+/// How `show` was asked for.
+enum ShowOptions {
+    case now
+    case atContentTime(Double)
+    case afterPausedFor(Double)
 }

@@ -1,6 +1,6 @@
-/// The facts a lifecycle decides on, gathered by `VideoAds` at the moment of a decision.
+/// The facts a lifecycle decides on, gathered on the loop at the moment of a decision.
 struct LifecycleContext {
-    /// The runtime clock's now (ns).
+    /// The loop's now (ns).
     var now: UInt64
     /// The content plays (as last delivered by the player).
     var playing: Bool
@@ -10,11 +10,14 @@ struct LifecycleContext {
     var background: Bool
     /// The bound item played to its end and nothing else is in yet (post-roll time).
     var contentEnded: Bool
+    /// Where the content position is read from, on demand (R4).
+    unowned let session: AdSession
+
     /// The content position, read from the player on demand (R4).
-    var position: () -> Double
+    func position() -> Double { session.currentPosition() }
 }
 
-/// What a lifecycle asks `VideoAds` to do. Executed in order, under the runtime's lock.
+/// What a lifecycle asks its session to do. Performed in order, on the loop, in the same turn.
 enum AdEffect: Equatable {
     /// Put the overlay or pause ad up.
     case present
@@ -34,23 +37,25 @@ enum AdEffect: Equatable {
 
 /// One ad kind's state machine. Each kind is a small type whose states are an enum; its
 /// methods say which player changes it reacts to and return effects, never perform them.
-protocol AdLifecycle: Sendable {
+/// Loop-only: a class, changed in place (no copy of its state on the pause path).
+protocol AdLifecycle: AnyObject {
     var isEnded: Bool { get }
     /// The creative is on screen (or its video is playing).
     var isVisible: Bool { get }
     /// `show` was called on it.
     var isShown: Bool { get }
-    mutating func show(_ context: LifecycleContext) throws(AdError) -> [AdEffect]
-    mutating func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect]
-    mutating func timerFired(_ context: LifecycleContext) -> [AdEffect]
-    mutating func backgroundChanged(_ context: LifecycleContext) -> [AdEffect]
+    func show(_ context: LifecycleContext) throws(AdError) -> [AdEffect]
+    func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect]
+    func timerFired(_ context: LifecycleContext) -> [AdEffect]
+    func backgroundChanged(_ context: LifecycleContext) -> [AdEffect]
     /// Ends it from outside (closed, destroyed, failed): whatever its state, once.
-    mutating func stop(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect]
+    func stop(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect]
 }
 
 extension AdLifecycle {
-    /// The effects of ending, for every kind: no more timer, down if it was up, the end.
+    /// The effects of ending, for every kind: down first if it was up (the removal is what
+    /// latency is measured to), then no more timer, then the end.
     static func ending(_ reason: AdEndReason, cause: UInt64?, wasVisible: Bool, takeDown: AdEffect = .dismiss) -> [AdEffect] {
-        [.cancelTimer] + (wasVisible ? [takeDown] : []) + [.end(reason, cause: cause)]
+        wasVisible ? [takeDown, .cancelTimer, .end(reason, cause: cause)] : [.cancelTimer, .end(reason, cause: cause)]
     }
 }

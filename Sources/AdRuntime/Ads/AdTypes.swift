@@ -102,6 +102,8 @@ public enum AdError: Error, Sendable, Equatable, CustomStringConvertible {
     case wrongKind(AdKind)
     /// The surface could not show the creative (a bad image, a video that does not play).
     case renderFailed(String)
+    /// A time given to `show` is not a finite number of seconds in its bounds (`Seconds`).
+    case invalidTime(Double)
 
     public var code: String {
         switch self {
@@ -117,6 +119,7 @@ public enum AdError: Error, Sendable, Equatable, CustomStringConvertible {
         case .alreadyShown: "already_shown"
         case .wrongKind: "wrong_kind"
         case .renderFailed: "render_failed"
+        case .invalidTime: "invalid_time"
         }
     }
 
@@ -134,6 +137,7 @@ public enum AdError: Error, Sendable, Equatable, CustomStringConvertible {
         case .alreadyShown: "this ad was shown already"
         case .wrongKind(let kind): "that does not apply to a \(kind.rawValue)"
         case .renderFailed(let why): "the creative could not be shown: \(why)"
+        case .invalidTime(let seconds): "\(seconds) is not a usable number of seconds"
         }
     }
 

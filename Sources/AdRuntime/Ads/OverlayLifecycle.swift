@@ -8,7 +8,7 @@
 ///                                                   └──1 s, still not playing──▶ ended(interrupted)
 /// any ──another item / the end of the item──▶ ended(contentChanged)
 /// ```
-struct OverlayLifecycle: AdLifecycle {
+final class OverlayLifecycle: AdLifecycle {
     enum State: Equatable {
         case ready
         /// Shown for a slot: waits for playback to play across `start` (a seek past it does not count).
@@ -43,7 +43,7 @@ struct OverlayLifecycle: AdLifecycle {
         }
     }
 
-    mutating func show(_ context: LifecycleContext) throws(AdError) -> [AdEffect] {
+    func show(_ context: LifecycleContext) throws(AdError) -> [AdEffect] {
         guard state == .ready else { throw .alreadyShown }
         if let start = slotStart {
             state = .waiting(start: start)
@@ -54,7 +54,7 @@ struct OverlayLifecycle: AdLifecycle {
         return startShowing(remaining: duration, context)
     }
 
-    mutating func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect] {
+    func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect] {
         let cause = event.observedAt
         switch (state, event.change) {
         case (.ended, _), (.ready, _):
@@ -86,7 +86,7 @@ struct OverlayLifecycle: AdLifecycle {
         }
     }
 
-    mutating func timerFired(_ context: LifecycleContext) -> [AdEffect] {
+    func timerFired(_ context: LifecycleContext) -> [AdEffect] {
         switch state {
         case .waiting(let start):
             guard context.playing, !context.background else { return [] }
@@ -102,7 +102,7 @@ struct OverlayLifecycle: AdLifecycle {
         }
     }
 
-    mutating func backgroundChanged(_ context: LifecycleContext) -> [AdEffect] {
+    func backgroundChanged(_ context: LifecycleContext) -> [AdEffect] {
         switch state {
         case .showing(let remaining, let since) where context.background:
             state = .frozen(remaining: left(remaining, since, context))
@@ -121,13 +121,13 @@ struct OverlayLifecycle: AdLifecycle {
         }
     }
 
-    mutating func stop(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
+    func stop(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
         isEnded ? [] : end(reason, cause: cause)
     }
 
     // MARK: Transitions
 
-    private mutating func startShowing(remaining: Double, _ context: LifecycleContext) -> [AdEffect] {
+    private func startShowing(remaining: Double, _ context: LifecycleContext) -> [AdEffect] {
         let wasVisible = isVisible
         state = .showing(remaining: remaining, since: context.now)
         return (wasVisible ? [] : [.present]) + [.setTimer(remaining)]
@@ -143,7 +143,7 @@ struct OverlayLifecycle: AdLifecycle {
         return [.setTimer((start - position) / context.rate)]
     }
 
-    private mutating func end(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
+    private func end(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
         let wasVisible = isVisible
         state = .ended(reason)
         return Self.ending(reason, cause: cause, wasVisible: wasVisible)

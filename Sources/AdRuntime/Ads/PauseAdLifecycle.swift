@@ -9,7 +9,7 @@
 /// showing ──seek──▶ ended(seeked)
 /// any ──another item / the end of the item──▶ ended(contentChanged)
 /// ```
-struct PauseAdLifecycle: AdLifecycle {
+final class PauseAdLifecycle: AdLifecycle {
     enum State: Equatable {
         case ready
         /// Waiting for the content to stay paused for the activation delay.
@@ -28,7 +28,7 @@ struct PauseAdLifecycle: AdLifecycle {
     var isShown: Bool { state != .ready }
     var isVisible: Bool { state == .showing }
 
-    mutating func show(_ context: LifecycleContext) throws(AdError) -> [AdEffect] {
+    func show(_ context: LifecycleContext) throws(AdError) -> [AdEffect] {
         guard state == .ready else { throw .alreadyShown }
         guard !context.playing else { throw .notPaused }
         if activationDelay > 0 {
@@ -39,7 +39,7 @@ struct PauseAdLifecycle: AdLifecycle {
         return [.present]
     }
 
-    mutating func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect] {
+    func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect] {
         let cause = event.observedAt
         switch (state, event.change) {
         case (.ended, _), (.ready, _):
@@ -57,13 +57,13 @@ struct PauseAdLifecycle: AdLifecycle {
         }
     }
 
-    mutating func timerFired(_ context: LifecycleContext) -> [AdEffect] {
+    func timerFired(_ context: LifecycleContext) -> [AdEffect] {
         guard case .activating = state, !context.playing, !context.background else { return [] }
         state = .showing
         return [.present]
     }
 
-    mutating func backgroundChanged(_ context: LifecycleContext) -> [AdEffect] {
+    func backgroundChanged(_ context: LifecycleContext) -> [AdEffect] {
         switch state {
         case .activating(let delay) where context.background:
             state = .suspended(delay: delay)
@@ -76,11 +76,11 @@ struct PauseAdLifecycle: AdLifecycle {
         }
     }
 
-    mutating func stop(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
+    func stop(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
         isEnded ? [] : end(reason, cause: cause)
     }
 
-    private mutating func end(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
+    private func end(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
         let wasVisible = isVisible
         state = .ended(reason)
         return Self.ending(reason, cause: cause, wasVisible: wasVisible)

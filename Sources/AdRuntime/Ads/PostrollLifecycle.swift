@@ -3,10 +3,10 @@
 /// ```
 /// ready ──show() after the end──▶ playing ──video to its end──▶ ended(completed)
 /// playing ──the video fails──▶ ended(failed)
-/// playing ──another item comes in──▶ ended(contentChanged)
+/// playing ──another item comes in, or the video is stopped from outside──▶ ended(contentChanged)
 /// ```
 /// The app moves to the next episode after `didEnd`.
-struct PostrollLifecycle: AdLifecycle {
+final class PostrollLifecycle: AdLifecycle {
     enum State: Equatable {
         case ready
         case playing
@@ -19,14 +19,14 @@ struct PostrollLifecycle: AdLifecycle {
     var isShown: Bool { state != .ready }
     var isVisible: Bool { state == .playing }
 
-    mutating func show(_ context: LifecycleContext) throws(AdError) -> [AdEffect] {
+    func show(_ context: LifecycleContext) throws(AdError) -> [AdEffect] {
         guard state == .ready else { throw .alreadyShown }
         guard context.contentEnded else { throw .notEnded }
         state = .playing
         return [.playVideo]
     }
 
-    mutating func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect] {
+    func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect] {
         guard state == .playing else { return [] }
         if case .item(let item) = event.change, item != nil {
             return end(.contentChanged, cause: event.observedAt)
@@ -34,20 +34,35 @@ struct PostrollLifecycle: AdLifecycle {
         return []
     }
 
-    mutating func timerFired(_ context: LifecycleContext) -> [AdEffect] { [] }
-    mutating func backgroundChanged(_ context: LifecycleContext) -> [AdEffect] { [] }
+    func timerFired(_ context: LifecycleContext) -> [AdEffect] { [] }
+    func backgroundChanged(_ context: LifecycleContext) -> [AdEffect] { [] }
 
-    /// The surface reports the video's end.
-    mutating func videoEnded(failed: Bool) -> [AdEffect] {
-        guard state == .playing else { return [] }
-        return end(failed ? .failed : .completed, cause: nil)
+    /// How the surface says the video ended.
+    enum VideoEnd {
+        /// It played to its end.
+        case finished
+        /// It could not be played.
+        case failed
+        /// Something else stopped it (another file loaded, `stop` from another client): it
+        /// did not complete, and the player no longer holds it.
+        case stopped
     }
 
-    mutating func stop(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
+    /// The surface reports the video's end.
+    func videoEnded(_ how: VideoEnd) -> [AdEffect] {
+        guard state == .playing else { return [] }
+        switch how {
+        case .finished: return end(.completed, cause: nil)
+        case .failed: return end(.failed, cause: nil)
+        case .stopped: return end(.contentChanged, cause: nil)
+        }
+    }
+
+    func stop(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
         isEnded ? [] : end(reason, cause: cause)
     }
 
-    private mutating func end(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
+    private func end(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
         let wasPlaying = isVisible
         state = .ended(reason)
         return Self.ending(reason, cause: cause, wasVisible: wasPlaying, takeDown: .stopVideo)

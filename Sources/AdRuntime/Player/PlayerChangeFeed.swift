@@ -1,72 +1,76 @@
-import Synchronization
-
-/// Delivers one player's changes to its observers, in order, one at a time.
+/// Delivers one player's changes to its observers, on the player's loop.
 ///
-/// Threading contract:
-/// - `enqueue(_:)` may be called from any thread. A producer that derives changes from its
-///   own state calls it while still holding that state's lock, so that the feed's order
-///   is the order in which the state changed.
-/// - `drain(from:)` is called by the producer after releasing its lock. Delivery is a
-///   `SerialDelivery`: the thread that finds nobody delivering hands out every queued
-///   change, including those enqueued meanwhile by observers (re-entrant commands) or by
-///   other threads; a thread that finds a delivery under way returns at once.
-/// - Observers are called with no lock of the feed held; they are held weakly, and the
-///   list is read when each change is handed out.
-public final class PlayerChangeFeed: Sendable {
+/// Threading contract: loop-only. `publish` delivers at once, in the caller's turn; a change
+/// published while a delivery is under way (an observer's command caused it) is delivered
+/// after the current change has reached every observer, never nested inside it. Observers
+/// are held weakly; the list is read when each change is handed out.
+public final class PlayerChangeFeed: @unchecked Sendable {
+    // @unchecked: every stored property is touched only on `loop`.
     private struct Registration {
         let id: UInt64
         weak var observer: (any PlayerObserver)?
     }
 
-    private struct State {
-        var registrations: [Registration] = []
-        var nextID: UInt64 = 1
+    public let loop: any PlayerLoop
+    private var registrations: [Registration] = []
+    private var nextID: UInt64 = 1
+    private var pending: [PlayerEvent] = []
+    private var delivering = false
+
+    public init(loop: any PlayerLoop) {
+        self.loop = loop
     }
 
-    private let state = Mutex(State())
-    private let delivery = SerialDelivery()
-
-    public init() {}
-
-    /// Starts delivering to `observer` (held weakly).
+    /// On the loop: starts delivering to `observer` (held weakly).
     public func add(_ observer: any PlayerObserver) -> PlayerObservation {
-        let id = state.withLock { state in
-            let id = state.nextID
-            state.nextID += 1
-            state.registrations.append(Registration(id: id, observer: observer))
-            return id
-        }
+        loop.assertInLoop()
+        let id = nextID
+        nextID += 1
+        registrations.append(Registration(id: id, observer: observer))
         return PlayerObservation(feed: self, id: id)
     }
 
     func remove(_ id: UInt64) {
-        state.withLock { $0.registrations.removeAll { $0.id == id } }
+        loop.assertInLoop()
+        registrations.removeAll { $0.id == id }
     }
 
-    /// The number of observers that are still alive.
+    /// On the loop: the number of observers that are still alive.
     public var observerCount: Int {
-        state.withLock { state in state.registrations.filter { $0.observer != nil }.count }
+        loop.assertInLoop()
+        return registrations.filter { $0.observer != nil }.count
     }
 
-    /// Queues `events` for delivery by `player`; see the type.
-    public func enqueue(_ events: [PlayerEvent], from player: any TrackablePlayer) {
-        for event in events {
-            delivery.enqueue { [weak self, weak player] in
-                guard let self, let player else { return }
-                let observers = self.state.withLock { state in
-                    state.registrations.removeAll { $0.observer == nil }
-                    return state.registrations.compactMap(\.observer)
+    /// On the loop: hands `events` of `player` to every observer, in order; see the type.
+    public func publish(_ events: [PlayerEvent], from player: any TrackablePlayer) {
+        loop.assertInLoop()
+        pending += events
+        guard !delivering else { return }
+        delivering = true
+        defer { delivering = false }
+        var next = 0
+        while next < pending.count {
+            let event = pending[next]
+            next += 1
+            // By index: an observer may add or remove observers while being called.
+            var index = 0
+            var released = false
+            while index < registrations.count {
+                if let observer = registrations[index].observer {
+                    observer.player(player, didChange: event)
+                } else {
+                    released = true
                 }
-                for observer in observers { observer.player(player, didChange: event) }
+                index += 1
             }
+            if released { registrations.removeAll { $0.observer == nil } }
         }
+        pending.removeAll(keepingCapacity: true)
     }
-
-    /// Hands out queued changes unless another thread is already doing so.
-    public func drain() { delivery.drain() }
 }
 
-/// A running observation of a player; cancelling (or releasing) it ends it.
+/// A running observation of a player; cancelling (or releasing) it ends it. Any thread: off
+/// the loop the removal is handed to the loop.
 public final class PlayerObservation: Sendable {
     private weak let feed: PlayerChangeFeed?
     private let id: UInt64
@@ -76,7 +80,19 @@ public final class PlayerObservation: Sendable {
         self.id = id
     }
 
-    public func cancel() { feed?.remove(id) }
+    /// An observation of a player whose loop has stopped: there is nothing to end.
+    public static func ended() -> PlayerObservation { PlayerObservation() }
+
+    private init() {
+        feed = nil
+        id = 0
+    }
+
+    public func cancel() {
+        guard let feed else { return }
+        let id = self.id
+        feed.loop.run { [weak feed] in feed?.remove(id) }
+    }
 
     deinit { cancel() }
 }

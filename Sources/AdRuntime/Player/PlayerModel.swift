@@ -98,9 +98,13 @@ public enum PlayerChange: Sendable, Equatable {
 /// A change and the facts right after it.
 public struct PlayerEvent: Sendable, Equatable {
     public var change: PlayerChange
+    /// The facts right after this change (not after a batch of changes): `.ended` carries the
+    /// ended item at the position where it ended, not playing; the `.item(nil)` that follows
+    /// carries nothing.
     public var snapshot: PlayerSnapshot
-    /// When the player learned of the change, on the monotonic clock (nanoseconds,
-    /// `MonotonicTime.now()`); ends of ads report their latency from here.
+    /// When the player learned of the change, on its loop's clock (nanoseconds; for mpv the
+    /// moment `mpv_wait_event` returned the event, `MonotonicTime.now()`); ends of ads report
+    /// their latency from here.
     public var observedAt: UInt64
 
     public init(change: PlayerChange, snapshot: PlayerSnapshot, observedAt: UInt64) {
@@ -112,22 +116,26 @@ public struct PlayerEvent: Sendable, Equatable {
 
 /// Receives a player's changes.
 ///
-/// Threading: called on whichever thread delivers the player's changes (for mpv: the
-/// mpv event thread; for a scripted player: the thread that drives it), one change at a
-/// time, in order, never concurrently for one player. An observer may call back into the
-/// player (commands, `snapshot()`); changes that causes are delivered after this call returns.
+/// Threading: called on the player's loop (SPEC R18), one change at a time, in order. An
+/// observer may call back into the player (commands, `snapshot()`): they run inline, and
+/// the changes they cause are delivered to every observer after the current one. It must
+/// return promptly: the player's loop waits for it.
 public protocol PlayerObserver: AnyObject, Sendable {
     func player(_ player: any TrackablePlayer, didChange event: PlayerEvent)
 }
 
 /// A player that the ad runtime can follow.
 ///
-/// Implementations push changes to observers through a `PlayerChangeFeed` and must be
-/// safe to call from any thread.
+/// Implementations own their state on their `loop` and push changes to observers through a
+/// `PlayerChangeFeed` there; their public calls may be made from any thread (they run on
+/// the loop: inline there, handed over and waited for elsewhere).
 public protocol TrackablePlayer: AnyObject, Sendable {
-    /// The facts now. Cheap; callable from any thread, also from inside an observer.
+    /// The loop that owns the player, on which its changes are delivered.
+    var loop: any PlayerLoop { get }
+    /// The facts now. On the loop it is a read of the loop's state; elsewhere a hop to the loop.
     func snapshot() -> PlayerSnapshot
     /// Starts pushing changes to `observer`, which is held weakly. The observation ends
     /// when the returned token is cancelled or released, or when the observer is gone.
+    /// Registered on the loop, so no change falls between the call and the first delivery.
     func addObserver(_ observer: any PlayerObserver) -> PlayerObservation
 }

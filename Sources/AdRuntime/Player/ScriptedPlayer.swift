@@ -1,15 +1,14 @@
-import Synchronization
-
-/// A player driven by a test script on a `RuntimeClock` (usually a `VirtualClock`): the
-/// player model with nothing behind it, so that lifecycles run in microseconds and
-/// deterministically. It follows the same rules as the mpv adapter: the pause flag
-/// persists across items, an item that plays to its end sends `.ended` then `.item(nil)`,
-/// and with `loop` on each wrap is another item (R14).
+/// A player driven by a test script on a loop (usually a `VirtualLoop`): the player model
+/// with nothing behind it, so that lifecycles run in microseconds and deterministically. It
+/// answers to the same conformance suite as `MpvPlayer` (Tests/PlayerConformance): the pause
+/// flag persists across items, an item that plays to its end sends `.ended` (at its
+/// duration, not playing) then `.item(nil)`, each loop wrap and each replay of an ended
+/// entry is another item (R14), and every change carries the facts right after it.
 ///
-/// Threading: any thread may drive it; changes are delivered in order through its feed.
-/// Timers (the end of an item) run on the clock's thread (for a `VirtualClock`, inside
-/// `advance(by:)`).
-public final class ScriptedPlayer: TrackablePlayer {
+/// Threading: any thread may drive it; each call runs on the loop (inline there, handed
+/// over and waited for elsewhere). Changes are delivered on the loop.
+public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
+    // @unchecked: `state` and `feed` are touched only on `loop`.
     private struct State {
         var item: PlayerItem?
         var duration: Double = 0
@@ -19,7 +18,9 @@ public final class ScriptedPlayer: TrackablePlayer {
         var anchorPosition = 0.0
         var anchorTime: UInt64 = 0
         var nextEntry: Int64 = 1
-        var endTimer: ScheduledTimer?
+        var endTimer: LoopTimer?
+        /// The item that played to its end, which `replay()` plays again.
+        var ended: (item: PlayerItem, duration: Double)?
 
         var playing: Bool { item != nil && !paused }
 
@@ -35,22 +36,25 @@ public final class ScriptedPlayer: TrackablePlayer {
         }
     }
 
-    public let clock: any RuntimeClock
-    private let feed = PlayerChangeFeed()
-    private let state = Mutex(State())
+    public let loop: any PlayerLoop
+    private let feed: PlayerChangeFeed
+    private var state = State()
 
-    public init(clock: any RuntimeClock) {
-        self.clock = clock
+    public init(loop: any PlayerLoop) {
+        self.loop = loop
+        feed = PlayerChangeFeed(loop: loop)
     }
 
     public func snapshot() -> PlayerSnapshot {
-        let now = clock.now()
-        return state.withLock { $0.snapshot(at: now) }
+        (try? loop.sync { state.snapshot(at: loop.now()) }) ?? .empty
     }
 
-    public func addObserver(_ observer: any PlayerObserver) -> PlayerObservation { feed.add(observer) }
+    public func addObserver(_ observer: any PlayerObserver) -> PlayerObservation {
+        (try? loop.sync { feed.add(observer) }) ?? .ended()
+    }
 
-    public var observerCount: Int { feed.observerCount }
+    /// Observers still alive.
+    public var observerCount: Int { (try? loop.sync { feed.observerCount }) ?? 0 }
 
     // MARK: Script
 
@@ -60,13 +64,17 @@ public final class ScriptedPlayer: TrackablePlayer {
         mutate { state, now, emit in
             let item = PlayerItem(entry: state.nextEntry, path: path)
             state.nextEntry += 1
-            state.item = item
-            state.duration = duration
-            state.anchorPosition = 0
-            state.anchorTime = now
-            emit(.item(item), state)
-            if state.playing { emit(.playing(rate: state.rate), state) }
+            enter(item, duration: duration, &state, now, emit)
             return item
+        } ?? PlayerItem(entry: -1, path: path)
+    }
+
+    /// Plays the entry that just played to its end again (mpv: `loop-playlist`, or a seek
+    /// back into a kept-open file): another pass, so another item (R14). Nothing if none ended.
+    public func replay() {
+        mutate { state, now, emit in
+            guard state.item == nil, let ended = state.ended else { return }
+            enter(ended.item.nextLoop(), duration: ended.duration, &state, now, emit)
         }
     }
 
@@ -75,6 +83,7 @@ public final class ScriptedPlayer: TrackablePlayer {
         mutate { state, _, emit in
             let entry = state.nextEntry
             state.nextEntry += 1
+            state.ended = nil
             if state.item != nil {
                 state.item = nil
                 emit(.item(nil), state)
@@ -98,8 +107,9 @@ public final class ScriptedPlayer: TrackablePlayer {
         }
     }
 
+    /// A positive rate; others are ignored (pause to stop).
     public func setRate(_ rate: Double) {
-        precondition(rate > 0, "a rate is positive; pause to stop")
+        guard rate > 0, rate.isFinite else { return }
         mutate { state, now, emit in
             guard state.rate != rate else { return }
             state.anchorPosition = state.position(at: now)
@@ -114,7 +124,7 @@ public final class ScriptedPlayer: TrackablePlayer {
         mutate { state, now, emit in
             guard state.item != nil else { return }
             let from = state.position(at: now)
-            state.anchorPosition = min(state.duration, max(0, position))
+            state.anchorPosition = min(state.duration, max(0, position.isFinite ? position : 0))
             state.anchorTime = now
             emit(.seeked(from: from, to: state.anchorPosition), state)
         }
@@ -127,6 +137,7 @@ public final class ScriptedPlayer: TrackablePlayer {
     /// Takes the item out (like mpv's `stop`).
     public func stop() {
         mutate { state, _, emit in
+            state.ended = nil
             guard state.item != nil else { return }
             state.item = nil
             emit(.item(nil), state)
@@ -135,29 +146,45 @@ public final class ScriptedPlayer: TrackablePlayer {
 
     // MARK: Machinery
 
-    /// Applies `body` to the state; each change it emits carries the state as it was then.
-    private func mutate<R>(_ body: (inout State, UInt64, (PlayerChange, State) -> Void) -> R) -> R {
-        let now = clock.now()
-        let result = state.withLock { state -> R in
+    private func enter(_ item: PlayerItem, duration: Double, _ state: inout State, _ now: UInt64,
+                       _ emit: (PlayerChange, State) -> Void) {
+        if state.item != nil {
+            // Replaced: the old item goes first (mpv: END_FILE of the old entry, then START_FILE).
+            state.item = nil
+            emit(.item(nil), state)
+        }
+        state.item = item
+        state.ended = nil
+        state.duration = max(0, duration)
+        state.anchorPosition = 0
+        state.anchorTime = now
+        emit(.item(item), state)
+        if state.playing { emit(.playing(rate: state.rate), state) }
+    }
+
+    /// On the loop: applies `body` to the state, then publishes each change it emitted with
+    /// the state as it was right after that change. Nil when the loop has stopped.
+    @discardableResult
+    private func mutate<R>(_ body: (inout State, UInt64, (PlayerChange, State) -> Void) -> R) -> R? {
+        try? loop.sync {
+            let now = loop.now()
             var events: [PlayerEvent] = []
             let result = body(&state, now) { change, current in
                 events.append(PlayerEvent(change: change, snapshot: current.snapshot(at: now), observedAt: now))
             }
-            feed.enqueue(events, from: self)
-            rearmEndTimer(&state, now: now)
+            rearmEndTimer(now: now)
+            feed.publish(events, from: self)
             return result
         }
-        feed.drain()
-        return result
     }
 
     /// Keeps one timer pending for the moment the playing item reaches its end.
-    private func rearmEndTimer(_ state: inout State, now: UInt64) {
+    private func rearmEndTimer(now: UInt64) {
         state.endTimer?.cancel()
         state.endTimer = nil
         guard state.playing, let item = state.item else { return }
         let remaining = (state.duration - state.position(at: now)) / state.rate
-        state.endTimer = clock.schedule(after: max(0, remaining)) { [weak self] in
+        state.endTimer = loop.schedule(after: max(0, remaining)) { [weak self] in
             self?.reachEnd(of: item)
         }
     }
@@ -166,20 +193,19 @@ public final class ScriptedPlayer: TrackablePlayer {
         mutate { state, now, emit in
             guard let item = state.item, item == expected, state.playing,
                   state.position(at: now) >= state.duration - 1e-9 else { return }
+            state.anchorPosition = state.duration
+            state.anchorTime = now
             if state.loop {
-                let next = item.nextLoop()
-                state.item = next
-                state.anchorPosition = 0
-                state.anchorTime = now
-                emit(.item(next), state)
-                emit(.playing(rate: state.rate), state)
-            } else {
-                state.anchorPosition = state.duration
-                state.anchorTime = now
-                emit(.ended(item), state)
+                // A wrap: the next pass comes in directly (mpv seeks back to the start).
                 state.item = nil
-                emit(.item(nil), state)
+                enter(item.nextLoop(), duration: state.duration, &state, now, emit)
+                return
             }
+            // The facts at the end: the ended item, at its duration, no longer playing.
+            emit(.ended(item), State(item: item, duration: state.duration, paused: true, anchorPosition: state.duration))
+            state.item = nil
+            state.ended = (item, state.duration)
+            emit(.item(nil), state)
         }
     }
 }

@@ -1,31 +1,59 @@
+/// What a surface made of a creative ahead of showing it (decoded pixels, a checked file),
+/// or why it cannot show it. Opaque to the runtime, which carries it from `prepare` to
+/// `present`/`playPostroll`.
+public struct PreparedCreative: Sendable {
+    public let payload: (any Sendable)?
+
+    public init(_ payload: (any Sendable)?) {
+        self.payload = payload
+    }
+
+    /// Nothing was prepared (the surface needs nothing ahead).
+    public static let nothing = PreparedCreative(nil)
+}
+
 /// One ad as the surface is asked to show it.
-public struct AdPresentation: Sendable, Equatable {
+public struct AdPresentation: Sendable {
     /// Unique per shown ad within a process: the key for `dismiss` and reports.
     public var id: UInt64
     public var kind: AdKind
     public var creative: AdCreative
+    /// What `prepare` returned for this creative.
+    public var prepared: PreparedCreative
 
-    public init(id: UInt64, kind: AdKind, creative: AdCreative) {
+    public init(id: UInt64, kind: AdKind, creative: AdCreative, prepared: PreparedCreative = .nothing) {
         self.id = id
         self.kind = kind
         self.creative = creative
+        self.prepared = prepared
     }
 }
 
 /// A surface is where ads appear: mpv's own output (`MpvAdSurface`), a UI shell, a test's.
 ///
-/// Threading contract: the runtime calls these methods with its own lock held, on the
-/// thread where it decided (for an end caused by the player: the thread that delivered the
-/// player's change), so that an ad is taken down in the same step in which it ended. They
-/// must return promptly and must not call back into the runtime synchronously; reports
-/// about a post-roll go through the `PostrollReporter`, from any thread, later.
+/// Threading contract (SPEC R18):
+/// - `prepare` runs **off** the loop, once per ad the source delivered, before the request
+///   completes: everything slow (opening, checking and decoding files) happens there;
+/// - the other methods run **on** the player's loop, in the turn that decided, so that an ad
+///   is taken down in the same step in which it ended. They must cost microseconds, must not
+///   block, and must not call back into the runtime synchronously; reports about a post-roll
+///   go through the `PostrollReporter` (from any thread).
 public protocol AdSurface: AnyObject, Sendable {
+    /// Off the loop: gets `creative` ready to show. A creative that cannot be shown is not an
+    /// error here: `present`/`playPostroll` throw for it, and the ad ends as `failed` (R16).
+    func prepare(_ creative: AdCreative) async -> PreparedCreative
     /// Puts an overlay or a pause ad up. Throws when the creative cannot be shown (R16).
     func present(_ presentation: AdPresentation) throws
-    /// Takes an overlay or a pause ad down. Idempotent.
+    /// Takes an overlay or a pause ad down. Idempotent. When it returns, the ad is out of
+    /// the output's state (the ad's `latency_us` ends here).
     func dismiss(_ id: UInt64)
     /// Starts a post-roll's video; progress and its end arrive through `reporter`.
     func playPostroll(_ presentation: AdPresentation, reporter: PostrollReporter) throws
     /// Stops a post-roll's video (closed, destroyed, content changed). Idempotent.
     func stopPostroll(_ id: UInt64)
+}
+
+extension AdSurface {
+    /// Surfaces that need nothing ahead.
+    public func prepare(_ creative: AdCreative) async -> PreparedCreative { .nothing }
 }

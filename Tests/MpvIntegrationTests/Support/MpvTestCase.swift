@@ -1,13 +1,12 @@
 import AdRuntime
 import Foundation
 import MpvPlayerAdapter
-import Synchronization
 import XCTest
 
 /// Collects mpv's log lines; a test fails on any error it did not declare as expected.
 final class MpvLogGuard: Sendable {
-    private let lines = Mutex<[MpvLogMessage]>([])
-    private let expected = Mutex<[String]>([])
+    private let lines = Locked<[MpvLogMessage]>([])
+    private let expected = Locked<[String]>([])
 
     func record(_ message: MpvLogMessage) { lines.withLock { $0.append(message) } }
 

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import AdRuntime
 
 /// A bad manifest: which file, which field, why.
 public struct CatalogError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -53,8 +53,8 @@ public final class LocalCatalog: AdSource {
 
     public let folder: URL
     public let entries: [Entry]
-    private let served = Mutex<[String: Int]>([:])   // "content|entry" → count
-    private let rotation = Mutex<[String: Int]>([:])  // "content|kind" → next index
+    private let served = Locked<[String: Int]>([:])   // "content|entry" → count
+    private let rotation = Locked<[String: Int]>([:])  // "content|kind" → next index
 
     /// Reads and validates `folder/catalog.json`.
     public init(folder: URL) throws {

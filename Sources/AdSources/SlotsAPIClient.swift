@@ -1,3 +1,4 @@
+import AdRuntime
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking

@@ -1,3 +1,4 @@
+import AdRuntime
 import Foundation
 #if canImport(FoundationXML)
 import FoundationXML

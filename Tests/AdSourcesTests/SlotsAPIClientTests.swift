@@ -1,4 +1,5 @@
 import AdRuntime
+import AdSources
 import AdTestSupport
 import Foundation
 import XCTest

@@ -1,7 +1,7 @@
 import AdRuntime
+import AdSources
 import AdTestSupport
 import Foundation
-import Synchronization
 import XCTest
 
 /// The VAST client against fixtures written for this project, served on loopback
@@ -156,5 +156,5 @@ func XCTUnwrapAsync<T>(_ value: T?, file: StaticString = #filePath, line: UInt =
 }
 
 final class StringLog: Sendable {
-    let list = Mutex<[String]>([])
+    let list = Locked<[String]>([])
 }

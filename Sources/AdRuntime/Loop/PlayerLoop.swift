@@ -1,0 +1,166 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The monotonic clock every latency in the product is measured on (CLOCK_MONOTONIC, ns).
+public enum MonotonicTime {
+    public static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+}
+
+/// Seconds as the loops count them.
+public enum LoopTime {
+    /// The longest wait a loop takes from a number of seconds: 100 years. Values that come from
+    /// outside are bounded before they get here (`Seconds`); this only keeps a loop from
+    /// trapping on an absurd one.
+    public static let maxSeconds = 100 * 365 * 24 * 3600.0
+
+    /// `seconds` as whole nanoseconds: NaN and negatives are 0, anything above `maxSeconds`
+    /// is `maxSeconds`. Never traps.
+    public static func nanoseconds(_ seconds: Double) -> UInt64 {
+        guard seconds > 0 else { return 0 }   // also NaN
+        return UInt64((min(seconds, maxSeconds) * 1e9).rounded())
+    }
+}
+
+/// The loop that owns a player (SPEC R18): one thread that runs the player model, every
+/// `VideoAds` following the player, the ad surface's state and the runtime's timers. Other
+/// threads hand it work; nothing on it blocks or waits long.
+///
+/// Threading contract, in the spirit of mpv's `client.h`:
+/// - `execute(_:)` and `now()` may be called from any thread;
+/// - `schedule(after:_:)` and `LoopTimer.cancel()` only on the loop (`inLoop`), like the
+///   state they belong to; timer actions run on the loop;
+/// - work runs one item at a time, in the order it was handed over (FIFO per loop);
+/// - once the loop has stopped, `execute` refuses work (returns false) and `sync` throws.
+///
+/// `MpvPlayer` provides one (mpv's event thread, waiting in `mpv_wait_event` with the next
+/// timer's deadline as its timeout); `VirtualLoop` provides one on virtual time for tests.
+public protocol PlayerLoop: AnyObject, Sendable {
+    /// True while the calling thread is the loop's.
+    var inLoop: Bool { get }
+    /// Hands `work` to the loop. False when the loop has stopped: the work is dropped.
+    @discardableResult
+    func execute(_ work: @escaping @Sendable () -> Void) -> Bool
+    /// The loop's monotonic now, in nanoseconds (virtual for a `VirtualLoop`).
+    func now() -> UInt64
+    /// On the loop: runs `action` on the loop once, `seconds` from now (bounded by
+    /// `LoopTime.nanoseconds`). Cancel it with the returned timer, on the loop.
+    func schedule(after seconds: Double, _ action: @escaping () -> Void) -> LoopTimer
+}
+
+/// The loop has stopped (its player shut down); the work was not done.
+public struct LoopStopped: Error, Sendable, Equatable, CustomStringConvertible {
+    public init() {}
+    public var description: String { "the player's loop has stopped" }
+}
+
+extension PlayerLoop {
+    /// Runs `body` on the loop and returns what it returned: inline when called on the loop,
+    /// otherwise handed over, with the caller waiting (the loop never waits for the caller,
+    /// so this cannot deadlock). Throws `LoopStopped` when the loop no longer runs.
+    public func sync<T>(_ body: () throws -> T) throws -> T {
+        if inLoop { return try body() }
+        return try withoutActuallyEscaping(body) { body in
+            // The loop takes the closure out of the box before it answers, and the box is
+            // emptied before returning either way: nothing keeps `body` past this call.
+            let job = SyncJob(body)
+            let handover = Handover<Unchecked<Result<T, any Error>>>()
+            let accepted = execute {
+                if let outcome = job.run() { handover.fulfil(Unchecked(outcome)) }
+            }
+            guard accepted, let outcome = handover.wait() else {
+                job.discard()
+                throw LoopStopped()
+            }
+            return try outcome.value.get()
+        }
+    }
+
+    /// Runs `work` now when called on the loop; hands it over otherwise.
+    public func run(_ work: @escaping @Sendable () -> Void) {
+        if inLoop { work() } else { execute(work) }
+    }
+
+    /// Traps in debug builds when not on the loop: documents a loop-only entry point.
+    @inline(__always)
+    public func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        assert(inLoop, "called off the player's loop", file: file, line: line)
+    }
+}
+
+/// The closure of one `sync`: run once on the loop, or discarded; either way released before
+/// `sync` returns.
+private final class SyncJob<T>: Sendable {
+    // The closure only ever leaves the lock to be called, in `run`, whose frame releases it.
+    private let body: Locked<Unchecked<(() throws -> T)?>>
+
+    init(_ body: @escaping () throws -> T) { self.body = Locked(Unchecked(body)) }
+
+    func run() -> Result<T, any Error>? {
+        guard let call = body.withLock({ box in defer { box.value = nil }; return box.value }) else { return nil }
+        return Result { try call() }
+    }
+
+    func discard() { body.withLock { $0.value = nil } }
+}
+
+/// A timer on a loop. Loop-only, like the state it belongs to.
+public final class LoopTimer: @unchecked Sendable {
+    // @unchecked: `isCancelled` is read and written on the loop only (see `PlayerLoop`).
+    public private(set) var isCancelled = false
+
+    package init() {}
+
+    /// On the loop: the action will not run (if it has not yet).
+    public func cancel() { isCancelled = true }
+}
+
+/// The pending timers of one loop, in deadline order (ties: scheduling order). Loop-only.
+package struct TimerQueue {
+    private struct Entry {
+        let deadline: UInt64
+        let sequence: UInt64
+        let timer: LoopTimer
+        let action: () -> Void
+    }
+
+    private var entries: [Entry] = []
+    private var sequence: UInt64 = 0
+
+    package init() {}
+
+    package mutating func add(deadline: UInt64, _ action: @escaping () -> Void) -> LoopTimer {
+        sequence += 1
+        let entry = Entry(deadline: deadline, sequence: sequence, timer: LoopTimer(), action: action)
+        // Binary search for the first entry that comes after this one.
+        var low = 0, high = entries.count
+        while low < high {
+            let mid = (low + high) / 2
+            if entries[mid].deadline <= deadline { low = mid + 1 } else { high = mid }
+        }
+        entries.insert(entry, at: low)
+        return entry.timer
+    }
+
+    /// The earliest deadline of a timer still pending.
+    package mutating func nextDeadline() -> UInt64? {
+        while let first = entries.first, first.timer.isCancelled { entries.removeFirst() }
+        return entries.first?.deadline
+    }
+
+    /// Removes and returns the earliest pending timer due at `now`, with its deadline.
+    package mutating func popDue(_ now: UInt64) -> (deadline: UInt64, action: () -> Void)? {
+        guard let deadline = nextDeadline(), deadline <= now else { return nil }
+        let entry = entries.removeFirst()
+        entry.timer.cancel()   // it ran: cancelling it later is a no-op
+        return (deadline, entry.action)
+    }
+
+    package var pendingCount: Int { entries.filter { !$0.timer.isCancelled }.count }
+}

@@ -1,0 +1,83 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A `PlayerLoop` on virtual time, for tests (in the manner of SwiftNIO's `EmbeddedEventLoop`):
+/// time stands still until `advance(by:)`, which runs the timers that fall due, in deadline
+/// order, each with `now()` at its deadline.
+///
+/// There is no thread of its own: the thread that hands work to an idle loop runs it, and
+/// everything handed over meanwhile, before `execute` returns — so a test that drives a
+/// player from one thread sees each step's effects as soon as the call returns. Work handed
+/// over while another thread is running the loop is run by that thread, in order; `sync`
+/// waits for it. Any number of threads may drive it at once (the R15 races do).
+public final class VirtualLoop: PlayerLoop, @unchecked Sendable {
+    // @unchecked: `shared` is behind its lock; `timers` is touched only by the thread that
+    // runs the loop at that moment, which the lock hands from one to the next.
+    private struct Shared {
+        var queue: [@Sendable () -> Void] = []
+        var runner: pthread_t?
+        var now: UInt64
+    }
+
+    private let shared: Locked<Shared>
+    private var timers = TimerQueue()
+
+    /// Starts at an arbitrary, non-zero instant, like a real monotonic clock.
+    public init(startingAt start: UInt64 = 1_000_000_000_000) {
+        shared = Locked(Shared(now: start))
+    }
+
+    public var inLoop: Bool {
+        shared.withLock { shared in shared.runner.map { pthread_equal($0, pthread_self()) != 0 } ?? false }
+    }
+
+    @discardableResult
+    public func execute(_ work: @escaping @Sendable () -> Void) -> Bool {
+        let becameRunner = shared.withLock { shared -> Bool in
+            shared.queue.append(work)
+            guard shared.runner == nil else { return false }
+            shared.runner = pthread_self()
+            return true
+        }
+        if becameRunner { runQueued() }
+        return true
+    }
+
+    public func now() -> UInt64 { shared.withLock { $0.now } }
+
+    public func schedule(after seconds: Double, _ action: @escaping () -> Void) -> LoopTimer {
+        assertInLoop()
+        return timers.add(deadline: now() &+ LoopTime.nanoseconds(seconds), action)
+    }
+
+    /// Moves time forward by `seconds`, running every timer that falls due on the way (also
+    /// timers those timers schedule), on the loop.
+    public func advance(by seconds: Double) {
+        try? sync {
+            let target = now() &+ LoopTime.nanoseconds(seconds)
+            while let due = timers.popDue(target) {
+                shared.withLock { $0.now = max($0.now, due.deadline) }
+                due.action()
+            }
+            shared.withLock { $0.now = max($0.now, target) }
+        }
+    }
+
+    /// Timers scheduled and neither run nor cancelled.
+    public var pendingTimerCount: Int { (try? sync { timers.pendingCount }) ?? 0 }
+
+    private func runQueued() {
+        while let work = shared.withLock({ shared -> (@Sendable () -> Void)? in
+            guard !shared.queue.isEmpty else {
+                shared.runner = nil
+                return nil
+            }
+            return shared.queue.removeFirst()
+        }) {
+            work()
+        }
+    }
+}
