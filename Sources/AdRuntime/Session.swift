@@ -146,7 +146,7 @@ final class AdSession: @unchecked Sendable {
         }
         // The source and the surface's preparation run off the loop; the answer comes back to it.
         let source = self.source, surface = self.surface, loop = self.loop
-        pending.task = Task { [weak self] in
+        pending.task = Task(executorPreference: configuration.executor) { [weak self] in
             let outcome: Result<LoadedCreative?, AdError>
             do {
                 if let creative = try await source.ad(for: request) {

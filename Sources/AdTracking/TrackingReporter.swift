@@ -12,9 +12,9 @@ import Foundation
 /// consumer, so usually the player's loop — and returns at once: the outbox (SQLite with
 /// full fsync) is written by a writer queue of its own, in the order of the events (R18).
 public final class TrackingReporter: @unchecked Sendable {
-    // @unchecked: `creatives` is touched only on `writer`, a serial queue.
+    // @unchecked: `creatives` is touched only on `writer`, a serial thread of its own.
     private let outbox: BeaconOutbox
-    private let writer = DispatchQueue(label: "adplayerd.tracking")
+    private let writer = WorkerThread(name: "adplayerd-track")
     private var creatives: [UInt64: AdCreative] = [:]
     private let onFailure: @Sendable (any Error) -> Void
 
@@ -24,12 +24,14 @@ public final class TrackingReporter: @unchecked Sendable {
     }
 
     public func record(_ event: AdEvent) {
-        writer.async { self.write(event) }
+        writer.execute { self.write(event) }
     }
 
     /// Waits until every event recorded so far is in the outbox (or failed). Not on the loop.
     public func flush() {
-        writer.sync {}
+        let done = Handover<Bool>()
+        writer.execute { done.fulfil(true) }
+        _ = done.wait()
     }
 
     private func write(_ event: AdEvent) {

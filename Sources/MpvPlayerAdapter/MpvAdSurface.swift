@@ -118,7 +118,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     private let loop: any PlayerLoop
     private let onHTML: @Sendable (HTMLCreativeAnnouncement) -> Void
     private let output: Locked<(width: Int, height: Int)>
-    private let renderQueue = DispatchQueue(label: "adplayerd.render")
+    /// Decoding and compositing, off the loop (a thread of its own: see `WorkerThread`).
+    private let renderer = WorkerThread(name: "adplayerd-render")
     private var shown: [UInt64: Shown] = [:]
     private var postroll: (id: UInt64, entry: Int64?, stopRequested: Bool, reporter: PostrollReporter)?
     private var redrawToggle = false
@@ -148,7 +149,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
             let size = output.withLock { $0 }
             let kind = creative.kind
             return await withCheckedContinuation { continuation in
-                renderQueue.async {
+                renderer.execute {
                     do {
                         let source = try ImageDecoder.decode(ImageDecoder.readFile(location), path: location)
                         let bitmap = try Self.render(source, kind: kind, output: size, path: location)
@@ -356,7 +357,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         let generation = entry.generation + 1
         shown[id]?.generation = generation
         let kind = entry.presentation.kind
-        renderQueue.async { [weak self, loop] in
+        renderer.execute { [weak self, loop] in
             guard let bitmap = try? Self.render(image.source, kind: kind, output: size, path: image.path) else { return }
             loop.execute { [weak self] in
                 guard let self, let current = shown[id], current.generation == generation,

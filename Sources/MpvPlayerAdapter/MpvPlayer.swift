@@ -123,20 +123,20 @@ public final class MpvPlayer: TrackablePlayer {
     }
 
     /// Loads `path` without waiting: `completion` runs on the loop with the entry id or why
-    /// not. The file check runs off the loop.
+    /// not. Called off the loop, the file is checked first, there; on the loop it is not (no
+    /// disk access on the loop, R18): a file mpv cannot open is then reported as `.failed`.
     public func load(_ path: String, mode: LoadMode = .replace, options: [String: String] = [:],
                      completion: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
-        let core = self.core, loop = self.loop
-        let check: @Sendable () -> Void = {
+        let core = self.core
+        if !loop.inLoop {
             do {
                 try Self.checkLocalFile(path)
             } catch {
                 loop.run { completion(.failure(error)) }
                 return
             }
-            loop.run { core.load(path, mode: mode, options: options) { completion($0.mapError { $0 }) } }
         }
-        if loop.inLoop { DispatchQueue.global().async(execute: check) } else { check() }
+        loop.run { core.load(path, mode: mode, options: options) { completion($0.mapError { $0 }) } }
     }
 
     public func play() throws { try setPaused(false) }
@@ -208,6 +208,11 @@ public final class MpvPlayer: TrackablePlayer {
     /// On the loop: the mpv handle, for the surface's drawing commands.
     var drawingHandle: MpvHandle { handle }
 
+    /// Tests: `tap` sees every mpv event on the loop, after the mapping has applied it.
+    func tapEvents(_ tap: @escaping @Sendable (MpvEvent) -> Void) {
+        try? loop.sync { core.tap = tap }
+    }
+
     // MARK: Files
 
     static func checkLocalFile(_ path: String) throws {
@@ -243,6 +248,8 @@ final class PlayerCore: @unchecked Sendable {
     private let onLog: @Sendable (MpvLogMessage) -> Void
     /// The mapping's rare read-backs (see `MpvPlayerMapping`), built once.
     private let query: MpvPlayerMapping.Query
+    /// Tests: sees every event after the mapping (`MpvPlayer.tapEvents`).
+    var tap: (@Sendable (MpvEvent) -> Void)?
 
     init(handle: MpvHandle, mapping: MpvPlayerMapping, onLog: @escaping @Sendable (MpvLogMessage) -> Void) {
         self.handle = handle
@@ -262,6 +269,7 @@ final class PlayerCore: @unchecked Sendable {
             return
         }
         publish(mapping.apply(event, now: receivedAt, query: query))
+        tap?(event)
     }
 
     func setPaused(_ paused: Bool) throws {

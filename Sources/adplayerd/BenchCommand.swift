@@ -93,11 +93,15 @@ struct BenchCommand {
 
     private func measure(_ content: AdCreativeContent, rounds: Int, player: MpvPlayer, surface: MpvAdSurface,
                          client: MpvClient, pauses: PauseClock) throws -> [Sample] {
+        let worker = WorkerThread(name: "bench-requests")
         let source = BenchSource(content: content)
         // Blocking hand-overs, not polling: a polling thread would take CPU from mpv and the
         // loop on a 2-core machine and slow what is measured.
         let round = Locked<(started: Handover<Bool>, ended: Handover<(latency: UInt64, at: UInt64)>)>((Handover(), Handover()))
-        let ads = VideoAds(content: ContentInfo(id: "bench"), source: source, surface: surface, loop: player.loop) { event in
+        var configuration = VideoAdsConfiguration()
+        configuration.executor = worker
+        let ads = VideoAds(content: ContentInfo(id: "bench"), source: source, surface: surface, loop: player.loop,
+                           configuration: configuration) { event in
             switch event {
             case .ended(_, .paused, let latency?):
                 let now = MonotonicTime.now()

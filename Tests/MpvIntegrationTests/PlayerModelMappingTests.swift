@@ -1,7 +1,7 @@
 import AdRuntime
 import AdTestSupport
 import Foundation
-@_spi(Foreign) import MpvPlayerAdapter
+@_spi(Foreign) @testable import MpvPlayerAdapter
 import XCTest
 
 /// Each row of SPEC §2's table, observed through the adapter on real libmpv and real media.
@@ -149,31 +149,43 @@ final class PlayerModelMappingTests: MpvTestCase {
     }
 
     /// R2: with keep-open-pause, mpv pauses by itself at the end; that is no viewer's pause.
+    /// No sleep: the test waits until mpv has paused, then until our loop has handled
+    /// everything mpv said up to then (`settle`), and only then looks.
     func testKeepOpensOwnPauseAtTheEndIsTheEndNotAPause() throws {
-        let (player, _) = try checkEnd { $0.keepOpen = true; $0.keepOpenPause = true }
-        let mpv = try player.makeForeignClient(name: "observer")
-        defer { mpv.close() }
-        // mpv does set pause=yes about 0.1 s after the end: wait until it has.
-        XCTAssertTrue(waitUntil { (try? mpv.get("pause", as: .flag))?.flag == true },
-                      "mpv did not pause at the end (this test relies on keep-open-pause)")
+        try checkEnd(mpvPausesAtTheEnd: true) { $0.keepOpen = true; $0.keepOpenPause = true }
     }
 
-    @discardableResult
-    private func checkEnd(_ configure: (inout MpvPlayerConfiguration) -> Void) throws -> (MpvPlayer, PlayerRecorder) {
+    private func checkEnd(mpvPausesAtTheEnd: Bool = false, _ configure: (inout MpvPlayerConfiguration) -> Void) throws {
         let (player, recorder) = try makePlayer(configure)
+        let mpv = try player.makeForeignClient(name: "observer")
+        defer { mpv.close() }
         let entry = try player.load(Media.path("clip-1s.mp4"))
         let ended = try XCTUnwrap(recorder.next { $0.isEnded })
         XCTAssertEqual(ended.change, .ended(PlayerItem(entry: entry, path: try Media.path("clip-1s.mp4"))))
         XCTAssertNotNil(recorder.next { $0 == .item(nil) }, "the end must change the item")
         XCTAssertNil(player.snapshot().item)
         XCTAssertFalse(player.snapshot().playing)
-        // Give mpv time to do whatever it does after the end (keep-open's pause comes
-        // ~0.1 s later); then nothing may have been reported as a pause.
-        Thread.sleep(forTimeInterval: 0.5)
+        if mpvPausesAtTheEnd {
+            XCTAssertTrue(waitUntil { (try? mpv.get("pause", as: .flag))?.flag == true },
+                          "mpv did not pause at the end (this test relies on keep-open-pause)")
+        }
+        try settle(player, mpv)
         let changes = recorder.changes
         XCTAssertFalse(changes.contains(.paused), "the end was reported as a pause: \(changes)")
         XCTAssertEqual(changes.filter(\.isEnded).count, 1, "\(changes)")
-        return (player, recorder)
+    }
+
+    /// Waits until the player's loop has handled every property change mpv made before this
+    /// call: another client changes `speed` (observed after `eof-reached` and `pause`, so
+    /// reported after them), and the loop's event tap must see it.
+    private func settle(_ player: MpvPlayer, _ mpv: MpvClient) throws {
+        let marker = Double.random(in: 1.01...1.99)
+        let seen = Handover<Bool>()
+        player.tapEvents { event in
+            if case .property(_, "speed", .double(let value)) = event, value == marker { seen.fulfil(true) }
+        }
+        try mpv.command(["set", "speed", String(marker)])
+        XCTAssertNotNil(seen.wait(timeout: 20), "the loop never saw the marker")
     }
 
     func testEachLoopWrapIsANewItem() throws {

@@ -13,6 +13,8 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
         var item: PlayerItem?
         var duration: Double = 0
         var paused = false
+        /// The item in has started (mpv: its first playback restart); a new one has not.
+        var started = false
         var rate = 1.0
         var loop = false
         var anchorPosition = 0.0
@@ -22,7 +24,7 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
         /// The item that played to its end, which `replay()` plays again.
         var ended: (item: PlayerItem, duration: Double)?
 
-        var playing: Bool { item != nil && !paused }
+        var playing: Bool { item != nil && started && !paused }
 
         func position(at now: UInt64) -> Double {
             guard item != nil else { return 0 }
@@ -154,11 +156,13 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
             emit(.item(nil), state)
         }
         state.item = item
+        state.started = false
         state.ended = nil
         state.duration = max(0, duration)
         state.anchorPosition = 0
         state.anchorTime = now
-        emit(.item(item), state)
+        emit(.item(item), state)   // in, not playing yet
+        state.started = true
         if state.playing { emit(.playing(rate: state.rate), state) }
     }
 
