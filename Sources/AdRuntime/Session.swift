@@ -373,8 +373,10 @@ final class AdSession: @unchecked Sendable {
                 ads[id]?.timer?.cancel()
                 ads[id]?.timer = loop.schedule(after: seconds) { [weak self] in self?.timerFired(id) }
             case .cancelTimer:
-                ads[id]?.timer?.cancel()
-                ads[id]?.timer = nil
+                if let timer = ads[id]?.timer {
+                    timer.cancel()
+                    ads[id]?.timer = nil
+                }
             case .end(let reason, let cause):
                 let removedAt = ads[id]?.removedAt ?? loop.now()
                 emit(.ended(info(id, presentation.kind, presentation.creative.id), reason: reason,
@@ -397,12 +399,16 @@ final class AdSession: @unchecked Sendable {
 
     /// Hands out queued callbacks, one at a time, unless this is a callback calling back in.
     private func flush() {
-        guard !delivering else { return }
+        guard !delivering, !callbacks.isEmpty else { return }
         delivering = true
         defer { delivering = false }
-        while !callbacks.isEmpty {
-            callbacks.removeFirst()()
+        var next = 0
+        while next < callbacks.count {   // a callback may queue more: they come after it
+            let callback = callbacks[next]
+            next += 1
+            callback()
         }
+        callbacks.removeAll(keepingCapacity: true)
     }
 }
 

@@ -1,6 +1,6 @@
 import AdRuntime
 import Foundation
-@_spi(Foreign) import MpvPlayerAdapter
+@_spi(Foreign) @_spi(Bench) import MpvPlayerAdapter
 
 /// `adplayerd bench-latency [--rounds N] [--idle S] FILE`: how fast an overlay goes when the
 /// content pauses (R6), measured three ways in one run, for a text and an image overlay, and
@@ -66,6 +66,13 @@ struct BenchCommand {
                                     ("end to end: set pause by another client → ad.ended", samples.map(\.endToEnd))] {
                 print(Self.row(label, values))
             }
+        }
+
+        print("\nmpv calls the loop makes, while mpv plays (\(min(rounds, 300)) calls each), µs:")
+        print("| call | p50 | p95 | p99 | max |")
+        print("|---|---|---|---|---|")
+        for (name, values) in try player.measureLoopCalls(rounds: min(rounds, 300)) {
+            print(Self.row(name, values))
         }
 
         // Wakeups while paused with nothing scheduled: every thread's context switches.

@@ -1,0 +1,56 @@
+import AdRuntime
+import Foundation
+
+extension MpvPlayer {
+    /// `make bench`: what each mpv call that the loop makes costs, measured on the loop while
+    /// mpv plays (SPEC R18: only calls measured to cost microseconds run there). Each call is
+    /// timed from before it to its return — for an asynchronous command that is the hand-over,
+    /// not mpv's work. Blocks the loop while it runs; never use it while serving.
+    @_spi(Bench)
+    public func measureLoopCalls(rounds: Int) throws -> [(name: String, microseconds: [UInt64])] {
+        let handle = self.handle
+        var results: [(String, [UInt64])] = []
+        func time(_ name: String, _ body: () throws -> Void) throws {
+            var samples: [UInt64] = []
+            for _ in 0..<rounds {
+                let start = MonotonicTime.now()
+                try body()
+                samples.append((MonotonicTime.now() &- start) / 1000)
+                usleep(2_000)   // let mpv's core run between calls, as it does between events
+            }
+            results.append((name, samples))
+        }
+        let slot = 62
+        let pixels = PixelBuffer(BGRAImage(width: 200, height: 100, pixels: [UInt8](repeating: 255, count: 200 * 100 * 4)))
+        let address = pixels.pixels.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) }
+        let addNode: [String: MpvValue] = [
+            "name": .string("overlay-add"), "id": .int(Int64(slot)), "x": .int(10), "y": .int(10),
+            "file": .string("&\(address)"), "offset": .int(0), "fmt": .string("bgra"),
+            "w": .int(200), "h": .int(100), "stride": .int(800),
+        ]
+        let remove = MpvNode(.array([.string("overlay-remove"), .string(String(slot))]))
+        let text = MpvNode(.map(["name": .string("osd-overlay"), "id": .int(Int64(slot)), "format": .string("ass-events"),
+                                 "data": .string("{\\an3}Sponsored"), "res_x": .int(320), "res_y": .int(240)]))
+        let clear = MpvNode(.map(["name": .string("osd-overlay"), "id": .int(Int64(slot)), "format": .string("ass-events"),
+                                  "data": .string(""), "res_x": .int(1), "res_y": .int(1)]))
+        try loop.sync {
+            try time("get pause (read-back: own-write contradiction)") { _ = try handle.get("pause", as: .flag) }
+            try time("get eof-reached (read-back: keep-open-pause)") { _ = try handle.get("eof-reached", as: .flag) }
+            try time("get time-pos (read-back: a seek's landing)") { _ = try handle.get("time-pos", as: .double) }
+            var flag = false
+            try time("set pause (our own pause/play)") { flag.toggle(); try handle.set("pause", flag) }
+            try handle.set("pause", false)
+            var fast = false
+            try time("set speed") { fast.toggle(); try handle.set("speed", fast ? 1.5 : 1.0) }
+            try handle.set("speed", 1.0)
+            try time("osd-overlay text set") { try handle.command(text, operation: "osd-overlay") }
+            try time("osd-overlay text clear (the removal of a text ad)") { try handle.command(clear, operation: "osd-overlay") }
+            try time("overlay-add 200x100, asynchronous (hand-over)") {
+                handle.commandAsync(node: addNode, keepAlive: pixels)
+            }
+            try time("overlay-remove (the removal of an image ad)") { try handle.command(remove, operation: "overlay-remove") }
+            try time("seek, asynchronous (hand-over)") { handle.commandAsync(["seek", "0", "relative", "exact"]) }
+        }
+        return results
+    }
+}
