@@ -24,10 +24,12 @@ let package = Package(
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev"])]),
         // SQLite, the embedded database: the beacon outbox (R17) and the daemon's state.
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        // libcurl's easy interface: the one bounded HTTP reader (ad sources, post-roll probe, beacons).
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // The SDK core: VideoAds, the player model and its loop, the lifecycles. Foundation only.
         .target(name: "AdRuntime", swiftSettings: strict),
         // Where ads come from: the local catalog, VAST, the slots API, and their HTTP reader.
-        .target(name: "AdSources", dependencies: ["AdRuntime"], swiftSettings: strict),
+        .target(name: "AdSources", dependencies: ["AdRuntime", "CCurl"], swiftSettings: strict),
         .target(name: "AdTracking", dependencies: ["CSQLite", "AdRuntime", "AdSources"], swiftSettings: strict),
         .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "CFFmpeg", "AdRuntime"], swiftSettings: strict),
         .executableTarget(name: "adplayerd", dependencies: ["AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter"],

@@ -60,6 +60,14 @@ ff -f lavfi -i "color=c=0xFFFF00:size=320x240:rate=25:duration=2" -f lavfi -i "s
 
 wait
 
+# A post-roll in FLV, a container mpv plays (VAST tags in the wild still name video/x-flv).
+ff -i "$out/postroll.mp4" -c copy -f flv "$out/postroll.flv"
+
+# Hostile media: text that mpv would take for a playlist or an EDL, under a video's name.
+# Played, either would make mpv fetch URLs and open files outside the library.
+printf '#EXTM3U\nhttp://127.0.0.1:9/fetched-by-a-playlist.mp4\n/etc/hostname\n' > "$out/playlist-disguised.mp4"
+printf '# mpv EDL v0\n/etc/hostname,0,1\nhttp://127.0.0.1:9/fetched-by-an-edl.mp4,0,1\n' > "$out/edl-disguised.mp4"
+
 # Bad creatives.
 : > "$out/empty.png"
 echo "this is not an image" > "$out/not-an-image.png"
@@ -101,7 +109,7 @@ JSON
 # Background encodes report no failure through `wait`: check that every file came out.
 for f in episode-1.mp4 episode-2.mp4 episode-long.mp4 clip-1s.mp4 audio-only.wav video-only.mkv stream-60s.mp4 \
          content-grey.mp4 overlay.png overlay.jpg pause.png translucent.png postroll.mp4 truncated.mp4 random-bytes.mp4 \
-         catalog/catalog.json catalog/overlay.png catalog/pause.png catalog/postroll.mp4; do
+         catalog/catalog.json catalog/overlay.png catalog/pause.png catalog/postroll.mp4 postroll.flv; do
   [ -s "$out/$f" ] || { echo "make-media: $f was not generated" >&2; exit 1; }
 done
 echo "$want" > "$stamp"

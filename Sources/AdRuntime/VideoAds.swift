@@ -6,7 +6,7 @@ public struct VideoAdsConfiguration: Sendable {
     /// How long an overlay whose creative names no duration stays up (playing time).
     public var defaultOverlayDuration = 10.0
     /// Where the source's request and the surface's preparation run (off the loop). Nil: the
-    /// global concurrent executor. The daemon gives a thread of its own (`WorkerThread`), so
+    /// global concurrent executor. The daemon gives a thread of its own (`Workers`), so
     /// that libdispatch's worker pool, which wakes the process every second, never starts.
     public var executor: (any TaskExecutor)?
 

@@ -1,10 +1,10 @@
-import Foundation
 import AdRuntime
+import Foundation
 
 /// A bad manifest: which file, which field, why.
 public struct CatalogError: Error, Sendable, Equatable, CustomStringConvertible {
     public let file: String
-    /// A JSON path: `overlays[1].slots[0].start`.
+    /// A JSON path: `overlays[1].slots[0].start`, or `line 3, column 7` for a syntax error.
     public let field: String
     public let reason: String
 
@@ -17,17 +17,37 @@ public struct CatalogError: Error, Sendable, Equatable, CustomStringConvertible 
     public var description: String { "\(file): \(field): \(reason)" }
 }
 
+/// How often each entry was served per episode, for `max_per_episode`. In memory by default;
+/// the daemon keeps them in its state database so that they survive a restart.
+/// Threading: any thread (called from the source's requests, off the player's loop).
+public protocol FrequencyCounters: Sendable {
+    func count(content: String, entry: String) -> Int
+    func increment(content: String, entry: String)
+}
+
+/// `FrequencyCounters` for the life of the process.
+public final class MemoryFrequencyCounters: FrequencyCounters {
+    private let counts = Locked<[String: Int]>([:])
+    public init() {}
+    public func count(content: String, entry: String) -> Int { counts.withLock { $0["\(content)\u{1}\(entry)", default: 0] } }
+    public func increment(content: String, entry: String) { counts.withLock { $0["\(content)\u{1}\(entry)", default: 0] += 1 } }
+}
+
 /// The embedded default ad source (SPEC §4.1): a folder with `catalog.json` and creative
 /// files. See docs/catalog.md for the schema.
 ///
 /// - Overlays: each slot of each entry is one ad; a request at position p gets the earliest
-///   slot starting at or after p (so a request made when an overlay ends gets the next).
+///   slot starting at or after p (so a request made when an overlay ends gets the next). Slots
+///   are indexed per content id by start: a request costs O(log n) (plus the capped entries
+///   it skips).
 /// - Pause ads, post-rolls: entries rotate round-robin per episode.
 /// - `content` limits an entry to those content ids; `max_per_episode` caps how often an
-///   entry is served per episode (counted in this process).
-/// - A creative file that is missing fails that ad only (`loadFailed`); the content plays on.
+///   entry is served per episode (`FrequencyCounters`).
+/// - A creative file is resolved when it is served (`SafeFile`: a regular file inside the
+///   folder once symlinks are resolved); one that is missing or escapes fails that ad only
+///   (`loadFailed`); the content plays on.
 ///
-/// Threading: any thread; rotation and caps behind a lock.
+/// Threading: any thread; rotation behind a lock.
 public final class LocalCatalog: AdSource {
     public struct Slot: Sendable, Equatable {
         public let start: Double
@@ -51,121 +71,206 @@ public final class LocalCatalog: AdSource {
         func isFor(_ contentID: String) -> Bool { content.map { $0.contains(contentID) } ?? true }
     }
 
+    /// Limits of a manifest: the file's size and what it may hold.
+    public static let maxManifestBytes = 64 * 1024 * 1024
+    public static let maxSlots = 1_000_000
+    public static let maxTextLength = 1000
+
     public let folder: URL
     public let entries: [Entry]
-    private let served = Locked<[String: Int]>([:])   // "content|entry" → count
+    private let index: SlotIndex
+    private let counters: any FrequencyCounters
     private let rotation = Locked<[String: Int]>([:])  // "content|kind" → next index
 
     /// Reads and validates `folder/catalog.json`.
-    public init(folder: URL) throws {
+    public init(folder: URL, counters: any FrequencyCounters = MemoryFrequencyCounters()) throws {
         self.folder = folder
-        let file = folder.appendingPathComponent("catalog.json")
+        self.counters = counters
+        let file = folder.appendingPathComponent("catalog.json").path
         let data: Data
         do {
-            data = try Data(contentsOf: file)
+            data = try SafeFile.read("catalog.json", inside: folder.path, maxBytes: Self.maxManifestBytes)
         } catch {
-            throw CatalogError(file: file.path, field: "(file)", reason: "cannot be read: \(error.localizedDescription)")
+            throw CatalogError(file: file, field: "(file)", reason: error.reason)
         }
-        entries = try Self.parse(data, file: file.path)
+        entries = try Self.parse(data, file: file)
+        index = SlotIndex(entries)
+    }
+
+    // MARK: The manifest
+
+    private struct Manifest: Decodable {
+        let version: Int
+        let overlays: [EntryJSON]?
+        let pauseAds: [EntryJSON]?
+        let postrolls: [EntryJSON]?
+
+        enum CodingKeys: String, CodingKey {
+            case version, overlays, postrolls
+            case pauseAds = "pause_ads"
+        }
+    }
+
+    private struct EntryJSON: Decodable {
+        let id: String
+        let image: String?
+        let text: String?
+        let video: String?
+        let slots: [SlotJSON]?
+        let content: [String]?
+        let maxPerEpisode: Int?
+
+        enum CodingKeys: String, CodingKey {
+            case id, image, text, video, slots, content
+            case maxPerEpisode = "max_per_episode"
+        }
+    }
+
+    private struct SlotJSON: Decodable {
+        let start: Double
+        let duration: Double
     }
 
     static func parse(_ data: Data, file: String) throws -> [Entry] {
         func fail(_ field: String, _ reason: String) -> CatalogError { CatalogError(file: file, field: field, reason: reason) }
-        let root: Any
+        let manifest: Manifest
         do {
-            root = try JSONSerialization.jsonObject(with: data)
-        } catch {
-            throw fail("(document)", "not valid JSON: \(error.localizedDescription)")
+            manifest = try JSONDecoder().decode(Manifest.self, from: data)
+        } catch let error as DecodingError {
+            throw Self.describe(error, data: data, file: file)
         }
-        guard let object = root as? [String: Any] else { throw fail("(document)", "must be a JSON object") }
-        guard let version = object["version"] as? Int else { throw fail("version", "missing, or not an integer") }
-        guard version == 1 else { throw fail("version", "\(version) is not supported (this is version 1)") }
+        guard manifest.version == 1 else { throw fail("version", "\(manifest.version) is not supported (this is version 1)") }
         var entries: [Entry] = []
         var ids = Set<String>()
-        for (key, kind) in [("overlays", AdKind.overlay), ("pause_ads", .pauseAd), ("postrolls", .postroll)] {
-            guard let value = object[key] else { continue }
-            guard let list = value as? [Any] else { throw fail(key, "must be an array") }
-            for (index, item) in list.enumerated() {
+        var slotCount = 0
+        for (key, kind, list) in [("overlays", AdKind.overlay, manifest.overlays), ("pause_ads", .pauseAd, manifest.pauseAds),
+                                  ("postrolls", .postroll, manifest.postrolls)] {
+            for (index, entry) in (list ?? []).enumerated() {
                 let path = "\(key)[\(index)]"
-                guard let entry = item as? [String: Any] else { throw fail(path, "must be an object") }
-                guard let id = entry["id"] as? String, !id.isEmpty else { throw fail("\(path).id", "missing, or not a non-empty string") }
-                guard ids.insert(id).inserted else { throw fail("\(path).id", "\"\(id)\" is used twice") }
+                guard !entry.id.isEmpty, entry.id.count <= 256 else { throw fail("\(path).id", "must be a non-empty string of at most 256 characters") }
+                guard ids.insert(entry.id).inserted else { throw fail("\(path).id", "\"\(entry.id)\" is used twice") }
                 let creative: Creative
                 switch kind {
                 case .overlay, .pauseAd:
-                    let image = entry["image"], text = entry["text"]
-                    if let image = image as? String, text == nil, !image.isEmpty {
+                    if let image = entry.image, entry.text == nil, !image.isEmpty {
                         creative = .image(image)
-                    } else if let text = text as? String, image == nil, !text.isEmpty {
+                    } else if let text = entry.text, entry.image == nil, !text.isEmpty {
+                        guard text.count <= maxTextLength else { throw fail("\(path).text", "longer than \(maxTextLength) characters") }
                         creative = .text(text)
                     } else {
                         throw fail(path, "needs exactly one of \"image\" (a file) or \"text\" (a non-empty string)")
                     }
                 case .postroll:
-                    guard let video = entry["video"] as? String, !video.isEmpty else { throw fail("\(path).video", "missing, or not a file name") }
+                    guard let video = entry.video, !video.isEmpty else { throw fail("\(path).video", "missing, or not a file name") }
                     creative = .video(video)
                 }
                 var slots: [Slot] = []
                 if kind == .overlay {
-                    guard let list = entry["slots"] as? [Any], !list.isEmpty else { throw fail("\(path).slots", "an overlay needs at least one slot") }
+                    guard let list = entry.slots, !list.isEmpty else { throw fail("\(path).slots", "an overlay needs at least one slot") }
+                    slotCount += list.count
+                    guard slotCount <= maxSlots else { throw fail("\(path).slots", "more than \(maxSlots) slots in the catalog") }
+                    slots.reserveCapacity(list.count)
                     for (s, slot) in list.enumerated() {
-                        let slotPath = "\(path).slots[\(s)]"
-                        guard let slot = slot as? [String: Any] else { throw fail(slotPath, "must be an object") }
-                        guard let start = number(slot["start"]), start >= 0, start.isFinite else {
-                            throw fail("\(slotPath).start", "must be a number of seconds ≥ 0")
+                        do {
+                            slots.append(Slot(start: try Seconds.check(slot.start, .position, field: "\(path).slots[\(s)].start"),
+                                              duration: try Seconds.check(slot.duration, .duration, field: "\(path).slots[\(s)].duration")))
+                        } catch {
+                            throw fail(error.field, error.reason)
                         }
-                        guard let duration = number(slot["duration"]), duration > 0, duration.isFinite else {
-                            throw fail("\(slotPath).duration", "must be a number of seconds > 0")
-                        }
-                        slots.append(Slot(start: start, duration: duration))
                     }
                 }
-                var content: [String]?
-                if let value = entry["content"] {
-                    guard let list = value as? [String], list.allSatisfy({ !$0.isEmpty }) else {
-                        throw fail("\(path).content", "must be an array of content ids")
-                    }
-                    content = list
+                if let content = entry.content, content.contains(where: \.isEmpty) {
+                    throw fail("\(path).content", "must be an array of non-empty content ids")
                 }
-                var cap: Int?
-                if let value = entry["max_per_episode"] {
-                    guard let n = value as? Int, n > 0 else { throw fail("\(path).max_per_episode", "must be a positive integer") }
-                    cap = n
-                }
-                entries.append(Entry(id: id, kind: kind, creative: creative, slots: slots.sorted { $0.start < $1.start },
-                                     content: content, maxPerEpisode: cap))
+                if let cap = entry.maxPerEpisode, cap <= 0 { throw fail("\(path).max_per_episode", "must be a positive integer") }
+                entries.append(Entry(id: entry.id, kind: kind, creative: creative, slots: slots.sorted { $0.start < $1.start },
+                                     content: entry.content, maxPerEpisode: entry.maxPerEpisode))
             }
         }
         return entries
     }
 
-    private static func number(_ value: Any?) -> Double? {
-        // JSON true/false arrive as a boolean NSNumber subclass: not a number of seconds.
-        guard let n = value as? NSNumber, !String(describing: type(of: n)).contains("Boolean") else { return nil }
-        return n.doubleValue
+    /// A decoding error as a field and a reason in words; a syntax error with its line and column.
+    private static func describe(_ error: DecodingError, data: Data, file: String) -> CatalogError {
+        func path(_ codingPath: [any CodingKey]) -> String {
+            var out = ""
+            for key in codingPath {
+                if let index = key.intValue { out += "[\(index)]" } else { out += (out.isEmpty ? "" : ".") + key.stringValue }
+            }
+            return out.isEmpty ? "(document)" : out
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return CatalogError(file: file, field: path(context.codingPath + [key]), reason: "missing")
+        case .typeMismatch(let type, let context):
+            return CatalogError(file: file, field: path(context.codingPath), reason: "must be \(Self.noun(type))")
+        case .valueNotFound(let type, let context):
+            return CatalogError(file: file, field: path(context.codingPath), reason: "must be \(Self.noun(type)), not null")
+        case .dataCorrupted(let context) where !context.codingPath.isEmpty:
+            return CatalogError(file: file, field: path(context.codingPath), reason: context.debugDescription)
+        default:
+            return syntaxError(data, file: file)
+        }
+    }
+
+    private static func noun(_ type: Any.Type) -> String {
+        switch type {
+        case is Double.Type: "a number of seconds"
+        case is Int.Type: "an integer"
+        case is String.Type: "a string"
+        case is [String].Type: "an array of strings"
+        default: String(describing: type).hasPrefix("Array") ? "an array" : "an object"
+        }
+    }
+
+    /// Where the JSON is broken, as line and column (JSONDecoder does not say; JSONSerialization
+    /// gives the character offset).
+    private static func syntaxError(_ data: Data, file: String) -> CatalogError {
+        guard String(data: data, encoding: .utf8) != nil else {
+            return CatalogError(file: file, field: "(document)", reason: "not UTF-8 text")
+        }
+        do {
+            _ = try JSONSerialization.jsonObject(with: data)
+            return CatalogError(file: file, field: "(document)", reason: "not a catalog manifest")
+        } catch {
+            let text = ((error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String) ?? "not valid JSON"
+            var offset = text.components(separatedBy: "character ").last
+                .flatMap { Int($0.trimmingCharacters(in: CharacterSet(charactersIn: ". "))) }
+            if offset == nil, text.hasPrefix("Number "), let number = text.dropFirst(7).split(separator: " ").first,
+               let range = data.range(of: Data(number.utf8)) {
+                offset = range.lowerBound   // "Number 1e999 is not representable": where it is written
+            }
+            guard let offset, offset >= 0 else {
+                return CatalogError(file: file, field: "(document)", reason: "not valid JSON: \(text)")
+            }
+            var line = 1, column = 1
+            for (i, byte) in data.enumerated() where i < offset {
+                if byte == 10 { line += 1; column = 1 } else if byte & 0xC0 != 0x80 { column += 1 }
+            }
+            let what = text.components(separatedBy: " around").first ?? text
+            return CatalogError(file: file, field: "line \(line), column \(column)", reason: "not valid JSON: \(what)")
+        }
     }
 
     // MARK: AdSource
 
     public func ad(for request: AdRequest) async throws -> AdCreative? {
         let contentID = request.content.id
-        let eligible = entries.filter { $0.kind == request.kind && $0.isFor(contentID) && !capped($0, contentID) }
         let chosen: (Entry, Slot?)?
         if request.kind == .overlay {
-            chosen = eligible.flatMap { entry in entry.slots.map { (entry, Optional($0)) } }
-                .filter { $0.1!.start >= request.position - 0.001 }
-                .min { $0.1!.start < $1.1!.start }
+            chosen = index.first(for: contentID, atOrAfter: request.position - 0.001) { !capped($0, contentID) }
         } else {
+            let eligible = entries.filter { $0.kind == request.kind && $0.isFor(contentID) && !capped($0, contentID) }
             chosen = rotate(eligible, key: "\(contentID)|\(request.kind.rawValue)").map { ($0, nil) }
         }
         guard let (entry, slot) = chosen else { return nil }
-        served.withLock { $0["\(contentID)|\(entry.id)", default: 0] += 1 }
+        counters.increment(content: contentID, entry: entry.id)
         return try creative(entry, slot)
     }
 
     private func capped(_ entry: Entry, _ contentID: String) -> Bool {
         guard let cap = entry.maxPerEpisode else { return false }
-        return served.withLock { $0["\(contentID)|\(entry.id)", default: 0] } >= cap
+        return counters.count(content: contentID, entry: entry.id) >= cap
     }
 
     private func rotate(_ entries: [Entry], key: String) -> Entry? {
@@ -177,19 +282,20 @@ public final class LocalCatalog: AdSource {
         }
     }
 
+    /// The creative file `name` of the catalog, checked (`SafeFile`): the same check for
+    /// serving and for `ads-check`.
+    public func creativeFile(_ name: String, maxBytes: Int? = nil) throws(FileRefusal) -> String {
+        try SafeFile.check(name, inside: folder.path, maxBytes: maxBytes).path
+    }
+
     private func creative(_ entry: Entry, _ slot: Slot?) throws -> AdCreative {
         func file(_ name: String, _ field: String) throws -> String {
-            let path = folder.appendingPathComponent(name).standardizedFileURL.path
-            // Creatives live in the catalog's folder: no "../" escapes from it.
-            guard path.hasPrefix(folder.standardizedFileURL.path + "/") else {
+            do {
+                return try creativeFile(name)
+            } catch {
                 throw CatalogError(file: folder.appendingPathComponent("catalog.json").path, field: "\(entry.id).\(field)",
-                                   reason: "\(name) is outside the catalog's folder")
+                                   reason: "the creative \(error.reason == "does not exist" ? "file \(name) is missing" : "\(name) \(error.reason)")")
             }
-            guard FileManager.default.fileExists(atPath: path) else {
-                throw CatalogError(file: folder.appendingPathComponent("catalog.json").path, field: "\(entry.id).\(field)",
-                                   reason: "the creative file \(name) is missing")
-            }
-            return path
         }
         let content: AdCreativeContent = switch entry.creative {
         case .image(let name): .image(location: try file(name, "image"))
@@ -197,5 +303,62 @@ public final class LocalCatalog: AdSource {
         case .video(let name): .video(location: try file(name, "video"))
         }
         return AdCreative(id: entry.id, kind: entry.kind, content: content, duration: slot?.duration, slotStart: slot?.start)
+    }
+}
+
+/// Overlay slots by start, for every episode and per content id: the earliest slot at or
+/// after a position is a binary search away.
+private struct SlotIndex: Sendable {
+    struct Ref: Sendable {
+        let start: Double
+        let slot: Int
+        let entry: Int
+    }
+
+    let entries: [LocalCatalog.Entry]
+    let forAll: [Ref]
+    let byContent: [String: [Ref]]
+
+    init(_ entries: [LocalCatalog.Entry]) {
+        self.entries = entries
+        var forAll: [Ref] = []
+        var byContent: [String: [Ref]] = [:]
+        for (e, entry) in entries.enumerated() where entry.kind == .overlay {
+            for (s, slot) in entry.slots.enumerated() {
+                let ref = Ref(start: slot.start, slot: s, entry: e)
+                if let content = entry.content {
+                    for id in Set(content) { byContent[id, default: []].append(ref) }
+                } else {
+                    forAll.append(ref)
+                }
+            }
+        }
+        let order: (Ref, Ref) -> Bool = { ($0.start, $0.entry, $0.slot) < ($1.start, $1.entry, $1.slot) }
+        self.forAll = forAll.sorted(by: order)
+        self.byContent = byContent.mapValues { $0.sorted(by: order) }
+    }
+
+    /// The earliest slot for `content` starting at or after `position` whose entry `allowed`.
+    func first(for content: String, atOrAfter position: Double,
+               allowed: (LocalCatalog.Entry) -> Bool) -> (LocalCatalog.Entry, LocalCatalog.Slot?)? {
+        let own = byContent[content] ?? []
+        var a = Self.lowerBound(forAll, position), b = Self.lowerBound(own, position)
+        while a < forAll.count || b < own.count {
+            let pickShared = b >= own.count || (a < forAll.count && forAll[a].start <= own[b].start)
+            let ref = pickShared ? forAll[a] : own[b]
+            if pickShared { a += 1 } else { b += 1 }
+            let entry = entries[ref.entry]
+            if allowed(entry) { return (entry, entry.slots[ref.slot]) }
+        }
+        return nil
+    }
+
+    private static func lowerBound(_ refs: [Ref], _ position: Double) -> Int {
+        var low = 0, high = refs.count
+        while low < high {
+            let mid = (low + high) / 2
+            if refs[mid].start < position { low = mid + 1 } else { high = mid }
+        }
+        return low
     }
 }

@@ -44,13 +44,17 @@ public final class SlotsAPIClient: AdSource {
     private let endpoint: URL
     private let token: String
     private let fetcher: any BoundedFetcher
-    private let timeout: Double
+    private let limits: HTTPLimits
+    private let onProblem: @Sendable (String) -> Void
 
-    public init(endpoint: URL, token: String, fetcher: any BoundedFetcher = HTTPFetcher(), timeout: Double = 8) {
+    /// `onProblem` hears of each slot the API sent that could not be used (it is dropped).
+    public init(endpoint: URL, token: String, fetcher: any BoundedFetcher = BoundedHTTP(threads: 2), timeout: Double = 8,
+                onProblem: @escaping @Sendable (String) -> Void = { _ in }) {
         self.endpoint = endpoint
         self.token = token
         self.fetcher = fetcher
-        self.timeout = timeout
+        self.limits = HTTPLimits(maxBytes: 1024 * 1024, deadline: timeout)
+        self.onProblem = onProblem
     }
 
     public func ad(for request: AdRequest) async throws -> AdCreative? {
@@ -60,37 +64,78 @@ public final class SlotsAPIClient: AdSource {
         return AdCreative(id: slot.id, kind: .overlay, content: .html(url: slot.iframeURL), duration: slot.duration, slotStart: slot.start)
     }
 
-    /// The slots for a title (empty: no overlays).
+    /// The slots for a title (empty: no overlays). A slot that cannot be used is dropped and
+    /// reported to `onProblem`; if none of the slots sent can be used, the first reason is thrown.
     public func fetchSlots(titleID: String) async throws -> [Slot] {
-        var http = URLRequest(url: endpoint.appendingPathComponent(String(Fields.requestPath.dropFirst())))
-        http.httpMethod = "POST"
-        http.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-        http.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        http.httpBody = try JSONSerialization.data(withJSONObject: [Fields.titleID: titleID])
+        let url = endpoint.appendingPathComponent(String(Fields.requestPath.dropFirst())).absoluteString
+        let body = try JSONSerialization.data(withJSONObject: [Fields.titleID: titleID])
         let data: Data
         do {
-            data = try await fetcher.send(http, timeout: timeout, maxBytes: 1024 * 1024)
+            data = try await fetcher.fetch(HTTPRequest(url: url, method: "POST",
+                                                       headers: ["Authorization": "Bearer \(token)", "Content-Type": "application/json"],
+                                                       body: body), limits: limits)
         } catch let error as FetchError {
             throw APIError(message: error.description)
         }
         guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-            throw APIError(message: "the answer is not a JSON object")
+            throw APIError(message: "\(url): the answer is not a JSON object")
         }
-        guard let list = object[Fields.slots] as? [[String: Any]] else {
-            throw APIError(message: "the answer has no \"\(Fields.slots)\" array")
+        guard let list = object[Fields.slots] as? [Any] else {
+            throw APIError(message: "\(url): the answer has no \"\(Fields.slots)\" array")
         }
-        return try list.enumerated().map { index, slot in
-            func first(_ keys: [String]) -> Any? { keys.lazy.compactMap { slot[$0] }.first }
-            func seconds(_ keys: [String]) -> Double? { (first(keys) as? NSNumber)?.doubleValue }
-            guard let id = first(Fields.slotID).map({ "\($0)" }), !id.isEmpty else { throw APIError(message: "slots[\(index)] has no id") }
-            guard let start = seconds(Fields.start), start >= 0 else { throw APIError(message: "slots[\(index)] has no start") }
-            let duration = seconds(Fields.duration) ?? seconds(Fields.end).map { $0 - start } ?? 0
-            guard duration > 0 else { throw APIError(message: "slots[\(index)] has no end or duration after its start") }
-            guard let url = slot[Fields.iframeURL] as? String, let parsed = URL(string: url),
-                  ["http", "https"].contains(parsed.scheme?.lowercased() ?? "") else {
-                throw APIError(message: "slots[\(index)].\(Fields.iframeURL) is not an http(s) URL")
+        var slots: [Slot] = []
+        var problems: [String] = []
+        for (index, element) in list.enumerated() {
+            do {
+                slots.append(try Self.slot(element, index: index))
+            } catch {
+                problems.append("\(url): \(error)")
             }
-            return Slot(id: id, start: start, duration: duration, iframeURL: url)
         }
+        problems.forEach(onProblem)
+        if slots.isEmpty, let first = problems.first { throw APIError(message: first) }
+        return slots
+    }
+
+    /// One slot of the answer, its times through `Seconds`.
+    private static func slot(_ element: Any, index: Int) throws -> Slot {
+        let field = "\(Fields.slots)[\(index)]"
+        guard let slot = element as? [String: Any] else { throw APIError(message: "\(field) is not an object") }
+        func first(_ keys: [String]) -> (key: String, value: Any)? {
+            keys.lazy.compactMap { key in slot[key].map { (key, $0) } }.first
+        }
+        func seconds(_ keys: [String], _ bounds: Seconds.Bounds) throws -> Double? {
+            guard let (key, value) = first(keys) else { return nil }
+            // JSON's true and false arrive as booleans that also cast to NSNumber: not seconds.
+            guard let number = value as? NSNumber, !String(describing: type(of: value)).contains("Bool") else {
+                throw APIError(message: "\(field).\(key) is not a number of seconds")
+            }
+            do {
+                return try Seconds.check(number.doubleValue, bounds, field: "\(field).\(key)")
+            } catch {
+                throw APIError(message: "\(error)")
+            }
+        }
+        guard let id = first(Fields.slotID).map({ "\($0.value)" }), !id.isEmpty, id.count <= 256 else {
+            throw APIError(message: "\(field) has no id")
+        }
+        guard let start = try seconds(Fields.start, .position) else { throw APIError(message: "\(field) has no start") }
+        let duration: Double
+        if let given = try seconds(Fields.duration, .duration) {
+            duration = given
+        } else if let end = try seconds(Fields.end, .position) {
+            do {
+                duration = try Seconds.check(end - start, .duration, field: "\(field): end − start")
+            } catch {
+                throw APIError(message: "\(error)")
+            }
+        } else {
+            throw APIError(message: "\(field) has no end or duration")
+        }
+        guard let url = slot[Fields.iframeURL] as? String, url.utf8.count <= 8192, let parsed = URL(string: url),
+              ["http", "https"].contains(parsed.scheme?.lowercased() ?? "") else {
+            throw APIError(message: "\(field).\(Fields.iframeURL) is not an http(s) URL")
+        }
+        return Slot(id: id, start: start, duration: duration, iframeURL: url)
     }
 }

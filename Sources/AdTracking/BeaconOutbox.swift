@@ -1,8 +1,6 @@
-import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import AdRuntime
+import AdSources
+import Foundation
 
 /// Sends one beacon; the outbox decides what the answer means.
 public protocol BeaconSender: Sendable {
@@ -10,30 +8,31 @@ public protocol BeaconSender: Sendable {
     func send(_ url: URL, timeout: Double) async -> Result<Int, any Error>
 }
 
-/// Beacons over HTTP(S) GET; nothing else is allowed.
+/// Beacons over HTTP(S) GET through the one bounded reader (64 KiB of answer at most).
 public struct HTTPBeaconSender: BeaconSender {
-    private let session: URLSession
+    private let fetcher: any BoundedFetcher
 
-    public init() {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpMaximumConnectionsPerHost = 8
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        session = URLSession(configuration: configuration)
+    public init(fetcher: any BoundedFetcher = BoundedHTTP(threads: 4)) {
+        self.fetcher = fetcher
     }
 
     public func send(_ url: URL, timeout: Double) async -> Result<Int, any Error> {
-        var request = URLRequest(url: url, timeoutInterval: timeout)
-        request.httpMethod = "GET"
-        return await withCheckedContinuation { continuation in
-            session.dataTask(with: request) { _, response, error in
-                if let status = (response as? HTTPURLResponse)?.statusCode {
-                    continuation.resume(returning: .success(status))
-                } else {
-                    continuation.resume(returning: .failure(error ?? URLError(.badServerResponse)))
-                }
-            }.resume()
+        do {
+            let response = try await fetcher.exchange(HTTPRequest(url: url.absoluteString),
+                                                      limits: HTTPLimits(maxBytes: 64 * 1024, deadline: timeout))
+            return .success(response.status)
+        } catch let error as FetchError where error.kind == .tooLarge {
+            return .success(200)   // it answered; the body does not matter
+        } catch {
+            return .failure(error)
         }
     }
+}
+
+/// A beacon URL the outbox refuses.
+public struct OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let url: String
+    public var description: String { "\(url): not an http(s) URL; only those are sent" }
 }
 
 /// What the outbox did.
@@ -82,9 +81,36 @@ public final class BeaconOutbox: Sendable {
     private let onEvent: @Sendable (OutboxEvent) -> Void
     private let now: @Sendable () -> Date
 
+    /// Opens the outbox in the database at `path`. A database that is not usable (corrupt,
+    /// emptied) is moved aside with a warning (`onWarning`, naming both files), the beacons it
+    /// still holds are read into a new one, and the outbox works on: tracking never gates
+    /// playback.
     public init(path: String, configuration: Configuration = Configuration(), sender: any BeaconSender = HTTPBeaconSender(),
-                now: @escaping @Sendable () -> Date = { Date() }, onEvent: @escaping @Sendable (OutboxEvent) -> Void = { _ in }) throws {
-        let db = try SQLiteDatabase(path: path)
+                now: @escaping @Sendable () -> Date = { Date() }, onEvent: @escaping @Sendable (OutboxEvent) -> Void = { _ in },
+                onWarning: @escaping @Sendable (String) -> Void = { _ in }) throws {
+        var salvaged: [[SQLiteValue]] = []
+        var salvageNote: String?
+        let db = try SQLiteDatabase.openRepairing(path: path, onWarning: onWarning) { aside in
+            (salvaged, salvageNote) = Self.salvage(aside)
+        }
+        try Self.createSchema(db)
+        if !salvaged.isEmpty {
+            try db.transaction {
+                for row in salvaged {
+                    try db.execute("INSERT INTO beacons (url, created_at, attempts, next_attempt_at) VALUES (?, ?, ?, ?)",
+                                   [row[0], row[1], row[2], row[1]])
+                }
+            }
+        }
+        if let salvageNote { onWarning(salvageNote) }
+        store = Store(db)
+        self.configuration = configuration
+        self.sender = sender
+        self.now = now
+        self.onEvent = onEvent
+    }
+
+    private static func createSchema(_ db: SQLiteDatabase) throws {
         try db.execute("""
             CREATE TABLE IF NOT EXISTS beacons (
                 id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -96,18 +122,36 @@ public final class BeaconOutbox: Sendable {
             """)
         try db.execute("CREATE INDEX IF NOT EXISTS beacons_due ON beacons(next_attempt_at)")
         try db.execute("CREATE TABLE IF NOT EXISTS outbox_counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
-        store = Store(db)
-        self.configuration = configuration
-        self.sender = sender
-        self.now = now
-        self.onEvent = onEvent
     }
 
-    /// Writes `urls` durably (one transaction) before any attempt. Only http(s) URLs.
+    /// What can still be read of the beacons in a database moved aside, row by row until the
+    /// damage stops the reading; and a sentence saying how that went.
+    private static func salvage(_ path: String) -> ([[SQLiteValue]], String?) {
+        guard let old = try? SQLiteDatabase(path: path, readOnly: true) else { return ([], nil) }
+        let rows = (try? old.execute("SELECT url, created_at, attempts FROM beacons ORDER BY id")) ?? []
+        let usable = rows.filter { row in
+            row.count == 3 && row[0].text.map { URL(string: $0)?.scheme?.hasPrefix("http") == true } == true && row[1].real != nil
+        }
+        return (usable, "\(usable.count) beacons were read back from \(path) into the new outbox")
+    }
+
+    /// Pending and dropped counts of the outbox at `path`, read only: works on a read-only state
+    /// folder and creates nothing. Nil pending when there is no outbox there yet.
+    public static func status(path: String) throws -> (pending: Int, dropped: Int)? {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        let db = try SQLiteDatabase(path: path, readOnly: true)
+        let pending = (try db.execute("SELECT COUNT(*) FROM beacons")).first?.first?.integer ?? 0
+        let dropped = ((try? db.execute("SELECT value FROM outbox_counters WHERE name = 'dropped'"))?.first?.first?.integer) ?? 0
+        return (Int(pending), Int(dropped))
+    }
+
+    /// Writes `urls` durably (one transaction) before any attempt. Only http(s) URLs
+    /// (`OutboxError` otherwise: nothing of the batch is written).
     public func enqueue(_ urls: [String]) throws {
         for url in urls {
-            guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host != nil else {
-                throw SQLiteError(code: -1, message: "not an http(s) URL: \(url)")
+            guard url.utf8.count <= 16 * 1024, let parsed = URL(string: url),
+                  ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host != nil else {
+                throw OutboxError(url: url)
             }
         }
         let t = now().timeIntervalSince1970

@@ -27,27 +27,71 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
 
 /// One SQLite connection. Not thread-safe by itself: its owner serializes every call
 /// (the outbox holds it behind its lock).
-final class SQLiteDatabase {
+package final class SQLiteDatabase {
     private var db: OpaquePointer?
+    package let path: String
 
     /// Opens (creating if needed) `path` in WAL mode with full fsync: a row that
-    /// `execute` returned from is on disk, also across `kill -9` and power loss.
-    init(path: String) throws {
-        let rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nil)
+    /// `execute` returned from is on disk, also across `kill -9` and power loss. Read-only:
+    /// opens an existing database to read it (a read-only state folder can still be looked at).
+    package init(path: String, readOnly: Bool = false) throws {
+        self.path = path
+        let flags = readOnly ? SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             sqlite3_close(db)
+            db = nil
             throw SQLiteError(code: rc, message: "\(path): \(message)")
         }
         sqlite3_busy_timeout(db, 5000)
-        try execute("PRAGMA journal_mode=WAL")
-        try execute("PRAGMA synchronous=FULL")
+        if !readOnly {
+            try execute("PRAGMA journal_mode=WAL")
+            try execute("PRAGMA synchronous=FULL")
+        }
+    }
+
+    /// Opens `path` for writing; a file that is not a usable database (corrupt, random bytes,
+    /// emptied to 0 bytes behind our back) is moved aside — `onWarning` names both paths — and a
+    /// fresh one is created, so that nothing waits on it. `salvage` gets the old file's path to
+    /// read what it still can.
+    package static func openRepairing(path: String, onWarning: (String) -> Void,
+                                      salvage: (String) -> Void = { _ in }) throws -> SQLiteDatabase {
+        let manager = FileManager.default
+        var problem: String?
+        if let size = (try? manager.attributesOfItem(atPath: path))?[.size] as? Int, size == 0,
+           !manager.fileExists(atPath: path + "-wal") {
+            problem = "is empty (0 bytes): emptied outside adplayerd; whatever it held is gone"
+        } else if manager.fileExists(atPath: path) {
+            do {
+                let database = try SQLiteDatabase(path: path)
+                let check = try database.execute("PRAGMA quick_check").first?.first?.text ?? "?"
+                if check == "ok" { return database }
+                problem = "failed its integrity check (\(check.prefix(200)))"
+            } catch {
+                problem = "is not a usable database (\(error))"
+            }
+        }
+        guard let problem else { return try SQLiteDatabase(path: path) }
+        let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
+        let aside = "\(path).bad-\(stamp)"
+        do {
+            try manager.moveItem(atPath: path, toPath: aside)
+            for suffix in ["-wal", "-shm"] where manager.fileExists(atPath: path + suffix) {
+                try? manager.moveItem(atPath: path + suffix, toPath: aside + suffix)
+            }
+        } catch {
+            throw SQLiteError(code: -1, message: "\(path) \(problem), and it cannot be moved aside: \(error.localizedDescription)")
+        }
+        onWarning("\(path) \(problem); moved it to \(aside) and started a new one")
+        salvage(aside)
+        return try SQLiteDatabase(path: path)
     }
 
     deinit { sqlite3_close(db) }
 
     @discardableResult
-    func execute(_ sql: String, _ parameters: [SQLiteValue] = []) throws -> [[SQLiteValue]] {
+    package func execute(_ sql: String, _ parameters: [SQLiteValue] = []) throws -> [[SQLiteValue]] {
         var statement: OpaquePointer?
         try check(sqlite3_prepare_v2(db, sql, -1, &statement, nil))
         defer { sqlite3_finalize(statement) }
@@ -77,7 +121,7 @@ final class SQLiteDatabase {
         return rows
     }
 
-    func transaction<T>(_ body: () throws -> T) throws -> T {
+    package func transaction<T>(_ body: () throws -> T) throws -> T {
         try execute("BEGIN IMMEDIATE")
         do {
             let result = try body()

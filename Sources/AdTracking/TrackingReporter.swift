@@ -14,7 +14,7 @@ import Foundation
 public final class TrackingReporter: @unchecked Sendable {
     // @unchecked: `creatives` is touched only on `writer`, a serial thread of its own.
     private let outbox: BeaconOutbox
-    private let writer = WorkerThread(name: "adplayerd-track")
+    private let writer = Workers(name: "adplayerd-track")
     private var creatives: [UInt64: AdCreative] = [:]
     private let onFailure: @Sendable (any Error) -> Void
 

@@ -118,8 +118,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     private let loop: any PlayerLoop
     private let onHTML: @Sendable (HTMLCreativeAnnouncement) -> Void
     private let output: Locked<(width: Int, height: Int)>
-    /// Decoding and compositing, off the loop (a thread of its own: see `WorkerThread`).
-    private let renderer = WorkerThread(name: "adplayerd-render")
+    /// Decoding and compositing, off the loop (a thread of its own: see `Workers`).
+    private let renderer = Workers(name: "adplayerd-render")
     private var shown: [UInt64: Shown] = [:]
     private var postroll: (id: UInt64, entry: Int64?, stopRequested: Bool, reporter: PostrollReporter)?
     private var redrawToggle = false

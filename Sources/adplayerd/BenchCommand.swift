@@ -100,7 +100,7 @@ struct BenchCommand {
 
     private func measure(_ content: AdCreativeContent, rounds: Int, player: MpvPlayer, surface: MpvAdSurface,
                          client: MpvClient, pauses: PauseClock) throws -> [Sample] {
-        let worker = WorkerThread(name: "bench-requests")
+        let worker = Workers(name: "bench-requests")
         let source = BenchSource(content: content)
         // Blocking hand-overs, not polling: a polling thread would take CPU from mpv and the
         // loop on a 2-core machine and slow what is measured.

@@ -8,6 +8,9 @@ import MpvPlayerAdapter
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 do {
+    if arguments.first == "bench-catalog" {
+        exit(try BenchCatalogCommand(arguments: Array(arguments.dropFirst())).run())
+    }
     if arguments.first == "bench-latency" {
         exit(try BenchCommand(arguments: Array(arguments.dropFirst())).run())
     }

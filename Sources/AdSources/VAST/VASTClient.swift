@@ -1,8 +1,5 @@
-import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import AdRuntime
+import Foundation
 
 /// VAST macros (IAB VAST 4.x §6): replaced in ad tag, tracking and error URLs.
 public enum VASTMacros {
@@ -71,6 +68,11 @@ public final class VASTClient: AdSource {
         public var maxCreativeBytes = 16 * 1024 * 1024
         public var creativeTimeout = 8.0
         public var defaultOverlayDuration = 10.0
+        /// A post-roll's MediaFile must answer its first bytes within this (VAST 402 otherwise),
+        /// so that a dead server costs seconds, not mpv's minute-long network timeout.
+        public var mediaProbeTimeout = 5.0
+        /// Downloaded creatives kept in the cache folder; older ones are deleted.
+        public var maxCachedCreatives = 16
         public init() {}
     }
 
@@ -88,7 +90,7 @@ public final class VASTClient: AdSource {
     private let onErrorBeacon: @Sendable (String) -> Void
 
     public init(tag: String, cacheDirectory: URL, configuration: Configuration = Configuration(),
-                fetcher: any BoundedFetcher = HTTPFetcher(), onErrorBeacon: @escaping @Sendable (String) -> Void = { _ in }) {
+                fetcher: any BoundedFetcher = BoundedHTTP(threads: 2), onErrorBeacon: @escaping @Sendable (String) -> Void = { _ in }) {
         self.tag = tag
         self.cache = cacheDirectory
         self.configuration = configuration
@@ -98,6 +100,11 @@ public final class VASTClient: AdSource {
 
     public func ad(for request: AdRequest) async throws -> AdCreative? {
         try await resolve(request)?.creative
+    }
+
+    /// Deletes the cache folder of downloaded creatives (call when done with the client).
+    public func removeCache() {
+        try? FileManager.default.removeItem(at: cache)
     }
 
     /// Follows the chain from the tag (or from `document`, a VAST file already read).
@@ -151,9 +158,8 @@ public final class VASTClient: AdSource {
     }
 
     private func fetchDocument(_ url: String, timeout: Double, wrapper: Bool) async throws -> Data {
-        guard let parsed = URL(string: url) else { throw VASTError(code: wrapper ? .wrapperError : .undefined, message: "bad URL \(url)") }
         do {
-            return try await fetcher.fetch(parsed, timeout: timeout, maxBytes: configuration.maxDocumentBytes)
+            return try await fetcher.fetch(url, limits: HTTPLimits(maxBytes: configuration.maxDocumentBytes, deadline: timeout))
         } catch let error as FetchError {
             switch error.kind {
             case .timeout: throw VASTError(code: .wrapperTimeout, message: error.description)
@@ -163,18 +169,28 @@ public final class VASTClient: AdSource {
         }
     }
 
+    /// Types of MediaFile that are no video mpv plays: interactive units and images.
+    private static let notPlayable = ["application/javascript", "application/x-javascript", "text/javascript",
+                                      "application/x-shockwave-flash", "text/html"]
+
     private func choose(_ ad: VASTDocument.Ad, for request: AdRequest) async throws -> AdCreative {
         let id = ad.id ?? "vast"
         switch request.kind {
         case .postroll:
-            let files = ad.creatives.filter(\.isLinear).flatMap(\.mediaFiles).filter { $0.delivery.lowercased() != "streaming" }
-            let playable = ["video/mp4", "video/webm", "video/x-matroska", "video/quicktime", "video/3gpp"]
-            guard let file = files.first(where: { $0.type == "video/mp4" }) ?? files.first(where: { playable.contains($0.type) }) else {
+            // Every progressive file whose type is a container mpv demuxes: any video/ or audio/
+            // type (FLV, WebM, MP4, Matroska, Ogg, QuickTime, 3GPP, …); MP4 first, then the order given.
+            let files = ad.creatives.filter(\.isLinear).flatMap(\.mediaFiles).filter { file in
+                let type = file.type.lowercased()
+                return file.delivery.lowercased() != "streaming" && !Self.notPlayable.contains(type)
+                    && (type.isEmpty || type.hasPrefix("video/") || type.hasPrefix("audio/"))
+            }
+            guard let file = files.first(where: { $0.type.lowercased() == "video/mp4" }) ?? files.first else {
                 throw VASTError(code: .noSupportedMedia, message: "no progressive MediaFile that mpv plays")
             }
             guard let url = URL(string: file.url), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
                 throw VASTError(code: .fileNotFound, message: "MediaFile is not an http(s) URL: \(file.url)")
             }
+            try await probe(file.url)
             return AdCreative(id: id, kind: .postroll, content: .video(location: file.url))
         case .overlay, .pauseAd:
             let nonLinears = ad.creatives.filter(\.isNonLinear).flatMap(\.nonLinears)
@@ -184,37 +200,76 @@ public final class VASTClient: AdSource {
                 let isImage = ["image/png", "image/jpeg", "image/jpg"].contains(resource.type.lowercased())
                     || (resource.type.isEmpty && (lowered.hasSuffix(".png") || lowered.hasSuffix(".jpg") || lowered.hasSuffix(".jpeg")))
                 guard isImage else { continue }
+                let duration = request.kind == .overlay ? try overlayDuration(nonLinear) : nil
                 let path = try await download(resource.url)
                 return AdCreative(id: id, kind: request.kind,
                                   content: .image(location: path, width: nonLinear.width, height: nonLinear.height),
-                                  duration: request.kind == .overlay ? (nonLinear.minSuggestedDuration ?? configuration.defaultOverlayDuration) : nil)
+                                  duration: duration)
             }
             if request.kind == .overlay, let html = nonLinears.compactMap(\.htmlOrIFrame).first(where: { $0.hasPrefix("http") }) {
                 return AdCreative(id: id, kind: .overlay, content: .html(url: html),
-                                  duration: nonLinears.first?.minSuggestedDuration ?? configuration.defaultOverlayDuration)
+                                  duration: try nonLinears.first.map(overlayDuration) ?? configuration.defaultOverlayDuration)
             }
             throw VASTError(code: .noSupportedNonLinear, message: "no NonLinear with a PNG or JPEG StaticResource")
         }
     }
 
-    /// Downloads an image creative into the cache folder (http(s) only, size and time limits).
+    /// `minSuggestedDuration` through `Seconds` (a day at most); none: the default.
+    private func overlayDuration(_ nonLinear: VASTDocument.NonLinear) throws -> Double {
+        guard let text = nonLinear.minSuggestedDuration else { return configuration.defaultOverlayDuration }
+        do {
+            return try Seconds.parse(text, .duration, field: "NonLinear@minSuggestedDuration")
+        } catch {
+            throw VASTError(code: .schemaValidation, message: "\(error)")
+        }
+    }
+
+    /// The post-roll's first bytes answer in time, or it is no ad (401 file not found, 402
+    /// timeout): mpv would otherwise stall up to its network timeout between episodes.
+    private func probe(_ url: String) async throws {
+        do {
+            _ = try await fetcher.fetch(HTTPRequest(url: url, headers: ["Range": "bytes=0-65535"]),
+                                        limits: HTTPLimits(maxBytes: 64 * 1024 + 1, deadline: configuration.mediaProbeTimeout))
+        } catch let error as FetchError {
+            switch error.kind {
+            case .timeout: throw VASTError(code: .mediaTimeout, message: error.description)
+            case .tooLarge: return   // a server that ignores Range: it answers, which is what counts
+            default: throw VASTError(code: .fileNotFound, message: error.description)
+            }
+        }
+    }
+
+    /// Downloads an image creative into the cache folder (http(s) only, size and time limits);
+    /// the folder keeps the newest `maxCachedCreatives`.
     private func download(_ url: String) async throws -> String {
-        guard let parsed = URL(string: url) else { throw VASTError(code: .nonLinearFetchFailed, message: "bad URL \(url)") }
         let data: Data
         do {
-            data = try await fetcher.fetch(parsed, timeout: configuration.creativeTimeout, maxBytes: configuration.maxCreativeBytes)
+            data = try await fetcher.fetch(url, limits: HTTPLimits(maxBytes: configuration.maxCreativeBytes,
+                                                                   deadline: configuration.creativeTimeout))
         } catch {
             throw VASTError(code: .nonLinearFetchFailed, message: "the creative could not be fetched: \(error)")
         }
-        try? FileManager.default.createDirectory(at: cache, withIntermediateDirectories: true)
-        let name = String(UInt64(bitPattern: Int64(url.hashValue))) + "-" + UUID().uuidString + "." + (parsed.pathExtension.isEmpty ? "img" : parsed.pathExtension)
-        let file = cache.appendingPathComponent(name)
+        let manager = FileManager.default
+        try? manager.createDirectory(at: cache, withIntermediateDirectories: true)
+        let suffix = URL(string: url).map(\.pathExtension).flatMap { ["png", "jpg", "jpeg"].contains($0.lowercased()) ? $0 : nil } ?? "img"
+        let file = cache.appendingPathComponent(UUID().uuidString + "." + suffix)
         do {
             try data.write(to: file, options: .atomic)
         } catch {
             throw VASTError(code: .nonLinearFetchFailed, message: "cannot write \(file.path): \(error.localizedDescription)")
         }
+        trimCache()
         return file.path
+    }
+
+    private func trimCache() {
+        let manager = FileManager.default
+        let files = (try? manager.contentsOfDirectory(at: cache, includingPropertiesForKeys: [.creationDateKey])) ?? []
+        guard files.count > configuration.maxCachedCreatives else { return }
+        let dated = files.map { ($0, (try? $0.resourceValues(forKeys: [.creationDateKey]).creationDate) ?? .distantPast) }
+        for (file, _) in dated.sorted(by: { $0.1 < $1.1 }).prefix(files.count - configuration.maxCachedCreatives) {
+            try? manager.removeItem(at: file)
+        }
     }
 
     private func fire(_ urls: [String], code: VASTErrorCode, _ values: VASTMacros.Values) {

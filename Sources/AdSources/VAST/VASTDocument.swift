@@ -47,7 +47,8 @@ public struct VASTDocument: Sendable, Equatable {
         public var id: String?
         public var width: Int
         public var height: Int
-        public var minSuggestedDuration: Double?
+        /// As written (`HH:MM:SS(.mmm)`); the client checks it through `Seconds`.
+        public var minSuggestedDuration: String?
         /// `StaticResource` URL and its `creativeType` (image/png, image/jpeg…).
         public var staticResource: (url: String, type: String)?
         public var htmlOrIFrame: String?
@@ -62,8 +63,8 @@ public struct VASTDocument: Sendable, Equatable {
 
     public struct Creative: Sendable, Equatable {
         public var id: String?
-        /// Linear: duration and media files; nil when the creative is not linear.
-        public var linearDuration: Double?
+        /// Linear: its `Duration` as written; nil when the creative is not linear.
+        public var linearDuration: String?
         public var mediaFiles: [MediaFile] = []
         public var nonLinears: [NonLinear] = []
         public var isLinear = false
@@ -89,17 +90,33 @@ public struct VASTDocument: Sendable, Equatable {
 
     public static let supportedVersions = ["2.0", "3.0", "4.0", "4.1", "4.2", "4.3"]
 
-    /// Parses a document; throws `VASTError` 100 (not XML), 101 (not VAST / a required part
+    /// Parses a document; throws `VASTError` 100 (not well-formed XML: a tag mismatched or not
+    /// closed, the document cut short, an entity declared), 101 (not VAST / a required part
     /// missing) or 102 (a version this client does not know).
     public static func parse(_ data: Data) throws -> VASTDocument {
+        // No DTD: VAST has none, and a DOCTYPE is how entity expansion ("billion laughs") and
+        // external entities get in. Refused before the parser sees it.
+        if data.range(of: Data("<!DOCTYPE".utf8)) != nil || data.range(of: Data("<!ENTITY".utf8)) != nil {
+            throw VASTError(code: .xmlParsing, message: "a document type declaration (DOCTYPE/ENTITY) is not allowed")
+        }
         let builder = Builder()
         let parser = XMLParser(data: data)
         parser.shouldResolveExternalEntities = false
         parser.delegate = builder
-        guard parser.parse() else {
-            throw VASTError(code: .xmlParsing, message: "not well-formed XML: \(parser.parserError.map { String(describing: $0) } ?? "unknown")")
+        guard parser.parse(), builder.failure == nil else {
+            let code = (parser.parserError as NSError?)?.code ?? (builder.failure as NSError?)?.code ?? 0
+            let why = switch code {
+            case 5: "the document ends before it is complete (no </VAST>)"
+            case 76: "a closing tag does not match its opening tag"
+            case 4: "the document is empty"
+            default: "parser error \(code)"
+            }
+            throw VASTError(code: .xmlParsing, message: "not well-formed XML at line \(parser.lineNumber), column \(parser.columnNumber): \(why)")
         }
         guard builder.sawVAST else { throw VASTError(code: .schemaValidation, message: "the root element is not <VAST>") }
+        guard builder.closedVAST else {
+            throw VASTError(code: .xmlParsing, message: "not well-formed XML: the document ends before </VAST>")
+        }
         let version = builder.version ?? ""
         guard supportedVersions.contains(where: { version == $0 || version.hasPrefix($0 + ".") }) else {
             throw VASTError(code: .unsupportedVersion, message: "VAST version \"\(version)\" is not supported")
@@ -114,6 +131,9 @@ public struct VASTDocument: Sendable, Equatable {
 /// SAX builder: keeps a path of element names and the text of the current element.
 private final class Builder: NSObject, XMLParserDelegate {
     var sawVAST = false
+    var closedVAST = false
+    /// What the parser reported wrong, if anything (it may stop without saying so in `parse()`).
+    var failure: (any Error)?
     var version: String?
     var ads: [VASTDocument.Ad] = []
     var topErrors: [String] = []
@@ -146,19 +166,23 @@ private final class Builder: NSObject, XMLParserDelegate {
             creative?.isNonLinear = true
         case "NonLinear":
             nonLinear = VASTDocument.NonLinear(
-                id: attributeDict["id"], width: Int(attributeDict["width"] ?? "") ?? 0, height: Int(attributeDict["height"] ?? "") ?? 0,
-                minSuggestedDuration: attributeDict["minSuggestedDuration"].flatMap(parseDuration))
+                id: attributeDict["id"], width: pixels(attributeDict["width"]), height: pixels(attributeDict["height"]),
+                minSuggestedDuration: attributeDict["minSuggestedDuration"])
         case "MediaFile":
             mediaFile = VASTDocument.MediaFile(
                 url: "", type: attributeDict["type"] ?? "", delivery: attributeDict["delivery"] ?? "progressive",
-                width: Int(attributeDict["width"] ?? "") ?? 0, height: Int(attributeDict["height"] ?? "") ?? 0,
-                bitrate: Int(attributeDict["bitrate"] ?? ""))
+                width: pixels(attributeDict["width"]), height: pixels(attributeDict["height"]),
+                bitrate: Int(attributeDict["bitrate"] ?? "").map { min(max(0, $0), 1_000_000_000) })
         default:
             break
         }
     }
 
     func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
+
+    func parser(_ parser: XMLParser, parseErrorOccurred parseError: any Error) {
+        if failure == nil { failure = parseError }
+    }
 
     func parser(_ parser: XMLParser, foundCDATA block: Data) { text += String(decoding: block, as: UTF8.self) }
 
@@ -167,6 +191,8 @@ private final class Builder: NSObject, XMLParserDelegate {
         let attrs = attributes.last ?? [:]
         let parent = path.count >= 2 ? path[path.count - 2] : ""
         switch name {
+        case "VAST" where path.count == 1:
+            closedVAST = true
         case "Ad":
             if let ad { ads.append(ad) }
             ad = nil
@@ -180,7 +206,7 @@ private final class Builder: NSObject, XMLParserDelegate {
             if let creative { ad?.creatives.append(creative) }
             creative = nil
         case "Duration" where parent == "Linear":
-            creative?.linearDuration = parseDuration(value)
+            creative?.linearDuration = value
         case "MediaFile":
             if var file = mediaFile, !value.isEmpty {
                 file.url = value
@@ -209,9 +235,8 @@ private final class Builder: NSObject, XMLParserDelegate {
     }
 }
 
-/// `HH:MM:SS(.mmm)` to seconds.
-func parseDuration(_ text: String) -> Double? {
-    let parts = text.trimmingCharacters(in: .whitespaces).split(separator: ":")
-    guard parts.count == 3, let h = Double(parts[0]), let m = Double(parts[1]), let s = Double(parts[2]) else { return nil }
-    return h * 3600 + m * 60 + s
+/// A size in pixels from an attribute: 0 when absent or not a number in 0…100000.
+private func pixels(_ text: String?) -> Int {
+    guard let text, let value = Int(text), (0...100_000).contains(value) else { return 0 }
+    return value
 }

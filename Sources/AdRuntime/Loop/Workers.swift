@@ -4,9 +4,10 @@ import Glibc
 import Darwin
 #endif
 
-/// A thread of our own for work that must stay off the player's loop (decoding a creative,
-/// writing the outbox, an ad source's request): work handed to it runs in order, one item at
-/// a time. It is also a `TaskExecutor`, so async code given it as its preference
+/// Threads of our own for work that must stay off the player's loop (decoding a creative,
+/// writing the outbox, an ad source's request, an HTTP exchange). With one thread, work runs
+/// in order, one item at a time; with more, items are taken in order by whichever thread is
+/// free. It is also a `TaskExecutor`, so async code given it as its preference
 /// (`Task(executorPreference:)`) runs here too.
 ///
 /// Why not Dispatch's queues or the global concurrent executor: on Linux, their first use
@@ -14,9 +15,9 @@ import Darwin
 /// good (`_dispatch_workq_init_once`), and the daemon is meant to sleep while paused with
 /// nothing due (R18). A thread of ours waits on a condition and wakes only for work.
 ///
-/// Threading: `execute` and `enqueue` from any thread. The thread lives as long as the
-/// object; the last release lets it finish what it has and end.
-package final class WorkerThread: TaskExecutor, @unchecked Sendable {
+/// Threading: `execute` and `enqueue` from any thread. The threads live as long as the
+/// object; the last release lets them finish what they have and end.
+package final class Workers: TaskExecutor, @unchecked Sendable {
     // @unchecked: `state` is behind its lock; the thread reads nothing else.
     fileprivate struct State {
         var queue: [Job] = []
@@ -64,7 +65,7 @@ package final class WorkerThread: TaskExecutor, @unchecked Sendable {
         func stop() {
             pthread_mutex_lock(mutex)
             state.stopping = true
-            pthread_cond_signal(condition)
+            pthread_cond_broadcast(condition)
             pthread_mutex_unlock(mutex)
         }
     }
@@ -72,15 +73,18 @@ package final class WorkerThread: TaskExecutor, @unchecked Sendable {
     private let inbox = Inbox()
     package let name: String
 
-    package init(name: String) {
+    /// `threads` threads named `name` (Linux keeps 15 bytes of a thread's name).
+    package init(name: String, threads: Int = 1) {
         self.name = name
-        let runner = Runner(inbox: inbox, name: name)
-        runner.executor = self   // before the thread starts: it reads it for tasks only
-        let context = Unmanaged.passRetained(runner).toOpaque()
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, workerThreadMain, context)
-        precondition(rc == 0, "pthread_create failed: \(rc)")
-        pthread_detach(thread)
+        for _ in 0..<max(1, threads) {
+            let runner = Runner(inbox: inbox, name: name)
+            runner.executor = self   // before the thread starts: it reads it for tasks only
+            let context = Unmanaged.passRetained(runner).toOpaque()
+            var thread = pthread_t()
+            let rc = pthread_create(&thread, nil, workerThreadMain, context)
+            precondition(rc == 0, "pthread_create failed: \(rc)")
+            pthread_detach(thread)
+        }
     }
 
     deinit { inbox.stop() }
@@ -98,7 +102,7 @@ package final class WorkerThread: TaskExecutor, @unchecked Sendable {
     fileprivate final class Runner {
         let inbox: Inbox
         let name: String
-        weak var executor: WorkerThread?
+        weak var executor: Workers?
 
         init(inbox: Inbox, name: String) {
             self.inbox = inbox
@@ -122,7 +126,7 @@ package final class WorkerThread: TaskExecutor, @unchecked Sendable {
 
 private func workerThreadMain(_ context: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
     guard let context else { return nil }
-    Unmanaged<WorkerThread.Runner>.fromOpaque(context).takeRetainedValue().run()
+    Unmanaged<Workers.Runner>.fromOpaque(context).takeRetainedValue().run()
     return nil
 }
 
