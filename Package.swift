@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "AdSources", targets: ["AdSources"]),
         .library(name: "MpvPlayerAdapter", targets: ["MpvPlayerAdapter"]),
         .executable(name: "adplayerd", targets: ["adplayerd"]),
+        .executable(name: "adplayerctl", targets: ["adplayerctl"]),
     ],
     targets: [
         // The C API of libmpv. No pkgConfig: Debian puts <mpv/client.h> in /usr/include, and
@@ -22,6 +23,8 @@ let package = Package(
         // FFmpeg's libavformat/libavcodec/libswscale (pulled in by libmpv-dev): ad images to BGRA.
         .systemLibrary(name: "CFFmpeg", path: "Sources/CFFmpeg",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev"])]),
+        // accept4 and SO_PEERCRED, which glibc declares only with _GNU_SOURCE (the control socket).
+        .target(name: "CSystem", path: "Sources/CSystem"),
         // SQLite, the embedded database: the beacon outbox (R17) and the daemon's state.
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         // libcurl's easy interface: the one bounded HTTP reader (ad sources, post-roll probe, beacons).
@@ -32,8 +35,10 @@ let package = Package(
         .target(name: "AdSources", dependencies: ["AdRuntime", "CCurl"], swiftSettings: strict),
         .target(name: "AdTracking", dependencies: ["CSQLite", "AdRuntime", "AdSources"], swiftSettings: strict),
         .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "CFFmpeg", "AdRuntime"], swiftSettings: strict),
-        .executableTarget(name: "adplayerd", dependencies: ["AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter"],
+        .executableTarget(name: "adplayerd", dependencies: ["AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter", "CSystem"],
                           swiftSettings: strict),
+        // The control socket's client: the protocol only (docs/protocol.md).
+        .executableTarget(name: "adplayerctl", swiftSettings: strict),
         // Test doubles shared by the test targets: a scripted ad source and a recording surface.
         .target(name: "AdTestSupport", dependencies: ["AdRuntime"], swiftSettings: strict),
         .testTarget(name: "AdRuntimeTests", dependencies: ["AdRuntime", "AdTestSupport"], swiftSettings: strict),

@@ -2,11 +2,17 @@ import Foundation
 
 /// Why a file from outside cannot be used, naming it once.
 public struct FileRefusal: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        case missing = "not_found", outside = "outside_library", notRegular = "not_a_file"
+        case unreadable = "not_readable", tooLarge = "too_large", badName = "bad_name"
+    }
     public let path: String
+    public let kind: Kind
     public let reason: String
 
-    public init(path: String, reason: String) {
+    public init(path: String, kind: Kind, reason: String) {
         self.path = path
+        self.kind = kind
         self.reason = reason
     }
 
@@ -29,29 +35,30 @@ public enum SafeFile {
     /// (when `folder` is given), a regular file, at most `maxBytes` when given.
     public static func check(_ path: String, inside folder: String? = nil, maxBytes: Int? = nil) throws(FileRefusal) -> Checked {
         let joined = path.hasPrefix("/") || folder == nil ? path : folder! + "/" + path
-        guard !path.isEmpty, !path.utf8.contains(0) else { throw FileRefusal(path: path, reason: "not a file name") }
+        guard !path.isEmpty, !path.utf8.contains(0) else { throw FileRefusal(path: path, kind: .badName, reason: "not a file name") }
         guard let real = realPath(joined) else {
-            let reason = errno == ENOENT ? "does not exist" : "cannot be resolved: \(String(cString: strerror(errno)))"
-            throw FileRefusal(path: joined, reason: reason)
+            let missing = errno == ENOENT || errno == ENOTDIR
+            throw FileRefusal(path: joined, kind: missing ? .missing : .unreadable,
+                              reason: missing ? "does not exist" : "cannot be resolved: \(String(cString: strerror(errno)))")
         }
         if let folder {
-            guard let base = realPath(folder) else { throw FileRefusal(path: folder, reason: "the folder does not exist") }
+            guard let base = realPath(folder) else { throw FileRefusal(path: folder, kind: .missing, reason: "the folder does not exist") }
             guard real.hasPrefix(base == "/" ? "/" : base + "/") else {
-                throw FileRefusal(path: joined, reason: "is outside \(folder) (it resolves to \(real))")
+                throw FileRefusal(path: joined, kind: .outside, reason: "is outside \(folder) (it resolves to \(real))")
             }
         }
         var info = stat()
-        guard stat(real, &info) == 0 else { throw FileRefusal(path: joined, reason: "cannot be read: \(String(cString: strerror(errno)))") }
+        guard stat(real, &info) == 0 else { throw FileRefusal(path: joined, kind: .unreadable, reason: "cannot be read: \(String(cString: strerror(errno)))") }
         switch info.st_mode & S_IFMT {
         case S_IFREG: break
-        case S_IFDIR: throw FileRefusal(path: joined, reason: "is a directory, not a file")
-        case S_IFIFO: throw FileRefusal(path: joined, reason: "is a FIFO, not a regular file")
-        default: throw FileRefusal(path: joined, reason: "is not a regular file")
+        case S_IFDIR: throw FileRefusal(path: joined, kind: .notRegular, reason: "is a directory, not a file")
+        case S_IFIFO: throw FileRefusal(path: joined, kind: .notRegular, reason: "is a FIFO, not a regular file")
+        default: throw FileRefusal(path: joined, kind: .notRegular, reason: "is not a regular file")
         }
-        guard access(real, R_OK) == 0 else { throw FileRefusal(path: joined, reason: "is not readable (permission denied)") }
+        guard access(real, R_OK) == 0 else { throw FileRefusal(path: joined, kind: .unreadable, reason: "is not readable (permission denied)") }
         let size = Int(info.st_size)
         if let maxBytes, size > maxBytes {
-            throw FileRefusal(path: joined, reason: "is \(size) bytes; the limit is \(maxBytes)")
+            throw FileRefusal(path: joined, kind: .tooLarge, reason: "is \(size) bytes; the limit is \(maxBytes)")
         }
         return Checked(path: real, size: size)
     }
@@ -61,10 +68,10 @@ public enum SafeFile {
     public static func read(_ path: String, inside folder: String? = nil, maxBytes: Int) throws(FileRefusal) -> Data {
         let checked = try check(path, inside: folder, maxBytes: maxBytes)
         let fd = open(checked.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { throw FileRefusal(path: path, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw FileRefusal(path: path, kind: .unreadable, reason: "cannot be opened: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { throw FileRefusal(path: path, reason: "is not a regular file") }
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { throw FileRefusal(path: path, kind: .notRegular, reason: "is not a regular file") }
         var data = Data(count: min(Int(info.st_size), maxBytes) + 1)
         var filled = 0
         while filled < data.count {
@@ -73,7 +80,7 @@ public enum SafeFile {
             guard n > 0 else { break }
             filled += n
         }
-        guard filled <= maxBytes else { throw FileRefusal(path: path, reason: "is larger than \(maxBytes) bytes") }
+        guard filled <= maxBytes else { throw FileRefusal(path: path, kind: .tooLarge, reason: "is larger than \(maxBytes) bytes") }
         return data.prefix(filled)
     }
 

@@ -80,6 +80,11 @@ public final class BeaconOutbox: Sendable {
     private let sender: any BeaconSender
     private let onEvent: @Sendable (OutboxEvent) -> Void
     private let now: @Sendable () -> Date
+    private let enqueued = Locked<(@Sendable () -> Void)?>(nil)
+
+    /// `action` runs (on the enqueuing thread, with no lock held) after each enqueue: a courier's
+    /// wake-up.
+    public func onEnqueued(_ action: @escaping @Sendable () -> Void) { enqueued.withLock { $0 = action } }
 
     /// Opens the outbox in the database at `path`. A database that is not usable (corrupt,
     /// emptied) is moved aside with a warning (`onWarning`, naming both files), the beacons it
@@ -163,6 +168,7 @@ public final class BeaconOutbox: Sendable {
                 }
             }
         }
+        enqueued.withLock { $0 }?()
     }
 
     /// Beacons not yet delivered.

@@ -51,11 +51,14 @@ final class MpvHandle: PlayerLoop, @unchecked Sendable {
     private var handler: ((MpvEvent, UInt64) -> Void)?
 
     /// Options that no configuration can turn on: they would load files or run programs
-    /// that the daemon does not control (SPEC §6, security).
+    /// that the daemon does not control (SPEC §6, security). `access-references=no`: a file
+    /// that is really a playlist or an EDL (an m3u named `.mp4`) is refused instead of making
+    /// mpv fetch URLs and open files it lists (measured: both then fail "unrecognized format").
     static let lockedOptions: [(String, String)] = [
         ("config", "no"), ("load-scripts", "no"), ("ytdl", "no"), ("osc", "no"),
         ("load-stats-overlay", "no"), ("load-osd-console", "no"), ("load-auto-profiles", "no"),
         ("terminal", "no"), ("input-terminal", "no"), ("idle", "yes"),
+        ("access-references", "no"), ("load-unsafe-playlists", "no"),
     ]
 
     /// Creates and initializes a core with `options` (applied in order, then `lockedOptions`)

@@ -24,6 +24,9 @@ public struct MpvPlayerConfiguration: Sendable {
     public var extraOptions: [(String, String)] = []
     /// mpv log messages at this level and above reach `onLog`.
     public var logLevel = "warn"
+    /// mpv's network timeout (seconds): how long a post-roll on a server that stops answering
+    /// mid-stream can stall before it fails (mpv's default is 60).
+    public var networkTimeout = 5.0
 
     public init() {}
 
@@ -33,7 +36,7 @@ public struct MpvPlayerConfiguration: Sendable {
             ("keep-open", keepOpen ? "yes" : "no"), ("keep-open-pause", keepOpenPause ? "yes" : "no"),
             ("input-default-bindings", inputBindings ? "yes" : "no"),
             ("input-vo-keyboard", inputBindings ? "yes" : "no"),
-            ("force-window", "no"),
+            ("force-window", "no"), ("network-timeout", String(format: "%.3f", networkTimeout)),
         ]
         if untimed { options += [("untimed", "yes"), ("ao-null-untimed", "yes")] }
         if let ipcSocket { options.append(("input-ipc-server", ipcSocket)) }

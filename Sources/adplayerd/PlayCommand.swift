@@ -4,13 +4,16 @@ import AdTracking
 import Foundation
 import MpvPlayerAdapter
 
-struct UsageError: Error {
+struct UsageError: Error, CustomStringConvertible {
     let message: String
+    var description: String { message }
 }
 
-/// `adplayerd play [--vo VO] [--ao AO] [--demo] FILE…`: plays the files one after another
-/// and prints the player model's changes. `--demo` also pauses, resumes, changes speed and
-/// seeks during the first file, to show each change.
+/// `adplayerd play [--vo VO] [--ao AO] [--ads SOURCE] [--state-dir DIR] [--pause-ad-delay S] [--demo] FILE…`:
+/// plays the files one after another in the foreground, with the daemon's ad policy, and
+/// prints the player model's changes and the ads' events as a timeline. Exit 0 when every
+/// file played, 1 when one could not, 2 on bad usage. SIGTERM/SIGINT stop it cleanly (the
+/// ads end, the outbox gets 2 s, mpv shuts down); a second one at once.
 struct PlayCommand {
     struct Options {
         var files: [String] = []
@@ -24,25 +27,25 @@ struct PlayCommand {
         static func parse(_ args: [String]) throws -> Options {
             var options = Options()
             var rest = args[...]
-            if rest.first == "play" { rest = rest.dropFirst() }
             while let arg = rest.popFirst() {
-                switch arg {
-                case "--vo", "--ao":
+                func value() throws -> String {
                     guard let value = rest.popFirst() else { throw UsageError(message: "\(arg) needs a value") }
-                    if arg == "--vo" { options.vo = value } else { options.ao = value }
+                    return value
+                }
+                switch arg {
+                case "--vo": options.vo = try value()
+                case "--ao": options.ao = try value()
                 case "--demo": options.demo = true
-                case "--ads":
-                    guard let value = rest.popFirst() else { throw UsageError(message: "--ads needs a catalog folder") }
-                    options.ads = value
-                case "--state-dir":
-                    guard let value = rest.popFirst() else { throw UsageError(message: "--state-dir needs a folder") }
-                    options.stateDir = value
+                case "--ads": options.ads = try value()
+                case "--state-dir": options.stateDir = try value()
                 case "--pause-ad-delay":
-                    guard let value = rest.popFirst(), let seconds = Double(value), seconds >= 0 else {
-                        throw UsageError(message: "--pause-ad-delay needs a number of seconds ≥ 0")
+                    do {
+                        options.pauseAdDelay = try Seconds.parse(try value(), .delay, field: "--pause-ad-delay")
+                    } catch let error as SecondsError {
+                        throw UsageError(message: "\(error)")
                     }
-                    options.pauseAdDelay = seconds
                 case "-h", "--help": throw UsageError(message: "help")
+                case "--": options.files += rest; rest = []
                 default:
                     if arg.hasPrefix("-") { throw UsageError(message: "unknown option \(arg)") }
                     options.files.append(arg)
@@ -55,13 +58,12 @@ struct PlayCommand {
 
     static let usage = """
         usage: adplayerd play [--vo VO] [--ao AO] [--ads SOURCE] [--state-dir DIR] [--pause-ad-delay S] [--demo] FILE...
-          Plays FILEs through libmpv and prints the player model's changes (and the ads') as a timeline.
+          Plays FILEs through libmpv with the daemon's ad policy and prints a timeline. Exit 0: every file
+          played; 1: some file could not; 2: bad usage.
           --vo, --ao          mpv's video and audio outputs (default: null, null)
-          --ads SOURCE        run ads from SOURCE: a catalog folder (catalog.json), a VAST tag URL, or the
-                              slots API (an URL ending in /v1/ads; token in $ADPLAYERD_ADS_TOKEN): overlays
-                              at their slots, a pause ad after the content stayed paused, a post-roll
-                              after each episode
-          --state-dir DIR     keep the tracking outbox (beacons, R17) in DIR/adplayerd.sqlite and deliver it
+          --ads SOURCE        a catalog folder (catalog.json), a VAST tag URL, or the slots API (an URL ending
+                              in /v1/ads; token in $ADPLAYERD_ADS_TOKEN)
+          --state-dir DIR     keep the tracking outbox (R17) in DIR/adplayerd.sqlite and deliver it
           --pause-ad-delay S  seconds of pause before a pause ad (default 1)
           --demo              pause, resume, change speed and seek during the first file
         """
@@ -69,107 +71,92 @@ struct PlayCommand {
     let options: Options
 
     func run() throws -> Int32 {
+        let log = Logger(level: .warning)
+        let done = Mailbox<Int32>()
+        let stopping = Locked(false)
+        Signals.watch { signal in
+            guard signal != SIGHUP else { return }
+            if stopping.withLock({ s in defer { s = true }; return s }) { _exit(1) }
+            done.post(130)
+        }
+        // Files given here are checked as the daemon checks its library's: regular files.
+        var files: [String] = []
+        var failures = 0
+        for file in options.files {
+            do {
+                files.append(try SafeFile.check(file).path)
+            } catch {
+                print("          \(Logger.escape(error.description))")
+                failures += 1
+            }
+        }
+        if files.isEmpty { return 1 }
+
         var configuration = MpvPlayerConfiguration()
         configuration.vo = options.vo
         configuration.ao = options.ao
+        configuration.inputBindings = options.vo != "null"
         configuration.extraOptions = [("title", "adplayerd")]
-        let catalog = try options.ads.map(Self.source)
-        let tracking = try options.stateDir.map(Self.tracking)
         let player = try MpvPlayer(configuration: configuration) { message in
-            FileHandle.standardError.write(Data("<4>mpv: \(message.prefix): \(message.text)".utf8))
+            log.log(message.isError ? .error : .warning, "mpv: [\(message.prefix)] \(message.text.trimmingCharacters(in: .newlines))")
         }
         defer { player.shutdown() }
         let surface = MpvAdSurface(player: player)
-
-        let finished = DispatchSemaphore(value: 0)
-        let queue = Queue(files: options.files)
+        let http = BoundedHTTP(threads: 2)
         let printer = TimelinePrinter()
-        let current = Locked<EpisodeAds?>(nil)
-        let pauseAdDelay = options.pauseAdDelay
 
-        // Moves on to the next file, on a thread of its own: never from inside an observer.
-        // An episode's ad policy calls it when its post-roll is done, hence the box.
-        let advance = Advance()
-        let next: @Sendable () -> Void = {
-            DispatchQueue.global().async {
-                current.withLock { $0?.stop(); $0 = nil }
-                while let file = queue.next() {
-                    do {
-                        let entry = try player.load(file)
-                        if let catalog {
-                            let content = ContentInfo(id: URL(fileURLWithPath: file).deletingPathExtension().lastPathComponent)
-                            let episode = EpisodeAds(content: content, entry: entry, source: catalog, surface: surface,
-                                                     loop: player.loop, pauseAdDelay: pauseAdDelay,
-                                                     onEvent: { printer.print($0); tracking?.reporter.record($0) },
-                                                     onFinished: { advance.run() })
-                            current.withLock { $0 = episode }
-                            episode.follow(player)
-                        }
-                        return
-                    } catch {
-                        print("          \(file): \(error)")
-                    }
-                }
-                current.withLock { $0?.stop(); $0 = nil }
-                finished.signal()
+        // Tracking: with --state-dir, durable; a folder that cannot be used costs tracking only.
+        let outbox: BeaconOutbox? = options.stateDir.flatMap { stateDir in
+            do {
+                try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+                return try BeaconOutbox(path: stateDir + "/adplayerd.sqlite", sender: HTTPBeaconSender(fetcher: http), onEvent: { event in
+                    if case .sent(let url, _) = event { printer.note("beacon sent \(url)") }
+                }, onWarning: { log.warning("tracking: \($0)") })
+            } catch {
+                log.error("tracking: \(stateDir): \(error); playing without tracking")
+                return nil
             }
         }
-        advance.set(next)
-        let observer = ChangeObserver { event in
-            printer.print(event)
-            // Without ads, the end of a file (or its failure) moves on; with ads, the policy does.
-            if catalog == nil {
-                switch event.change {
-                case .ended, .failed: next()
-                default: break
-                }
-            }
+        let courier = outbox.map { OutboxCourier(outbox: $0) { log.error($0) } }
+        if let courier, let outbox { outbox.onEnqueued { courier.wake() }; courier.start() }
+        let reporter = outbox.map { TrackingReporter(outbox: $0) { log.error("tracking: \($0)") } }
+
+        let store = try StateStore(path: ":memory:", log: log)
+        var source: AdSourceFactory.Made?
+        if let spec = options.ads {
+            source = try AdSourceFactory.make(spec, token: ProcessInfo.processInfo.environment["ADPLAYERD_ADS_TOKEN"], fetcher: http,
+                                              counters: store, onProblem: { log.warning("ads: \($0)") },
+                                              onErrorBeacon: { url in try? outbox?.enqueue([url]) })
         }
-        let observation = player.addObserver(observer)
+        defer { source?.cleanup() }
+        let failed = Locked(failures)
+        var adsConfiguration = VideoAdsConfiguration()
+        let workers = Workers(name: "adplayerd-ads", threads: 2)
+        adsConfiguration.executor = workers
+        let controller = Controller(player: player, surface: surface, store: store, log: log, source: source?.source,
+                                    pauseAdDelay: options.pauseAdDelay, adsConfiguration: adsConfiguration,
+                                    emit: { name, _ in if name == "player.failed" { failed.withLock { $0 += 1 } } },
+                                    onAdEvent: { event in printer.print(event); reporter?.record(event) })
+        controller.onQueueDone = { done.post(0) }
+        let observation = player.addObserver(TimelineObserver(printer))
         defer { observation.cancel() }
-
-        next()
-        if options.demo { runDemo(player) }
-        finished.wait()
-        if let tracking {
-            // What is due now goes out before we stop; the rest waits in the outbox.
-            _ = Blocking.run { try await tracking.outbox.deliverAll(until: Date().addingTimeInterval(5)) }
+        try player.loop.sync {
+            controller.start(resuming: StateStore.Saved())
+            _ = controller.enqueue(files.map { QueueEntry(path: $0) })
         }
-        return 0
+        if options.demo { runDemo(player, printer) }
+
+        let code = done.next()
+        stopping.withLock { $0 = true }
+        try? player.loop.sync { controller.stop() }
+        reporter?.flush()
+        courier?.stop(flushingFor: code == 0 ? 5 : 2)   // what is due goes out before we stop
+        log.flush()
+        if code != 0 { return code }
+        return failed.withLock { $0 } > 0 ? 1 : 0
     }
 
-    /// A catalog folder, a slots API URL (…/v1/ads) or a VAST tag URL.
-    static func source(_ spec: String) throws -> any AdSource {
-        if spec.hasPrefix("http://") || spec.hasPrefix("https://") {
-            guard let url = URL(string: spec) else { throw UsageError(message: "--ads: bad URL \(spec)") }
-            if url.path.hasSuffix("/v1/ads") {
-                let base = URL(string: spec.replacingOccurrences(of: "/v1/ads", with: ""))!
-                return SlotsAPIClient(endpoint: base, token: ProcessInfo.processInfo.environment["ADPLAYERD_ADS_TOKEN"] ?? "")
-            }
-            let cache = FileManager.default.temporaryDirectory.appendingPathComponent("adplayerd-creatives-\(getpid())")
-            return VASTClient(tag: spec, cacheDirectory: cache)
-        }
-        return try LocalCatalog(folder: URL(fileURLWithPath: spec))
-    }
-
-    /// The outbox in the state folder, delivering in the background, and its reporter.
-    static func tracking(_ stateDir: String) throws -> (outbox: BeaconOutbox, reporter: TrackingReporter) {
-        try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
-        let outbox = try BeaconOutbox(path: stateDir + "/adplayerd.sqlite", onEvent: { event in
-            if case .sent(let url, _) = event { print("          beacon sent \(url)") }
-        })
-        Task.detached {
-            while true {
-                _ = try? await outbox.deliverDue()
-                try? await Task.sleep(nanoseconds: 500_000_000)
-            }
-        }
-        return (outbox, TrackingReporter(outbox: outbox) { error in
-            FileHandle.standardError.write(Data("<3>adplayerd: tracking: \(error)\n".utf8))
-        })
-    }
-
-    private func runDemo(_ player: MpvPlayer) {
+    private func runDemo(_ player: MpvPlayer, _ printer: TimelinePrinter) {
         let steps: [(Double, String, @Sendable (MpvPlayer) throws -> Void)] = [
             (1.5, "pause", { try $0.pause() }),
             (3.2, "play", { try $0.play() }),
@@ -177,34 +164,22 @@ struct PlayCommand {
             (4.2, "seek 1.0", { try $0.seek(1.0) }),
             (4.6, "speed 1", { try $0.setSpeed(1) }),
         ]
-        DispatchQueue.global().async {
-            let start = Date()
+        let demo = Workers(name: "adplayerd-demo")
+        demo.execute {
+            let start = MonotonicTime.now()
             for (at, name, step) in steps {
-                Thread.sleep(forTimeInterval: max(0, at - Date().timeIntervalSince(start)))
-                print("          >>> \(name)")
-                do { try step(player) } catch { print("          \(name): \(error)") }
+                let wait = at - Double(MonotonicTime.now() - start) / 1e9
+                if wait > 0 { usleep(UInt32(wait * 1_000_000)) }
+                printer.note(">>> \(name)")
+                do { try step(player) } catch { printer.note("\(name): \(error)") }
             }
         }
     }
 }
 
-/// "Play the next file", set once the closure that does it exists.
-final class Advance: Sendable {
-    private let body = Locked<(@Sendable () -> Void)?>(nil)
-    func set(_ next: @escaping @Sendable () -> Void) { body.withLock { $0 = next } }
-    func run() { body.withLock { $0 }?() }
-}
-
-/// A player observer made of a closure.
-final class ChangeObserver: PlayerObserver {
-    private let body: @Sendable (PlayerEvent) -> Void
-    init(_ body: @escaping @Sendable (PlayerEvent) -> Void) { self.body = body }
-    func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) { body(event) }
-}
-
-/// The files still to play.
-final class Queue: Sendable {
-    private let files: Locked<[String]>
-    init(files: [String]) { self.files = Locked(files) }
-    func next() -> String? { files.withLock { $0.isEmpty ? nil : $0.removeFirst() } }
+/// A player observer that prints the timeline.
+final class TimelineObserver: PlayerObserver {
+    private let printer: TimelinePrinter
+    init(_ printer: TimelinePrinter) { self.printer = printer }
+    func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) { printer.print(event) }
 }

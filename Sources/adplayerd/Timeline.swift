@@ -1,6 +1,5 @@
 import AdRuntime
 import Foundation
-import MpvPlayerAdapter
 
 /// Prints a player's changes and the ads' events as a readable timeline: time since start,
 /// what happened, the facts.
@@ -8,7 +7,17 @@ final class TimelinePrinter: Sendable {
     private let start = MonotonicTime.now()
 
     func print(_ event: PlayerEvent) {
-        Swift.print(line(event))
+        write(line(event))
+    }
+
+    /// A line of its own (a demo step, a beacon sent).
+    func note(_ text: String) {
+        write("          \(Logger.escape(text))")
+    }
+
+    /// One line to stdout, flushed (the timeline is often read through a pipe).
+    private func write(_ line: String) {
+        FileHandle.standardOutput.write(Data((line + "\n").utf8))
     }
 
     func print(_ event: AdEvent) {
@@ -25,14 +34,14 @@ final class TimelinePrinter: Sendable {
         case .contentEnded(let content): text = "ad          \(content) played to its end: post-roll time"
         case .error(let kind, let creative, let error): text = "ad error    \(kind.rawValue) \(creative ?? ""): \(error)"
         }
-        Swift.print("\(format(t, width: 7))s  \(text)")
+        write("\(format(t, width: 7))s  \(Logger.escape(text))")
     }
 
     func line(_ event: PlayerEvent) -> String {
         let t = Double(event.observedAt &- start) / 1e9
         let s = event.snapshot
         let facts = "pos \(format(s.position))s, \(s.playing ? "playing" : "not playing"), rate \(format(s.rate))"
-        return "\(format(t, width: 7))s  \(describe(event.change).padding(toLength: 60, withPad: " ", startingAt: 0))  \(facts)"
+        return "\(format(t, width: 7))s  \(Logger.escape(describe(event.change)).padding(toLength: 60, withPad: " ", startingAt: 0))  \(facts)"
     }
 
     private func describe(_ change: PlayerChange) -> String {

@@ -1,31 +1,39 @@
 import AdRuntime
 import Foundation
-import MpvPlayerAdapter
 
-// adplayerd — at this stage: `play` episodes through the mpv adapter with ads from a local
-// catalog, printing a timeline; `beacons` operates the tracking outbox. The daemon proper
-// (control socket, systemd) comes next.
+// adplayerd: the daemon (no subcommand), or one of the tools below. Exit codes everywhere:
+// 0 ok, 1 some input failed (one line naming it and why), 2 bad usage.
+
+// Before any thread exists (mpv's included): signals wait for the signal thread (Signals).
+Signals.blockForProcess()
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+let tools: [String: ([String]) throws -> Int32] = [
+    "play": { try PlayCommand(options: PlayCommand.Options.parse($0)).run() },
+    "ads-check": { try AdsCheckCommand(arguments: $0).run() },
+    "beacons": { try BeaconsCommand(arguments: $0).run() },
+    "bench-latency": { try BenchCommand(arguments: $0).run() },
+    "bench-catalog": { try BenchCatalogCommand(arguments: $0).run() },
+]
+let usage = [DaemonCommand.usage, PlayCommand.usage, BeaconsCommand.usage, AdsCheckCommand.usage, BenchCommand.usage,
+             BenchCatalogCommand.usage].joined(separator: "\n")
+
 do {
-    if arguments.first == "bench-catalog" {
-        exit(try BenchCatalogCommand(arguments: Array(arguments.dropFirst())).run())
+    if let first = arguments.first, let tool = tools[first] {
+        exit(try tool(Array(arguments.dropFirst())))
     }
-    if arguments.first == "bench-latency" {
-        exit(try BenchCommand(arguments: Array(arguments.dropFirst())).run())
+    if arguments.first == "-h" || arguments.first == "--help" || arguments.first == "help" {
+        print(usage)
+        exit(0)
     }
-    if arguments.first == "ads-check" {
-        exit(try AdsCheckCommand(arguments: Array(arguments.dropFirst())).run())
-    }
-    if arguments.first == "beacons" {
-        exit(try BeaconsCommand(arguments: Array(arguments.dropFirst())).run())
-    }
-    let options = try PlayCommand.Options.parse(arguments)
-    exit(try PlayCommand(options: options).run())
+    exit(try DaemonCommand(arguments: arguments).run())
 } catch let error as UsageError {
-    FileHandle.standardError.write(Data("adplayerd: \(error.message)\n\n\(PlayCommand.usage)\n\(BeaconsCommand.usage)\n\(AdsCheckCommand.usage)\n\(BenchCommand.usage)\n".utf8))
+    FileHandle.standardError.write(Data("adplayerd: \(error.message)\n\n\(usage)\n".utf8))
+    exit(2)
+} catch let error as ConfigurationError {
+    FileHandle.standardError.write(Data("<3>adplayerd: \(error)\n".utf8))
     exit(2)
 } catch {
-    FileHandle.standardError.write(Data("<3>adplayerd: \(error)\n".utf8))
+    FileHandle.standardError.write(Data("<3>adplayerd: \(Logger.escape(String(describing: error)))\n".utf8))
     exit(1)
 }

@@ -1,0 +1,12 @@
+#ifndef ADPLAYERD_CSYSTEM_H
+#define ADPLAYERD_CSYSTEM_H
+/* Linux calls that glibc only declares with _GNU_SOURCE, which Swift's Glibc module does not
+   set: accept4 and the peer credentials of a Unix socket. */
+#include <sys/types.h>
+
+/* accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC). */
+int csystem_accept_nonblocking(int fd);
+
+/* The connecting process of a Unix socket (SO_PEERCRED); 0 on success. */
+int csystem_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+#endif

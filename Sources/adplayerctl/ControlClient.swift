@@ -1,0 +1,108 @@
+import Foundation
+
+/// The client side of the control protocol (docs/protocol.md): newline-delimited JSON over
+/// the daemon's Unix socket. Requests `{"id", "cmd", "args"}`; replies `{"id", "ok",
+/// "result"|"error"}`; events `{"event", …}` after `subscribe`.
+final class ControlClient {
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    private let fd: Int32
+    private var buffer = Data()
+    private var nextID = 1
+
+    /// Connects to `path`; a clear failure when the daemon is not running.
+    init(path: String) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "socket(): \(String(cString: strerror(errno)))") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < 108 else { close(fd); throw Failure(description: "\(path): the socket path is too long") }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else {
+            let code = errno
+            close(fd)
+            switch code {
+            case ENOENT, ECONNREFUSED:
+                throw Failure(description: "adplayerd is not running (nothing answers on \(path))")
+            case EACCES:
+                throw Failure(description: "\(path): permission denied (the daemon's socket is for its user or its socket-group)")
+            default:
+                throw Failure(description: "\(path): \(String(cString: strerror(code)))")
+            }
+        }
+    }
+
+    deinit { close(fd) }
+
+    /// Sends a command and returns its reply (events that arrive first are handed to `onEvent`).
+    func call(_ command: String, _ args: [String: Any] = [:], onEvent: ([String: Any]) -> Void = { _ in }) throws -> [String: Any] {
+        let id = nextID
+        nextID += 1
+        var request: [String: Any] = ["id": id, "cmd": command]
+        if !args.isEmpty { request["args"] = args }
+        try send(request)
+        while true {
+            let message = try readMessage()
+            if message["event"] != nil {
+                onEvent(message)
+                continue
+            }
+            if (message["id"] as? NSNumber)?.intValue == id || message["id"] is NSNull { return message }
+        }
+    }
+
+    /// Reads the next message (for following events).
+    func readMessage() throws -> [String: Any] {
+        while true {
+            if let newline = buffer.firstIndex(of: 10) {
+                let line = buffer[buffer.startIndex..<newline]
+                buffer = Data(buffer[(newline + 1)...])
+                guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else {
+                    throw Failure(description: "the daemon sent something that is not a JSON object")
+                }
+                return object
+            }
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let n = read(fd, &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw Failure(description: "the daemon closed the connection") }
+            buffer.append(contentsOf: chunk[0..<n])
+            if buffer.count > 16 * 1024 * 1024 { throw Failure(description: "the daemon sent a line over 16 MiB") }
+        }
+    }
+
+    private func send(_ object: [String: Any]) throws {
+        var data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+        data.append(10)
+        try data.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let n = Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { throw Failure(description: "cannot send to the daemon: \(String(cString: strerror(errno)))") }
+                offset += n
+            }
+        }
+    }
+
+    /// Where the daemon's socket is: `--socket`, `$ADPLAYERD_SOCKET`, else the first of the
+    /// daemon's default places that exists (a user's, then the system daemon's).
+    static func socketPath(_ explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if let explicit { return explicit }
+        if let path = environment["ADPLAYERD_SOCKET"], !path.isEmpty { return path }
+        var candidates: [String] = []
+        if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty { candidates.append("\(xdg)/adplayerd/control.sock") }
+        candidates.append("/tmp/adplayerd-\(getuid())/control.sock")
+        candidates.append("/run/adplayerd/control.sock")
+        return candidates.first { FileManager.default.fileExists(atPath: $0) } ?? candidates[0]
+    }
+}

@@ -1,0 +1,196 @@
+import AdRuntime
+import AdSources
+import AdTracking
+import Foundation
+import MpvPlayerAdapter
+
+/// `adplayerd [--config FILE] [--library DIR]… [--ads SOURCE] …`: the daemon. A set of
+/// services started in order and stopped in reverse (in the manner of swift-service-lifecycle):
+///
+///     logger → state store → mpv → ad runtime (source, outbox, policy) → control socket → MPRIS → READY=1
+///
+/// SIGTERM/SIGINT (and SIGQUIT) stop it in reverse order — ads ended, positions saved, the
+/// outbox given 2 s to deliver, mpv shut down (R5) — and it exits 0; a second signal exits at
+/// once. SIGHUP reloads the configuration file and the ad source. Configuration:
+/// docs/configuration.md; protocol: docs/protocol.md.
+struct DaemonCommand {
+    static let usage = """
+        usage: adplayerd [--config FILE] [--library DIR]... [--ads SOURCE] [--state-dir DIR] [--socket PATH]
+                         [--socket-group GROUP] [--vo VO] [--ao AO] [--pause-ad-delay S] [--ads-token TOKEN]
+                         [--log-level LEVEL] [--loop] [--mpris] [--mpv-ipc-socket PATH (unsafe)]
+          Runs the daemon (docs/configuration.md); adplayerctl controls it (docs/protocol.md).
+        """
+
+    let arguments: [String]
+
+    private enum Message: Sendable {
+        case stop(Int32)
+        case reload
+    }
+
+    func run() throws -> Int32 {
+        var configuration = try Configuration.load(arguments: arguments)
+        let log = Logger(level: configuration.logLevel)
+        let notifier = SystemdNotifier()
+        let mailbox = Mailbox<Message>()
+        let stopping = Locked(false)
+        Signals.watch { signal in
+            switch signal {
+            case SIGHUP:
+                mailbox.post(.reload)
+            default:
+                let again = stopping.withLock { stopping -> Bool in
+                    defer { stopping = true }
+                    return stopping
+                }
+                if again { _exit(1) }   // a second signal: at once
+                log.notice("\(Signals.name(signal)): stopping")
+                mailbox.post(.stop(0))
+            }
+        }
+        log.notice("adplayerd starting (pid \(getpid()))")
+
+        // 1. The state store (the outbox shares its file). A state folder that cannot be used
+        //    costs persistence, never playback.
+        let statePath = "\(configuration.stateDir)/adplayerd.sqlite"
+        var durable = true
+        do {
+            try FileManager.default.createDirectory(atPath: configuration.stateDir, withIntermediateDirectories: true)
+            guard access(configuration.stateDir, W_OK) == 0 else { throw UsageError(message: "\(configuration.stateDir) is not writable") }
+        } catch {
+            log.error("state: \(error); running without a state folder: nothing will survive a restart")
+            durable = false
+        }
+        let store: StateStore
+        do {
+            store = try StateStore(path: durable ? statePath : ":memory:", log: log)
+        } catch {
+            log.error("state: \(statePath): \(error); running without saved state")
+            store = try StateStore(path: ":memory:", log: log)
+            durable = false
+        }
+
+        // 2. mpv.
+        var playerConfiguration = MpvPlayerConfiguration()
+        playerConfiguration.vo = configuration.vo
+        playerConfiguration.ao = configuration.ao
+        playerConfiguration.inputBindings = configuration.vo != "null"
+        playerConfiguration.ipcSocket = configuration.mpvIPCSocket
+        playerConfiguration.extraOptions = [("title", "adplayerd")]
+        if configuration.mpvIPCSocket != nil {
+            log.warning("--mpv-ipc-socket \(configuration.mpvIPCSocket!): mpv's own IPC is open; anyone who can reach it drives the player (unsafe, for tests and debugging)")
+        }
+        let player = try MpvPlayer(configuration: playerConfiguration) { message in
+            log.log(message.isError ? .error : .warning, "mpv: [\(message.prefix)] \(message.text.trimmingCharacters(in: .newlines))")
+        }
+        let surface = MpvAdSurface(player: player) { _ in }
+        defer { player.shutdown() }
+
+        // 3. The ad runtime: HTTP, the outbox, the source.
+        let http = BoundedHTTP(threads: 4)
+        let server = Locked<ControlServer?>(nil)
+        let broadcast: @Sendable (String, JSONValue) -> Void = { name, event in server.withLock { $0 }?.broadcast(name, event) }
+        let outbox = try BeaconOutbox(path: durable ? statePath : ":memory:", sender: HTTPBeaconSender(fetcher: http), onEvent: { event in
+            switch event {
+            case .sent(let url, let attempts):
+                broadcast("beacon.sent", ["event": "beacon.sent", "url": .string(url), "attempts": .int(attempts)])
+            case .retrying(let url, let attempts, let reason, _):
+                log.info("beacon \(url): attempt \(attempts) failed (\(reason)); it will be retried")
+            case .dropped(let url, let age):
+                log.warning("beacon \(url) dropped after \(Int(age)) s undelivered")
+            }
+        }, onWarning: { log.warning("tracking: \($0)") })
+        let courier = OutboxCourier(outbox: outbox) { log.error($0) }
+        outbox.onEnqueued { courier.wake() }
+        courier.start()
+        let reporter = TrackingReporter(outbox: outbox) { log.error("tracking: \($0)") }
+        let source = Locked<AdSourceFactory.Made?>(nil)
+        func makeSource(_ configuration: Configuration) -> AdSourceFactory.Made? {
+            guard let spec = configuration.ads else { return nil }
+            do {
+                let made = try AdSourceFactory.make(spec, token: configuration.adsToken, fetcher: http, counters: store,
+                                                    onProblem: { log.warning("ads: \($0)") },
+                                                    onErrorBeacon: { url in try? outbox.enqueue([url]) })
+                log.notice("ads from \(spec)")
+                return made
+            } catch {
+                log.error("ads: \(error); episodes play without ads")
+                return nil
+            }
+        }
+        source.withLock { $0 = makeSource(configuration) }
+        let workers = Workers(name: "adplayerd-ads", threads: 2)
+        var adsConfiguration = VideoAdsConfiguration()
+        adsConfiguration.executor = workers
+        let controller = Controller(player: player, surface: surface, store: store, log: log,
+                                    source: source.withLock { $0?.source }, pauseAdDelay: configuration.pauseAdDelay,
+                                    adsConfiguration: adsConfiguration, emit: broadcast, onAdEvent: { reporter.record($0) })
+        let saved = store.load()
+        try player.loop.sync { controller.start(resuming: saved) }
+
+        // 4. The control socket.
+        let router = CommandRouter(loop: player.loop, controller: controller, library: configuration.library)
+        let control = try ControlServer(path: configuration.socket, group: configuration.socketGroup, log: log) { _, request, reply in
+            router.handle(request, reply: reply)
+        }
+        try control.start()
+        server.withLock { $0 = control }
+        if configuration.library.isEmpty { log.warning("no --library folder: open and queue refuse every file") }
+        log.notice("listening on \(configuration.socket)")
+
+        // 5. Ready; the watchdog is fed from the loop itself (it proves the loop turns).
+        notifier?.send("READY=1\nSTATUS=playing from \(configuration.library.joined(separator: ", ")); control socket \(configuration.socket)")
+        if let notifier, let interval = SystemdNotifier.watchdogInterval() {
+            try player.loop.sync { Self.feedWatchdog(notifier, every: interval / 2, on: player.loop) }
+        }
+
+        // Run until stopped; SIGHUP reloads.
+        var exitCode: Int32 = 0
+        waiting: while true {
+            switch mailbox.next() {
+            case .stop(let code):
+                exitCode = code
+                break waiting
+            case .reload:
+                notifier?.send("RELOADING=1")
+                do {
+                    let reloaded = try Configuration.load(arguments: arguments)
+                    if reloaded.socket != configuration.socket || reloaded.stateDir != configuration.stateDir
+                        || reloaded.vo != configuration.vo || reloaded.ao != configuration.ao {
+                        log.notice("SIGHUP: socket, state-dir, vo and ao take effect at the next start")
+                    }
+                    log.level = reloaded.logLevel
+                    router.setLibrary(reloaded.library)
+                    let made = makeSource(reloaded)
+                    source.withLock { $0?.cleanup(); $0 = made }
+                    try? player.loop.sync { controller.reload(source: made?.source, pauseAdDelay: reloaded.pauseAdDelay) }
+                    configuration = reloaded
+                    log.notice("SIGHUP: configuration and ad source reloaded")
+                } catch {
+                    log.error("SIGHUP: \(error); keeping the running configuration")
+                }
+                notifier?.send("READY=1")
+            }
+        }
+
+        // Stop in reverse order.
+        notifier?.send("STOPPING=1")
+        control.stop()
+        try? player.loop.sync { controller.stop() }
+        reporter.flush()
+        courier.stop(flushingFor: 2)
+        player.shutdown()
+        store.flush()
+        source.withLock { $0?.cleanup() }
+        log.notice("stopped")
+        log.flush()
+        return exitCode
+    }
+
+    /// `WATCHDOG=1` from a timer on the player's loop: if the loop stops turning, systemd
+    /// stops hearing from it.
+    private static func feedWatchdog(_ notifier: SystemdNotifier, every seconds: Double, on loop: any PlayerLoop) {
+        notifier.send("WATCHDOG=1")
+        _ = loop.schedule(after: seconds) { feedWatchdog(notifier, every: seconds, on: loop) }
+    }
+}

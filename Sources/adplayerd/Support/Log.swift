@@ -1,0 +1,109 @@
+import AdRuntime
+import Foundation
+
+/// syslog's priorities, as journald reads them from a `<N>` prefix on each stderr line.
+enum LogLevel: Int, Comparable, Sendable, CaseIterable {
+    case error = 3, warning = 4, notice = 5, info = 6, debug = 7
+
+    static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+
+    var name: String {
+        switch self {
+        case .error: "error"
+        case .warning: "warning"
+        case .notice: "notice"
+        case .info: "info"
+        case .debug: "debug"
+        }
+    }
+
+    init?(name: String) {
+        guard let level = Self.allCases.first(where: { $0.name == name.lowercased() }) else { return nil }
+        self = level
+    }
+}
+
+/// The one logger: one line per message on stderr, `<N>` syslog priority first (journald
+/// reads it), newlines and control characters escaped so that no input can forge a line.
+/// Lines are written by a thread of their own, so that a slow stderr (a pipe nobody reads)
+/// never holds up the player's loop; past `maxQueued` lines waiting, new ones are counted
+/// and dropped, and the count is logged when the writer catches up.
+///
+/// Threading: any thread; `level` may change at any time (SIGHUP).
+final class Logger: Sendable {
+    private struct State {
+        var level: LogLevel
+        var queued = 0
+        var dropped = 0
+    }
+
+    private let state: Locked<State>
+    private let writer = Workers(name: "adplayerd-log")
+    private let maxQueued = 10_000
+
+    init(level: LogLevel) {
+        state = Locked(State(level: level))
+    }
+
+    var level: LogLevel {
+        get { state.withLock { $0.level } }
+        set { state.withLock { $0.level = newValue } }
+    }
+
+    func error(_ message: String) { log(.error, message) }
+    func warning(_ message: String) { log(.warning, message) }
+    func notice(_ message: String) { log(.notice, message) }
+    func info(_ message: String) { log(.info, message) }
+    func debug(_ message: String) { log(.debug, message) }
+
+    func log(_ level: LogLevel, _ message: String) {
+        let accepted = state.withLock { state -> Bool in
+            guard level <= state.level else { return false }
+            guard state.queued < maxQueued else {
+                state.dropped += 1
+                return false
+            }
+            state.queued += 1
+            return true
+        }
+        guard accepted else { return }
+        let line = "<\(level.rawValue)>\(Self.escape(message))\n"
+        writer.execute { [state] in
+            let dropped = state.withLock { state -> Int in
+                state.queued -= 1
+                defer { state.dropped = 0 }
+                return state.dropped
+            }
+            if dropped > 0 { FileHandle.standardError.write(Data("<4>logger: \(dropped) lines were dropped (stderr too slow)\n".utf8)) }
+            FileHandle.standardError.write(Data(line.utf8))
+        }
+    }
+
+    /// Waits until every line logged so far is written (at exit).
+    func flush() {
+        let done = Handover<Bool>()
+        writer.execute { done.fulfil(true) }
+        _ = done.wait(timeout: 2)
+    }
+
+    /// One line: `\n`, `\r`, other control characters and backslashes written as escapes.
+    static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\\": out += "\\\\"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    out += String(format: "\\x%02x", scalar.value)
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out
+    }
+}
