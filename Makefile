@@ -8,7 +8,7 @@ SWIFT_FLAGS ?=
 .PHONY: run test tsan build deps media clean bench
 
 run: deps media build
-	.build/debug/adplayerd play --demo --ads media/catalog media/episode-1.mp4 media/episode-2.mp4
+	scripts/demo.sh
 
 test: deps media
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)

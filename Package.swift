@@ -45,6 +45,8 @@ let package = Package(
         .testTarget(name: "AdSourcesTests", dependencies: ["AdRuntime", "AdSources", "AdTestSupport"], swiftSettings: strict),
         .testTarget(name: "AdTrackingTests", dependencies: ["AdTracking", "AdRuntime", "AdSources", "AdTestSupport"],
                     swiftSettings: strict),
+        // The daemon and adplayerctl as processes, through the control socket.
+        .testTarget(name: "DaemonTests", dependencies: ["AdRuntime", "AdTestSupport"], swiftSettings: strict),
         .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "AdSources", "AdTestSupport", "MpvPlayerAdapter", "CMpv"],
                     swiftSettings: strict),
     ]

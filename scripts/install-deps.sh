@@ -5,6 +5,8 @@ set -euo pipefail
 packages=(
   libmpv-dev        # libmpv and its headers (CMpv); FFmpeg's -dev packages come with it (CFFmpeg)
   libsqlite3-dev    # the beacon outbox and the daemon's state (CSQLite)
+  libcurl4-openssl-dev # the one bounded HTTP reader (CCurl): ad servers, creatives, beacons
+  systemd           # systemd-analyze: the units in systemd/ are verified by the tests
   ffmpeg            # sample media for the demo and the tests (lavfi)
   mpv               # bare mpv, beside which `make bench` measures adplayerd
   python3           # test fixtures (throttled HTTP server)

@@ -58,9 +58,15 @@ enum Human {
         case "player.rate": "rate \(n("rate"))x"
         case "player.ended": "ended \(s("path")) at \(n("position")) s"
         case "ad.requested": "ad requested: \(s("kind")) at \(n("position")) s"
+        case "ad.loaded": "ad loaded: \(s("kind")) \(s("ad_id"))"
         case "ad.started": "ad started: \(s("kind")) \(s("ad_id"))"
+        case "ad.quartile": "ad \(s("ad_id")): quartile \(e["quartile"] ?? "?")/4"
+        case "ad.paused", "ad.resumed": "ad \(s("ad_id")) \(name == "ad.paused" ? "paused" : "resumed")"
+        case "ad.html": "ad html \(s("action")): \(s("url"))"
+        case "player.failed": "failed \(s("path")): \(s("message"))"
+        case "player.background": (e["background"] as? Bool == true) ? "output hidden (background)" : "output shown (foreground)"
         case "ad.ended": "ad ended: \(s("kind")) \(s("ad_id")): \(s("reason"))" + ((e["latency_us"] as? NSNumber).map { " (\($0) µs after the player's change)" } ?? "")
-        case "ad.error": "ad error: \(s("kind")) \(e["ad_id"] as? String ?? ""): \(s("message")) [\(s("code"))]"
+        case "ad.error": "ad error: \(s("kind"))\((e["ad_id"] as? String).map { " " + $0 } ?? ""): \(s("message")) [\(s("code"))]"
         case "beacon.sent": "beacon sent \(s("url"))"
         default: (try? JSONSerialization.data(withJSONObject: e, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? name
         }

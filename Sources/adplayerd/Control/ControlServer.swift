@@ -265,6 +265,9 @@ final class ControlServer: @unchecked Sendable {
                     flush(fd)
                     return
                 }
+                // Enough for now: the rest waits in the kernel until these lines are answered
+                // (a client's input never grows past one line's bound plus a read).
+                if let input = clients[fd]?.input, input.count > Self.maxLineBytes { break }
                 continue
             }
             if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { break }
