@@ -74,7 +74,7 @@ public func assEscape(_ text: String) -> String {
 
 /// An HTML creative for a UI shell to render over mpv's window (mpv cannot draw HTML).
 public enum HTMLCreativeAnnouncement: Sendable, Equatable {
-    case show(id: UInt64, url: String, rect: AdRect, output: AdRect, durationSeconds: Double?, shownAt: UInt64)
+    case show(id: UInt64, url: String, rect: AdRect, output: AdRect, durationSeconds: Double?, shownAt: UInt64, creativeID: String)
     case hide(id: UInt64)
 }
 
@@ -331,7 +331,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         case .html(let url):
             let full = AdRect(x: 0, y: 0, width: size.width, height: size.height)
             announce(.show(id: entry.presentation.id, url: url, rect: AdPlacement.overlayBox(output: size), output: full,
-                           durationSeconds: entry.presentation.creative.duration, shownAt: MonotonicTime.now()))
+                           durationSeconds: entry.presentation.creative.duration, shownAt: MonotonicTime.now(),
+                           creativeID: entry.presentation.creative.id))
         }
     }
 

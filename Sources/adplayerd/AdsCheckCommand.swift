@@ -105,10 +105,8 @@ struct AdsCheckCommand {
                 case .text(let text):
                     found.creative = "text \"\(text)\""
                 case .image(let name), .video(let name):
-                    let path = catalog.folder.appendingPathComponent(name).standardizedFileURL.path
-                    guard FileManager.default.fileExists(atPath: path) else {
-                        throw CatalogError(file: catalog.folder.appendingPathComponent("catalog.json").path, field: entry.id, reason: "the creative file \(name) is missing")
-                    }
+                    // The same check that serving makes (SafeFile): inside the folder, a regular file.
+                    let path = try catalog.creativeFile(name)
                     found.creative = path
                     if case .image = entry.creative {
                         let probe = try ImageDecoder.probe(path)
@@ -131,12 +129,21 @@ struct AdsCheckCommand {
         let isURL = source.hasPrefix("http")
         var report = Report(source: source, type: isURL ? "vast-url" : "vast-file")
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("adplayerd-ads-check-\(getpid())")
-        defer { try? FileManager.default.removeItem(at: cache) }
         let client = VASTClient(tag: isURL ? source : URL(fileURLWithPath: source).absoluteString, cacheDirectory: cache)
-        let document: Data? = isURL ? nil : FileManager.default.contents(atPath: source)
+        defer { client.removeCache() }
+        var document: Data?
+        if !isURL {
+            do {
+                document = try SafeFile.read(source, maxBytes: 1024 * 1024)
+            } catch {
+                report.problems.append(Problem(kind: "vast", id: nil, code: error.kind.rawValue, message: error.description))
+                return report
+            }
+        }
         for kind in AdKind.allCases {
             let request = AdRequest(content: ContentInfo(id: content), kind: kind, position: 0)
-            let outcome = Blocking.run { try await client.resolve(request, document: document) }
+            let read = document
+            let outcome = Blocking.run { try await client.resolve(request, document: read) }
             switch outcome {
             case .success(let resolution?):
                 let creative = resolution.creative

@@ -83,13 +83,16 @@ struct DaemonCommand {
         let player = try MpvPlayer(configuration: playerConfiguration) { message in
             log.log(message.isError ? .error : .warning, "mpv: [\(message.prefix)] \(message.text.trimmingCharacters(in: .newlines))")
         }
-        let surface = MpvAdSurface(player: player) { _ in }
         defer { player.shutdown() }
 
         // 3. The ad runtime: HTTP, the outbox, the source.
         let http = BoundedHTTP(threads: 4)
         let server = Locked<ControlServer?>(nil)
         let broadcast: @Sendable (String, JSONValue) -> Void = { name, event in server.withLock { $0 }?.broadcast(name, event) }
+        // HTML creatives (the slots API's) are for a UI shell to draw: announced on the socket.
+        let surface = MpvAdSurface(player: player) { announcement in
+            broadcast("ad.html", Self.describe(announcement))
+        }
         let outbox = try BeaconOutbox(path: durable ? statePath : ":memory:", sender: HTTPBeaconSender(fetcher: http), onEvent: { event in
             switch event {
             case .sent(let url, let attempts):
@@ -185,6 +188,18 @@ struct DaemonCommand {
         log.notice("stopped")
         log.flush()
         return exitCode
+    }
+
+    static func describe(_ announcement: HTMLCreativeAnnouncement) -> JSONValue {
+        func rect(_ r: AdRect) -> JSONValue { ["x": .int(r.x), "y": .int(r.y), "width": .int(r.width), "height": .int(r.height)] }
+        switch announcement {
+        case .show(let id, let url, let place, let output, let duration, _, let creativeID):
+            return ["event": "ad.html", "action": "show", "kind": "overlay", "ad_id": .string(creativeID),
+                    "instance": .string(String(id, radix: 16)), "url": .string(url), "rect": rect(place), "output": rect(output),
+                    "duration": duration.map { .number($0) } ?? .null]
+        case .hide(let id):
+            return ["event": "ad.html", "action": "hide", "kind": "overlay", "ad_id": .null, "instance": .string(String(id, radix: 16))]
+        }
     }
 
     /// `WATCHDOG=1` from a timer on the player's loop: if the loop stops turning, systemd

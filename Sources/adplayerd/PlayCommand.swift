@@ -77,7 +77,7 @@ struct PlayCommand {
         Signals.watch { signal in
             guard signal != SIGHUP else { return }
             if stopping.withLock({ s in defer { s = true }; return s }) { _exit(1) }
-            done.post(130)
+            done.post(0)   // an orderly stop: exit 0 (1 if a file could not be played)
         }
         // Files given here are checked as the daemon checks its library's: regular files.
         var files: [String] = []
@@ -138,8 +138,12 @@ struct PlayCommand {
                                     emit: { name, _ in if name == "player.failed" { failed.withLock { $0 += 1 } } },
                                     onAdEvent: { event in printer.print(event); reporter?.record(event) })
         controller.onQueueDone = { done.post(0) }
-        let observation = player.addObserver(TimelineObserver(printer))
-        defer { observation.cancel() }
+        let timeline = TimelineObserver(printer)   // observers are held weakly: keep it
+        let observation = player.addObserver(timeline)
+        defer {
+            observation.cancel()
+            withExtendedLifetime(timeline) {}
+        }
         try player.loop.sync {
             controller.start(resuming: StateStore.Saved())
             _ = controller.enqueue(files.map { QueueEntry(path: $0) })

@@ -160,5 +160,30 @@ final class BeaconOutboxTests: XCTestCase {
         process.waitUntilExit()
         XCTAssertEqual(process.terminationStatus, 0, "adplayerd \(arguments.prefix(2).joined(separator: " "))")
     }
-}
 
+    /// A damaged outbox (here: its index's page overwritten, so the integrity check fails) is
+    /// moved aside with a warning naming both files, and every beacon its table still holds is
+    /// read back into the new one: none is lost.
+    func testADamagedOutboxIsMovedAsideAndItsBeaconsReadBack() throws {
+        let urls = (0..<2000).map { url("kept-\($0)") }
+        var root: Int64 = 0
+        do {
+            let outbox = try outbox()
+            try outbox.enqueue(urls)
+            let db = try SQLiteDatabase(path: database)
+            root = try db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'beacons_due'").first?.first?.integer ?? 0
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+        XCTAssertGreaterThan(root, 1)
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: database))
+        try handle.seek(toOffset: UInt64(root - 1) * 4096)
+        try handle.write(contentsOf: Data(repeating: 0xA5, count: 4096))
+        try handle.close()
+        let warnings = Locked<[String]>([])
+        let reopened = try BeaconOutbox(path: database, onWarning: { w in warnings.withLock { $0.append(w) } })
+        let said = warnings.withLock { $0 }
+        XCTAssertTrue(said.contains { $0.contains(database) && $0.contains(".bad-") }, "\(said)")
+        XCTAssertTrue(said.contains { $0.contains("2000 beacons were read back") }, "\(said)")
+        XCTAssertEqual(try reopened.pendingCount(), 2000, "no beacon lost")
+    }
+}

@@ -152,10 +152,11 @@ final class MpvAdSurfaceTests: MpvTestCase {
         try overlay.show(didEnd: log.didEnd(overlay.id))
         // Announced on the loop in a turn of its own (so that the shell may call back in).
         XCTAssertTrue(waitUntil { !announcements.withLock { $0.isEmpty } })
-        guard case .show(let id, let url, let rect, let output, let duration, _)? = announcements.withLock({ $0.first }) else {
+        guard case .show(let id, let url, let rect, let output, let duration, _, let creativeID)? = announcements.withLock({ $0.first }) else {
             return XCTFail("not announced")
         }
         XCTAssertEqual(id, overlay.id)
+        XCTAssertEqual(creativeID, "c")
         XCTAssertEqual(url, "https://ads.example/overlay/slot-1")
         XCTAssertEqual(output, AdRect(x: 0, y: 0, width: 320, height: 240), "the video's size headless")
         XCTAssertEqual(rect, AdPlacement.overlayBox(output: (320, 240)))

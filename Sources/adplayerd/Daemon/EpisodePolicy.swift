@@ -74,9 +74,11 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
                     try pauseAd.show(afterPausedFor: pauseAdDelay) { [weak self] _ in self?.pauseAdEnded(id) }
                     shown[id] = pauseAd
                 } catch {
-                    pauseAdRequested = false   // the content played again meanwhile
+                    // The content played again meanwhile: nothing to show.
                 }
             }
+        case .playing:
+            pauseAdRequested = false   // the next pause may have its pause ad
         case .failed(let failure) where failure.entry == entry:
             finish()
         default:
@@ -86,7 +88,6 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
 
     private func pauseAdEnded(_ id: UInt64) {
         shown[id] = nil
-        pauseAdRequested = false   // the next pause may have one
     }
 
     private func saw(_ event: AdEvent) {
