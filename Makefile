@@ -5,14 +5,20 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 SWIFT ?= swift
 SWIFT_FLAGS ?=
 
-.PHONY: run test tsan build deps media clean bench
+.PHONY: run test stress tsan asan build deps media clean bench
 
 run: deps media build
 	scripts/demo.sh
 
 test: deps media
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
-	$(SWIFT) test --skip-build --disable-swift-testing $(SWIFT_FLAGS)
+	$(SWIFT) test --skip-build --disable-swift-testing --skip StressTests $(SWIFT_FLAGS)
+
+# The long part of the reliability suite (docs/reliability.md): kill -9 at random moments,
+# 500 episodes back to back. About 15 minutes.
+stress: deps media
+	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
+	$(SWIFT) test --skip-build --disable-swift-testing --filter StressTests $(SWIFT_FLAGS)
 
 # ThreadSanitizer over the whole suite; fails on any warning (SPEC R18: one owner, few locks,
 # all of a kind TSan sees). Slower than `make test`.

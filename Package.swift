@@ -23,6 +23,8 @@ let package = Package(
         // FFmpeg's libavformat/libavcodec/libswscale (pulled in by libmpv-dev): ad images to BGRA.
         .systemLibrary(name: "CFFmpeg", path: "Sources/CFFmpeg",
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev"])]),
+        // MPRIS2 and logind's PrepareForSleep over sd-bus (libsystemd): its vtables are C macros.
+        .target(name: "CMpris", path: "Sources/CMpris", linkerSettings: [.linkedLibrary("systemd")]),
         // accept4 and SO_PEERCRED, which glibc declares only with _GNU_SOURCE (the control socket).
         .target(name: "CSystem", path: "Sources/CSystem"),
         // SQLite, the embedded database: the beacon outbox (R17) and the daemon's state.
@@ -35,7 +37,7 @@ let package = Package(
         .target(name: "AdSources", dependencies: ["AdRuntime", "CCurl"], swiftSettings: strict),
         .target(name: "AdTracking", dependencies: ["CSQLite", "AdRuntime", "AdSources"], swiftSettings: strict),
         .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "CFFmpeg", "AdRuntime"], swiftSettings: strict),
-        .executableTarget(name: "adplayerd", dependencies: ["AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter", "CSystem"],
+        .executableTarget(name: "adplayerd", dependencies: ["AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter", "CSystem", "CMpris"],
                           swiftSettings: strict),
         // The control socket's client: the protocol only (docs/protocol.md).
         .executableTarget(name: "adplayerctl", swiftSettings: strict),
@@ -46,7 +48,7 @@ let package = Package(
         .testTarget(name: "AdTrackingTests", dependencies: ["AdTracking", "AdRuntime", "AdSources", "AdTestSupport"],
                     swiftSettings: strict),
         // The daemon and adplayerctl as processes, through the control socket.
-        .testTarget(name: "DaemonTests", dependencies: ["AdRuntime", "AdTestSupport"], swiftSettings: strict),
+        .testTarget(name: "DaemonTests", dependencies: ["AdRuntime", "AdTestSupport", "AdTracking"], swiftSettings: strict),
         .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "AdSources", "AdTestSupport", "MpvPlayerAdapter", "CMpv"],
                     swiftSettings: strict),
     ]

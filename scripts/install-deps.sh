@@ -7,11 +7,17 @@ packages=(
   libsqlite3-dev    # the beacon outbox and the daemon's state (CSQLite)
   libcurl4-openssl-dev # the one bounded HTTP reader (CCurl): ad servers, creatives, beacons
   systemd           # systemd-analyze: the units in systemd/ are verified by the tests
+  libsystemd-dev    # sd-bus: MPRIS2 media controls and logind's PrepareForSleep (CMpris)
+  dbus-daemon       # the tests' private buses (dbus-daemon --session)
+  dbus-bin          # dbus-send and dbus-monitor: a stand-in for logind, the signals tests watch
+  playerctl         # the MPRIS tests drive adplayerd with the real playerctl
   ffmpeg            # sample media for the demo and the tests (lavfi)
   mpv               # bare mpv, beside which `make bench` measures adplayerd
   python3           # test fixtures (throttled HTTP server)
+  python3-dbus      # the MPRIS tests' stand-in for logind (it owns org.freedesktop.login1 on a private bus)
   xvfb              # pixel tests: a virtual X display for vo=x11
   xdotool           # pixel tests: a key pressed in mpv's window
+  x11-utils         # xprop: a test plays the window manager that minimizes mpv's window (R13)
   fonts-dejavu-core # text overlays (libass needs a font)
   ca-certificates
 )

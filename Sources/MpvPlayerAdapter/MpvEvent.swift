@@ -144,6 +144,11 @@ public struct MpvLogMessage: Sendable, Equatable, CustomStringConvertible {
     public let logLevel: Int32
 
     public var isError: Bool { logLevel <= 20 }
+    /// An error mpv logs that says nothing is wrong: the null audio output (`ao=null`, every
+    /// headless box) checks its own state machine and complains when playback resumes right
+    /// after a seek made while paused — the audio plays on regardless. A daemon logs it as
+    /// information, not as an error.
+    public var isKnownHarmless: Bool { prefix == "ao/null" && text.hasPrefix("illegal state: start() while paused") }
     public var description: String { "[\(prefix)] \(level): \(text)" }
 }
 

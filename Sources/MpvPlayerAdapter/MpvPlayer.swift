@@ -97,6 +97,16 @@ public final class MpvPlayer: TrackablePlayer {
         (try? loop.sync { core.feed.add(observer) }) ?? .ended()
     }
 
+    /// The item's duration in seconds, when an item is in and mpv knows it.
+    public func duration() -> Double? { (try? loop.sync { core.mapping.itemDuration }) ?? nil }
+
+    /// `handler` runs on the loop when mpv's window is minimized or restored (the output is
+    /// hidden: the seed's "app goes to the background", R13; never with `vo=null`, which has
+    /// no window) and when the item's duration becomes known or changes.
+    public func onDetailChange(_ handler: @escaping @Sendable (MpvDetailChange) -> Void) {
+        try? loop.sync { core.detailChanged = handler }
+    }
+
     /// Stops mpv (R5): blocks until the core is gone. Idempotent. On the loop (from an
     /// observer) it starts the shutdown and returns; the loop finishes it.
     public func shutdown() { handle.shutdown() }
@@ -251,6 +261,8 @@ final class PlayerCore: @unchecked Sendable {
     private let onLog: @Sendable (MpvLogMessage) -> Void
     /// The mapping's rare read-backs (see `MpvPlayerMapping`), built once.
     private let query: MpvPlayerMapping.Query
+    /// The daemon's: told of window and duration changes.
+    var detailChanged: (@Sendable (MpvDetailChange) -> Void)?
     /// Tests: sees every event after the mapping (`MpvPlayer.tapEvents`).
     var tap: (@Sendable (MpvEvent) -> Void)?
 
@@ -327,6 +339,7 @@ final class PlayerCore: @unchecked Sendable {
         if let player, !events.isEmpty { feed.publish(events, from: player) }
         let adEvents = mapping.takeAdEvents()
         let resized = mapping.takeOutputSizeChange()
+        for change in mapping.takeDetailChanges() { detailChanged?(change) }
         guard let listener else { return }
         adEvents.forEach { listener.adPlayback($0) }
         if resized { listener.outputResized(width: mapping.outputSize.width, height: mapping.outputSize.height) }

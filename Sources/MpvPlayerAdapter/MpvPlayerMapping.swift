@@ -38,6 +38,8 @@ struct MpvPlayerMapping {
         case eofReached = 1, pause, speed, timePos, duration, loopFile, path
         /// Not player-model facts: the size ads are placed in.
         case osdWidth, osdHeight, videoWidth, videoHeight
+        /// Not a player-model fact: the output is hidden (R13's background, SPEC §7).
+        case windowMinimized
 
         var name: String {
             switch self {
@@ -52,12 +54,13 @@ struct MpvPlayerMapping {
             case .osdHeight: "osd-height"
             case .videoWidth: "dwidth"
             case .videoHeight: "dheight"
+            case .windowMinimized: "window-minimized"
             }
         }
 
         var format: MpvFormat {
             switch self {
-            case .eofReached, .pause: .flag
+            case .eofReached, .pause, .windowMinimized: .flag
             case .speed, .timePos, .duration: .double
             case .loopFile, .path: .string
             case .osdWidth, .osdHeight, .videoWidth, .videoHeight: .int
@@ -141,6 +144,10 @@ struct MpvPlayerMapping {
     private var osd = (width: 0, height: 0)
     private var video = (width: 0, height: 0)
     private var outputSizeChanged = false
+    /// mpv's window is minimized (false while there is no window, `vo=null`).
+    private(set) var windowMinimized = false
+    /// What changed about the output and the item's details since `takeDetailChanges`.
+    private var detailChanges: [MpvDetailChange] = []
     /// The changes of the current step, each with the facts right after it.
     private var out: [PlayerEvent] = []
     private var now: UInt64 = 0
@@ -190,6 +197,15 @@ struct MpvPlayerMapping {
         if osd.width > 0, osd.height > 0 { return osd }
         if video.width > 0, video.height > 0 { return video }
         return (1280, 720)
+    }
+
+    /// The item's duration, when the item is in and mpv knows it.
+    var itemDuration: Double? { item == nil ? nil : duration.flatMap { $0 > 0 ? $0 : nil } }
+
+    /// What changed about the window and the item's duration since the last call.
+    mutating func takeDetailChanges() -> [MpvDetailChange] {
+        defer { detailChanges = [] }
+        return detailChanges
     }
 
     /// True once after the output size changed.
@@ -394,7 +410,9 @@ struct MpvPlayerMapping {
             positionAt = now
 
         case .duration:
+            let before = itemDuration
             duration = value.double
+            if itemDuration != before { detailChanges.append(.duration(itemDuration)) }
 
         case .loopFile:
             let text = value.string ?? "no"
@@ -416,6 +434,13 @@ struct MpvPlayerMapping {
             default: video.height = size
             }
             if outputSize != before { outputSizeChanged = true }
+
+        case .windowMinimized:
+            let minimized = value.flag ?? false   // no window: not minimized
+            if minimized != windowMinimized {
+                windowMinimized = minimized
+                detailChanges.append(.windowMinimized(minimized))
+            }
         }
     }
 
@@ -512,4 +537,13 @@ struct MpvPlayerMapping {
         guard table.count > rememberedEntries else { return }
         for key in table.keys.sorted().prefix(table.count - rememberedEntries) { table[key] = nil }
     }
+}
+
+/// Facts about the output and the item that are not player-model changes, for a daemon's
+/// desktop controls: told on the loop (`MpvPlayer.onDetailChange`).
+public enum MpvDetailChange: Sendable, Equatable {
+    /// mpv's window was minimized (true) or restored: the output is hidden or shown (R13).
+    case windowMinimized(Bool)
+    /// The item's duration became known, or changed (nil: no item, or unknown).
+    case duration(Double?)
 }

@@ -7,7 +7,7 @@ import MpvPlayerAdapter
 /// `adplayerd [--config FILE] [--library DIR]… [--ads SOURCE] …`: the daemon. A set of
 /// services started in order and stopped in reverse (in the manner of swift-service-lifecycle):
 ///
-///     logger → state store → mpv → ad runtime (source, outbox, policy) → control socket → MPRIS → READY=1
+///     logger → state store → mpv → ad runtime (source, outbox, policy) → control socket → D-Bus (MPRIS, sleep) → READY=1
 ///
 /// SIGTERM/SIGINT (and SIGQUIT) stop it in reverse order — ads ended, positions saved, the
 /// outbox given 2 s to deliver, mpv shut down (R5) — and it exits 0; a second signal exits at
@@ -81,7 +81,7 @@ struct DaemonCommand {
             log.warning("--mpv-ipc-socket \(configuration.mpvIPCSocket!): mpv's own IPC is open; anyone who can reach it drives the player (unsafe, for tests and debugging)")
         }
         let player = try MpvPlayer(configuration: playerConfiguration) { message in
-            log.log(message.isError ? .error : .warning, "mpv: [\(message.prefix)] \(message.text.trimmingCharacters(in: .newlines))")
+            log.mpv(message)
         }
         defer { player.shutdown() }
 
@@ -141,7 +141,27 @@ struct DaemonCommand {
         if configuration.library.isEmpty { log.warning("no --library folder: open and queue refuse every file") }
         log.notice("listening on \(configuration.socket)")
 
-        // 5. Ready; the watchdog is fed from the loop itself (it proves the loop turns).
+        // 5. The desktop and the system: MPRIS2 (--mpris) and logind's PrepareForSleep. Without
+        //    a bus, playback and the socket go on.
+        var desktop: DesktopService?
+        do {
+            let service = try DesktopService(mpris: configuration.mpris, loop: player.loop, controller: controller, log: log)
+            service.start()
+            try player.loop.sync {
+                controller.onDesktopChange = { state, seekedTo in service.update(state, seekedTo: seekedTo) }
+                service.update(controller.desktopState(), seekedTo: nil)
+            }
+            desktop = service
+            if configuration.mpris { log.notice("MPRIS2: org.mpris.MediaPlayer2.adplayerd on the session bus") }
+        } catch {
+            if configuration.mpris {
+                log.error("MPRIS2: \(error); media keys, headsets and playerctl will not reach adplayerd")
+            } else {
+                log.info("\(error)")
+            }
+        }
+
+        // 6. Ready; the watchdog is fed from the loop itself (it proves the loop turns).
         notifier?.send("READY=1\nSTATUS=playing from \(configuration.library.joined(separator: ", ")); control socket \(configuration.socket)")
         if let notifier, let interval = SystemdNotifier.watchdogInterval() {
             try player.loop.sync { Self.feedWatchdog(notifier, every: interval / 2, on: player.loop) }
@@ -159,8 +179,8 @@ struct DaemonCommand {
                 do {
                     let reloaded = try Configuration.load(arguments: arguments)
                     if reloaded.socket != configuration.socket || reloaded.stateDir != configuration.stateDir
-                        || reloaded.vo != configuration.vo || reloaded.ao != configuration.ao {
-                        log.notice("SIGHUP: socket, state-dir, vo and ao take effect at the next start")
+                        || reloaded.vo != configuration.vo || reloaded.ao != configuration.ao || reloaded.mpris != configuration.mpris {
+                        log.notice("SIGHUP: socket, state-dir, vo, ao and mpris take effect at the next start")
                     }
                     log.level = reloaded.logLevel
                     router.setLibrary(reloaded.library)
@@ -178,6 +198,7 @@ struct DaemonCommand {
 
         // Stop in reverse order.
         notifier?.send("STOPPING=1")
+        desktop?.stop()
         control.stop()
         try? player.loop.sync { controller.stop() }
         reporter.flush()

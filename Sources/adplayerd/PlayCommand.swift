@@ -98,7 +98,7 @@ struct PlayCommand {
         configuration.inputBindings = options.vo != "null"
         configuration.extraOptions = [("title", "adplayerd")]
         let player = try MpvPlayer(configuration: configuration) { message in
-            log.log(message.isError ? .error : .warning, "mpv: [\(message.prefix)] \(message.text.trimmingCharacters(in: .newlines))")
+            log.mpv(message)
         }
         defer { player.shutdown() }
         let surface = MpvAdSurface(player: player)

@@ -21,8 +21,10 @@ final class DaemonProcess: @unchecked Sendable {
     private(set) var process: Process
     private let errors = Locked(Data())
     private let extraArguments: [String]
+    private let environment: [String: String]
 
-    init(catalog: URL? = nil, library: String? = nil, extra: [String] = []) throws {
+    /// `environment`: added to the test's own (a private bus's address, a display).
+    init(catalog: URL? = nil, library: String? = nil, extra: [String] = [], environment: [String: String] = [:]) throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("daemon-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         socket = folder.appendingPathComponent("ctl.sock").path
@@ -31,6 +33,7 @@ final class DaemonProcess: @unchecked Sendable {
         var arguments = ["--library", self.library, "--state-dir", stateDir, "--socket", socket, "--log-level", "info"]
         if let catalog { arguments += ["--ads", catalog.path] }
         extraArguments = arguments + extra
+        self.environment = environment
         process = Process()
         try launch()
     }
@@ -48,6 +51,7 @@ final class DaemonProcess: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Executables.adplayerd)
         process.arguments = extraArguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let pipe = Pipe()
         process.standardError = pipe
         process.standardOutput = FileHandle.nullDevice

@@ -253,4 +253,21 @@ final class MappingRuleTests: XCTestCase {
         _ = feed(prop(.videoWidth, .int(1920)))
         XCTAssertFalse(mapping.takeOutputSizeChange(), "the video's size no longer matters")
     }
+
+    /// R13's "the output is hidden": mpv's `window-minimized` is told once per change, not a
+    /// player change; an unavailable value (no window) is "not minimized". The item's
+    /// duration is told when it becomes known and when the item goes.
+    func testWindowMinimizedAndDurationAreDetailsNotPlayerChanges() {
+        let item = startPlaying()
+        XCTAssertEqual(mapping.takeDetailChanges(), [.duration(10)])
+        XCTAssertEqual(feed(prop(.windowMinimized, .flag(true))), [])
+        XCTAssertEqual(mapping.takeDetailChanges(), [.windowMinimized(true)])
+        XCTAssertEqual(feed(prop(.windowMinimized, .flag(true))), [])
+        XCTAssertEqual(mapping.takeDetailChanges(), [], "no change, nothing told")
+        XCTAssertEqual(feed(prop(.windowMinimized, .unavailable)), [])
+        XCTAssertEqual(mapping.takeDetailChanges(), [.windowMinimized(false)])
+        XCTAssertEqual(feed(prop(.duration, .double(12))), [])
+        XCTAssertEqual(mapping.takeDetailChanges(), [.duration(12)])
+        _ = item
+    }
 }

@@ -23,7 +23,7 @@ final class CommandRouter: Sendable {
     /// SIGHUP: the library folders of the new configuration.
     func setLibrary(_ folders: [String]) { library.withLock { $0 = folders } }
 
-    static let commands = ["status", "open", "queue", "play", "pause", "toggle", "seek", "speed", "next", "stop", "loop",
+    static let commands = ["status", "open", "queue", "play", "pause", "toggle", "seek", "speed", "next", "previous", "stop", "loop",
                            "background", "foreground", "close-ad", "subscribe", "version"]
 
     func handle(_ request: JSONValue, reply: @escaping @Sendable (JSONValue) -> Void) {
@@ -73,6 +73,7 @@ final class CommandRouter: Sendable {
         case "pause": onLoop { try controller.pause() }
         case "toggle": onLoop { try controller.toggle() }
         case "next": onLoop { try controller.next() }
+        case "previous": onLoop { try controller.previous() }
         case "stop": onLoop { controller.stopCommand() }
         case "background": onLoop { controller.setBackground(true) }
         case "foreground": onLoop { controller.setBackground(false) }

@@ -18,6 +18,9 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     private let onAdEvent: @Sendable (AdEvent) -> Void
     /// The last episode of the queue is done (`play` exits then; the daemon waits).
     var onQueueDone: @Sendable () -> Void = {}
+    /// What desktop media controls (MPRIS) show, after every change that may alter it, with the
+    /// new position after a real seek. Set before `start`; called on the loop.
+    var onDesktopChange: (@Sendable (DesktopState, _ seekedTo: Double?) -> Void)?
     private var source: (any AdSource)?
     private var pauseAdDelay: Double
     private let adsConfiguration: VideoAdsConfiguration
@@ -27,7 +30,15 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     private var current: Int?
     private var episode: Episode?
     private var loopOn = false
-    private var background = false
+    /// Why the output is hidden (R13); background while any reason holds.
+    private var backgroundReasons: Set<BackgroundReason> = []
+    private var background: Bool { !backgroundReasons.isEmpty }
+    /// The host went to sleep while the content played: it plays again on waking.
+    private var playAfterSleep = false
+    /// A post-roll plays (it cannot be skipped or seeked), and whether the viewer paused it.
+    private var postroll: (id: UInt64, paused: Bool)?
+    /// The content's speed (the snapshot's rate is 0 while paused).
+    private var speedSetting = 1.0
     private var positionTimer: LoopTimer?
     /// The ad on screen, for `status`.
     private var adOnScreen: AdInfo?
@@ -65,6 +76,17 @@ final class Controller: PlayerObserver, @unchecked Sendable {
             log.notice("resuming \(queue[index].path) at \(String(format: "%.1f", saved.position)) s")
             play(index, start: saved.position, fresh: false)
         }
+        player.onDetailChange { [weak self] change in
+            guard let self else { return }
+            switch change {
+            case .windowMinimized(let minimized):
+                log.info(minimized ? "the window is minimized: background" : "the window is restored: foreground")
+                setBackground(minimized, for: .minimized)
+            case .duration:
+                publishDesktop()   // MPRIS's mpris:length
+            }
+        }
+        publishDesktop()
     }
 
     /// On the loop: a new ad source (SIGHUP) for the episodes that come next; a new delay.
@@ -98,7 +120,8 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         let ad: JSONValue = adOnScreen.map { ["kind": .string($0.kind.protocolName), "ad_id": .string($0.creativeID)] } ?? .null
         return ["item": item, "position": .number(snapshot.position), "playing": .bool(snapshot.playing),
                 "rate": .number(snapshot.rate), "ad": ad, "queue": .array(queue.map { .string($0.path) }),
-                "current": current.map { .int($0) } ?? .null, "loop": .bool(loopOn), "background": .bool(background)]
+                "current": current.map { .int($0) } ?? .null, "loop": .bool(loopOn), "background": .bool(background),
+                "background_reasons": .array(backgroundReasons.map(\.rawValue).sorted().map { .string($0) })]
     }
 
     /// Plays `entry` now, after the current one in the queue.
@@ -131,6 +154,7 @@ final class Controller: PlayerObserver, @unchecked Sendable {
 
     func pause() throws(ControlError) -> JSONValue {
         guard episode != nil else { throw ControlError(code: "not_playing", message: "nothing plays") }
+        playAfterSleep = false   // paused on purpose while the host sleeps: it stays paused on waking
         try onPlayer { try player.pause() }
         return status()
     }
@@ -142,6 +166,7 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     func seek(_ seek: Seek) throws(ControlError) -> JSONValue {
+        try refuseDuringPostroll("seeked")
         guard episode != nil, player.snapshot().item != nil else { throw ControlError(code: "not_playing", message: "no episode is in the player") }
         switch seek {
         case .to(let seconds): try onPlayer { try player.seek(seconds) }
@@ -152,10 +177,13 @@ final class Controller: PlayerObserver, @unchecked Sendable {
 
     func speed(_ value: Double) throws(ControlError) -> JSONValue {
         try onPlayer { try player.setSpeed(value) }
+        speedSetting = value
+        publishDesktop()
         return status()
     }
 
     func next() throws(ControlError) -> JSONValue {
+        try refuseDuringPostroll("skipped")
         guard let current, current + 1 < queue.count else {
             stopPlaying()
             self.current = nil
@@ -164,6 +192,20 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         }
         play(current + 1, start: nil, fresh: true)
         return status()
+    }
+
+    /// The episode before this one in the queue, from its start.
+    func previous() throws(ControlError) -> JSONValue {
+        try refuseDuringPostroll("skipped")
+        guard let current, current > 0 else { throw ControlError(code: "no_previous", message: "this is the first episode of the queue") }
+        play(current - 1, start: 0, fresh: true)
+        return status()
+    }
+
+    /// The post-roll is the episode's last word (SPEC §6): the viewer can pause it, not skip
+    /// or seek it (`stop` still ends everything). MPRIS's `CanSeek`/`CanGoNext` say so.
+    private func refuseDuringPostroll(_ what: String) throws(ControlError) {
+        if postroll != nil { throw ControlError(code: "ad_playing", message: "a post-roll plays: it cannot be \(what)") }
     }
 
     func stopCommand() -> JSONValue {
@@ -175,14 +217,52 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         loopOn = on
         try onPlayer { try player.setLoop(on) }
         store.saveLoop(on)
+        publishDesktop()
         return status()
     }
 
+    enum BackgroundReason: String, Sendable {
+        /// A control client said `background`.
+        case control
+        /// logind's PrepareForSleep(true): the host is going to sleep.
+        case sleep
+        /// mpv's window is minimized.
+        case minimized
+    }
+
+    /// The control protocol's `background`/`foreground`.
     func setBackground(_ hidden: Bool) -> JSONValue {
-        background = hidden
-        episode?.policy?.setBackground(hidden)
-        emit("player.background", ["event": "player.background", "background": .bool(hidden)])
+        setBackground(hidden, for: .control)
         return status()
+    }
+
+    /// The output is hidden (or shown again) for `reason`. The ads hear of it (R13) when the
+    /// union of the reasons changes, and before any pause that follows from it.
+    func setBackground(_ hidden: Bool, for reason: BackgroundReason) {
+        let before = background
+        if hidden { backgroundReasons.insert(reason) } else { backgroundReasons.remove(reason) }
+        guard background != before else { return }
+        episode?.policy?.setBackground(background)
+        emit("player.background", ["event": "player.background", "background": .bool(background),
+                                   "reasons": .array(backgroundReasons.map(\.rawValue).sorted().map { .string($0) })])
+    }
+
+    /// logind's PrepareForSleep: going to sleep is background, then a pause (an overlay
+    /// freezes, R13); waking is foreground, then play again in the same turn if it played
+    /// before — well within R13's second, so a frozen overlay goes on.
+    func hostSleep(_ sleeping: Bool) {
+        if sleeping {
+            let playing = player.snapshot().playing || (postroll.map { !$0.paused } ?? false)
+            playAfterSleep = playing || playAfterSleep
+            log.notice("the host is going to sleep: background\(playing ? ", paused" : "")")
+            setBackground(true, for: .sleep)
+            if playing { try? player.pause() }
+        } else {
+            log.notice("the host woke up: foreground\(playAfterSleep ? ", playing again" : "")")
+            setBackground(false, for: .sleep)
+            if playAfterSleep, episode != nil { try? player.play() }
+            playAfterSleep = false
+        }
     }
 
     func closeAd() throws(ControlError) -> JSONValue {
@@ -218,6 +298,7 @@ final class Controller: PlayerObserver, @unchecked Sendable {
                           onFinished: { [weak self] in self?.episodeFinished(serial) })
         }
         policy?.setBackground(background)
+        postroll = nil
         episode = Episode(entry: entry, playlistEntry: nil, policy: policy, serial: serial)
         // A new episode plays (mpv's pause flag outlives files), from `start` when given.
         try? player.play()
@@ -241,10 +322,12 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     private func episodeFinished(_ serial: UInt64) {
         guard let episode, episode.serial == serial else { return }
         self.episode = nil
+        postroll = nil
         guard let current, current + 1 < queue.count else {
             log.info("the queue is done")
             self.current = nil
             store.saveQueue(queue, current: nil)
+            publishDesktop()
             onQueueDone()
             return
         }
@@ -256,8 +339,10 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         episode?.policy?.stop()
         episode = nil
         adOnScreen = nil
+        postroll = nil
         positionTimer?.cancel()
         try? player.stop()
+        publishDesktop()
     }
 
     private func savePosition() {
@@ -280,6 +365,41 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         }
     }
 
+    // MARK: Desktop media controls
+
+    /// What MPRIS shows: built on the loop from the model, the queue and the post-roll.
+    func desktopState() -> DesktopState {
+        let snapshot = player.snapshot()
+        var state = DesktopState()
+        state.rate = speedSetting
+        state.position = snapshot.position
+        state.at = MonotonicTime.now()
+        state.loop = loopOn
+        state.canPlay = episode != nil || !queue.isEmpty
+        guard let episode else { return state }
+        state.track = DesktopState.Track(serial: episode.serial, path: episode.entry.path)
+        state.length = snapshot.item != nil ? player.duration() : nil
+        if let postroll {
+            state.status = postroll.paused ? .paused : .playing
+            state.position = 0
+        } else if snapshot.item != nil {
+            state.status = snapshot.playing ? .playing : .paused
+            state.moving = snapshot.playing
+        } else {
+            state.status = .playing   // loading, or between the end and the post-roll
+        }
+        state.canPause = true
+        state.canSeek = postroll == nil && snapshot.item != nil
+        state.canGoNext = postroll == nil && (current.map { $0 + 1 < queue.count } ?? false)
+        state.canGoPrevious = postroll == nil && (current.map { $0 > 0 } ?? false)
+        return state
+    }
+
+    private func publishDesktop(seekedTo: Double? = nil) {
+        guard let onDesktopChange else { return }
+        onDesktopChange(desktopState(), seekedTo)
+    }
+
     // MARK: What the player and the ads say (on the loop)
 
     func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
@@ -293,6 +413,7 @@ final class Controller: PlayerObserver, @unchecked Sendable {
             emit("player.item", ["event": "player.item", "path": .null])
         case .playing(let rate):
             emit("player.playing", ["event": "player.playing", "rate": .number(rate), "position": .number(s.position)])
+            speedSetting = rate
             armPositionTimer()
         case .paused:
             emit("player.paused", ["event": "player.paused", "position": .number(s.position)])
@@ -300,6 +421,7 @@ final class Controller: PlayerObserver, @unchecked Sendable {
             savePosition()
         case .rate(let rate):
             emit("player.rate", ["event": "player.rate", "rate": .number(rate)])
+            speedSetting = rate
         case .seeked(let from, let to):
             emit("player.seeked", ["event": "player.seeked", "from": .number(from), "to": .number(to)])
             savePosition()
@@ -313,6 +435,7 @@ final class Controller: PlayerObserver, @unchecked Sendable {
                                    "message": .string(failure.message)])
             if let episode, failure.entry == episode.playlistEntry, episode.policy == nil { episodeFinished(episode.serial) }
         }
+        if case .seeked(_, let to) = event.change { publishDesktop(seekedTo: to) } else { publishDesktop() }
     }
 
     private func adEvent(_ event: AdEvent) {
@@ -326,16 +449,28 @@ final class Controller: PlayerObserver, @unchecked Sendable {
                                "instance": .string(String(info.id, radix: 16))])
         case .started(let info):
             if info.kind != .postroll || adOnScreen == nil { adOnScreen = info }
+            if info.kind == .postroll {
+                postroll = (info.id, false)
+                publishDesktop()
+            }
             emit("ad.started", ["event": "ad.started", "kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID),
                                 "instance": .string(String(info.id, radix: 16)), "content_id": .string(info.contentID)])
         case .quartile(let info, let quartile):
             emit("ad.quartile", ["event": "ad.quartile", "kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID),
                                  "quartile": .int(quartile)])
         case .postrollPaused(let info, let paused):
+            if postroll?.id == info.id {
+                postroll?.paused = paused
+                publishDesktop()
+            }
             emit(paused ? "ad.paused" : "ad.resumed", ["event": .string(paused ? "ad.paused" : "ad.resumed"),
                                                        "kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID)])
         case .ended(let info, let reason, let latency):
             if adOnScreen?.id == info.id { adOnScreen = nil }
+            if postroll?.id == info.id {
+                postroll = nil
+                publishDesktop()
+            }
             emit("ad.ended", ["event": "ad.ended", "kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID),
                               "instance": .string(String(info.id, radix: 16)), "reason": .string(reason.rawValue),
                               "latency_us": latency.map { .int(Int64($0)) } ?? .null])
@@ -356,5 +491,41 @@ extension AdKind {
         case .pauseAd: "pause"
         case .postroll: "postroll"
         }
+    }
+}
+
+/// The player as desktop media controls see it (MPRIS2): built by `Controller` on the loop,
+/// read by the bus thread from a copy.
+struct DesktopState: Sendable, Equatable {
+    enum Status: Sendable { case stopped, playing, paused }
+    struct Track: Sendable, Equatable {
+        /// A D-Bus object path, new for each episode played (an episode played again is a new track).
+        var id: String
+        var title: String
+        var url: String
+
+        init(serial: UInt64, path: String) {
+            id = "/org/mpris/MediaPlayer2/adplayerd/episode/\(serial)"
+            title = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
+            url = URL(fileURLWithPath: path).absoluteString
+        }
+    }
+
+    var status = Status.stopped
+    var rate = 1.0
+    /// Seconds into the episode at `at` (`MonotonicTime`, ns); it advances at `rate` while `moving`.
+    var position = 0.0
+    var at: UInt64 = 0
+    var moving = false
+    var track: Track?
+    var length: Double?
+    var loop = false
+    var canPlay = false, canPause = false, canSeek = false, canGoNext = false, canGoPrevious = false
+
+    /// The position now, extrapolated from the last change (never past the length).
+    func position(now: UInt64) -> Double {
+        guard moving, now > at else { return position }
+        let moved = position + Double(now - at) / 1e9 * rate
+        return length.map { min(moved, $0) } ?? moved
     }
 }

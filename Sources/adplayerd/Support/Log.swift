@@ -1,5 +1,6 @@
 import AdRuntime
 import Foundation
+import MpvPlayerAdapter
 
 /// syslog's priorities, as journald reads them from a `<N>` prefix on each stderr line.
 enum LogLevel: Int, Comparable, Sendable, CaseIterable {
@@ -105,5 +106,13 @@ final class Logger: Sendable {
             }
         }
         return out
+    }
+}
+
+extension Logger {
+    /// A message of mpv's: its errors as errors (but the harmless ones), the rest as warnings.
+    func mpv(_ message: MpvLogMessage) {
+        let level: LogLevel = message.isKnownHarmless ? .info : message.isError ? .error : .warning
+        log(level, "mpv: [\(message.prefix)] \(message.text.trimmingCharacters(in: .newlines))")
     }
 }

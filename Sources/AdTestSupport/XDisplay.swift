@@ -1,28 +1,27 @@
-import AdTestSupport
 import Foundation
-import XCTest
 
 /// A virtual X display (Xvfb) for tests that look at pixels, with a screen grabber
 /// (`ffmpeg -f x11grab`) and a keyboard (`xdotool`). There is no window manager: windows
-/// sit where their geometry puts them.
-final class XDisplay {
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
+/// sit where their geometry puts them, and a test plays the window manager's part where it
+/// needs one (`minimize`).
+public final class XDisplay {
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
     }
 
     /// A captured region, RGB.
-    struct Capture {
-        let width: Int
-        let height: Int
-        let rgb: [UInt8]
+    public struct Capture {
+        public let width: Int
+        public let height: Int
+        public let rgb: [UInt8]
 
-        func pixel(_ x: Int, _ y: Int) -> (r: Int, g: Int, b: Int) {
+        public func pixel(_ x: Int, _ y: Int) -> (r: Int, g: Int, b: Int) {
             let i = (y * width + x) * 3
             return (Int(rgb[i]), Int(rgb[i + 1]), Int(rgb[i + 2]))
         }
 
         /// The bounding box of pixels matching `predicate` within `region` (whole capture by default).
-        func bounds(in region: (x: Int, y: Int, w: Int, h: Int)? = nil,
+        public func bounds(in region: (x: Int, y: Int, w: Int, h: Int)? = nil,
                     where predicate: ((r: Int, g: Int, b: Int)) -> Bool) -> (minX: Int, minY: Int, maxX: Int, maxY: Int, count: Int)? {
             let r = region ?? (0, 0, width, height)
             var box: (Int, Int, Int, Int, Int)?
@@ -39,7 +38,7 @@ final class XDisplay {
         }
 
         /// Writes a PNG for a person to look at (tests attach it on failure).
-        func writePNG(_ path: String) {
+        public func writePNG(_ path: String) {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
             process.arguments = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "rawvideo", "-pix_fmt", "rgb24",
@@ -53,11 +52,11 @@ final class XDisplay {
         }
     }
 
-    let name: String
+    public let name: String
     private let server = Process()
 
     /// Starts Xvfb on a free display. Throws — so the test fails, loudly — when it cannot.
-    init(width: Int = 800, height: Int = 600) throws {
+    public init(width: Int = 800, height: Int = 600) throws {
         guard let xvfb = Self.which("Xvfb") else {
             throw Failure(description: "Xvfb is not installed (apt-get install xvfb): pixel tests cannot run")
         }
@@ -84,7 +83,7 @@ final class XDisplay {
 
     deinit { stop() }
 
-    func stop() {
+    public func stop() {
         if server.isRunning {
             server.terminate()
             server.waitUntilExit()
@@ -92,7 +91,7 @@ final class XDisplay {
     }
 
     /// Grabs a region of the screen.
-    func capture(x: Int = 0, y: Int = 0, width: Int, height: Int) throws -> Capture {
+    public func capture(x: Int = 0, y: Int = 0, width: Int, height: Int) throws -> Capture {
         let output = try Self.run("ffmpeg", ["-hide_banner", "-loglevel", "error", "-f", "x11grab", "-draw_mouse", "0", "-video_size", "\(width)x\(height)",
                                              "-i", "\(name)+\(x),\(y)", "-frames:v", "1", "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
                                   display: name)
@@ -101,11 +100,32 @@ final class XDisplay {
     }
 
     /// Presses `key` in the window titled `title`, as a person at the keyboard would.
-    func press(_ key: String, inWindowTitled title: String) throws {
+    public func press(_ key: String, inWindowTitled title: String) throws {
         let ids = String(decoding: try Self.run("xdotool", ["search", "--sync", "--name", title], display: name), as: UTF8.self)
         guard let window = ids.split(separator: "\n").first.map(String.init) else { throw Failure(description: "no window \(title)") }
         _ = try Self.run("xdotool", ["windowfocus", "--sync", window], display: name)
         _ = try Self.run("xdotool", ["key", key], display: name)
+    }
+
+    /// Plays a window manager's part in minimizing the window titled `title` (or restoring
+    /// it), after `announceNetWM`: sets the window's `_NET_WM_STATE` to `_NET_WM_STATE_HIDDEN`
+    /// (or empty), as a window manager does when a person minimizes it. mpv sees the change
+    /// and reports `window-minimized`.
+    public func minimize(_ minimized: Bool, windowTitled title: String) throws {
+        let ids = String(decoding: try Self.run("xdotool", ["search", "--sync", "--name", title], display: name), as: UTF8.self)
+        guard let window = ids.split(separator: "\n").first.map(String.init) else { throw Failure(description: "no window \(title)") }
+        _ = try Self.run("xprop", ["-id", window, "-f", "_NET_WM_STATE", "32a", "-set", "_NET_WM_STATE",
+                                   minimized ? "_NET_WM_STATE_HIDDEN" : ""], display: name)
+    }
+
+    /// Announces a NetWM window manager on the root window, before mpv opens its window (mpv
+    /// asks once, when it creates it, and reads `_NET_WM_STATE` only from a NetWM window
+    /// manager). The root's properties last because the display never resets (`-noreset`).
+    public func announceNetWM() throws {
+        // One atom: xprop would take "A,B" as the name of a single atom. FULLSCREEN is the
+        // one mpv looks for.
+        _ = try Self.run("xprop", ["-root", "-f", "_NET_SUPPORTED", "32a", "-set", "_NET_SUPPORTED", "_NET_WM_STATE_FULLSCREEN"],
+                         display: name)
     }
 
     private static func which(_ tool: String) -> String? {

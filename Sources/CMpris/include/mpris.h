@@ -1,0 +1,65 @@
+#ifndef ADPLAYERD_MPRIS_H
+#define ADPLAYERD_MPRIS_H
+/* MPRIS2 (org.mpris.MediaPlayer2 and .Player) on the session bus with sd-bus, and logind's
+   PrepareForSleep on the system bus. sd-bus's vtables are C macros, so the D-Bus side is
+   written here; everything it needs to know or do goes through the callbacks (Swift).
+
+   Threading: mpris_run() runs the bus loop on the calling thread, and every callback is
+   called on it. mpris_properties_changed(), mpris_seeked() and mpris_stop() may be called from
+   any thread: they queue and wake the loop. */
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct mpris_service mpris_service;
+
+enum { MPRIS_STOPPED = 0, MPRIS_PLAYING = 1, MPRIS_PAUSED = 2 };
+
+enum {
+    MPRIS_PLAY, MPRIS_PAUSE, MPRIS_PLAY_PAUSE, MPRIS_STOP, MPRIS_NEXT, MPRIS_PREVIOUS,
+    MPRIS_SEEK,          /* argument: offset in microseconds */
+    MPRIS_SET_POSITION,  /* argument: position in microseconds; text: the track id */
+    MPRIS_SET_RATE,      /* value */
+    MPRIS_SET_LOOP,      /* argument: 1 for "Track", 0 for "None" */
+};
+
+typedef struct {
+    int status;
+    double rate;
+    int64_t length_us;        /* < 0: unknown */
+    int has_track;
+    char track_id[256];       /* a D-Bus object path */
+    char title[512];
+    char url[4096];
+    int can_play, can_pause, can_seek, can_go_next, can_go_previous;
+    int loop_track;
+} mpris_state;
+
+typedef struct {
+    /* Everything but the position, which changes all the time: that is `position`. */
+    void (*state)(void *context, mpris_state *out);
+    int64_t (*position)(void *context);
+    /* 0: done; < 0: refused (the caller gets a D-Bus error with `message`). */
+    int (*command)(void *context, int command, int64_t argument, double value, const char *text,
+                   char *message, size_t message_size);
+    void (*sleep)(void *context, int going_to_sleep);
+} mpris_callbacks;
+
+/* With a `name`: connects to the session bus (DBUS_SESSION_BUS_ADDRESS), exports both
+   interfaces and takes org.mpris.MediaPlayer2.<name>. Always: connects to the system bus
+   (DBUS_SYSTEM_BUS_ADDRESS or the default) for logind's PrepareForSleep — a failure there is
+   written to `warning` and is fatal only without a name (nothing would be left to do).
+   NULL on failure, with `error` set. */
+mpris_service *mpris_open(const char *name, mpris_callbacks callbacks, void *context,
+                          char *error, size_t error_size, char *warning, size_t warning_size);
+void mpris_run(mpris_service *service);
+/* Names of changed properties of .Player, comma-separated ("PlaybackStatus,Rate"). */
+void mpris_properties_changed(mpris_service *service, const char *names);
+void mpris_seeked(mpris_service *service, int64_t position_us);
+void mpris_stop(mpris_service *service);
+/* After mpris_run() has returned. */
+void mpris_close(mpris_service *service);
+
+/* For benchmarks and tests: calls org.mpris.MediaPlayer2.Player.<method> on the session bus
+   at `address` for org.mpris.MediaPlayer2.<name>; 0 on success. */
+int mpris_call(const char *address, const char *name, const char *method);
+#endif

@@ -1,0 +1,229 @@
+import AdRuntime
+import AdTestSupport
+import Foundation
+import XCTest
+
+/// A private D-Bus daemon for one test (`dbus-daemon --session`, as `dbus-run-session`
+/// starts): the session bus adplayerd's MPRIS is on, or a stand-in for the system bus where
+/// logind speaks. Nothing reaches or leaves the machine's own buses.
+final class PrivateBus: @unchecked Sendable {
+    // @unchecked: set up in init, stopped once.
+    let address: String
+    private let process = Process()
+
+    init() throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+        process.arguments = ["--session", "--nofork", "--nopidfile", "--print-address=1"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon") else {
+            throw ControlConnection.Failure(description: "dbus-daemon is not installed (apt-get install dbus-daemon)")
+        }
+        try process.run()
+        var text = Data()
+        while !text.contains(10) {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { throw ControlConnection.Failure(description: "dbus-daemon printed no address") }
+            text.append(chunk)
+        }
+        address = String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    deinit { stop() }
+
+    func stop() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    /// Runs a tool on this bus (`DBUS_SESSION_BUS_ADDRESS` set to it): (exit status, stdout
+    /// and stderr, trimmed). 20 s at most.
+    func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
+        process.arguments = ["20", tool] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(["DBUS_SESSION_BUS_ADDRESS": address]) { $1 }
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// The real `playerctl -p adplayerd ARGS` on this bus.
+    func playerctl(_ arguments: String...) throws -> (status: Int32, output: String) {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/playerctl") else {
+            throw ControlConnection.Failure(description: "playerctl is not installed (apt-get install playerctl)")
+        }
+        return try run("playerctl", ["-p", "adplayerd"] + arguments)
+    }
+
+    /// A property of adplayerd's `org.mpris.MediaPlayer2.Player`, as `dbus-send` prints its
+    /// value (`boolean true`, `string "Playing"`, `double 2`).
+    func playerProperty(_ name: String) throws -> String {
+        let (status, output) = try run("dbus-send", ["--session", "--print-reply=literal", "--dest=org.mpris.MediaPlayer2.adplayerd",
+                                                     "/org/mpris/MediaPlayer2", "org.freedesktop.DBus.Properties.Get",
+                                                     "string:org.mpris.MediaPlayer2.Player", "string:\(name)"])
+        guard status == 0 else { throw ControlConnection.Failure(description: "Get \(name): \(output)") }
+        return output.replacingOccurrences(of: "variant", with: "").trimmingCharacters(in: .whitespaces)
+    }
+
+    /// Sets a property of adplayerd's `.Player` (`value` in dbus-send's form, `double:2`).
+    func setPlayerProperty(_ name: String, _ value: String) throws -> (status: Int32, output: String) {
+        try run("dbus-send", ["--session", "--print-reply", "--dest=org.mpris.MediaPlayer2.adplayerd", "/org/mpris/MediaPlayer2",
+                              "org.freedesktop.DBus.Properties.Set", "string:org.mpris.MediaPlayer2.Player", "string:\(name)",
+                              "variant:\(value)"])
+    }
+}
+
+/// `dbus-monitor` on a private bus: the signals adplayerd emits on its MPRIS path, in order.
+final class BusMonitor: @unchecked Sendable {
+    // @unchecked: the process is set up in init; the text is behind its lock.
+    struct Signal: CustomStringConvertible {
+        let member: String
+        /// dbus-monitor's lines for the body.
+        let body: [String]
+        var description: String { "\(member)(\(body.joined(separator: " ")))" }
+
+        /// The first `int64` of the body (Seeked's position).
+        var int64: Int64? {
+            body.lazy.compactMap { line -> Int64? in
+                let parts = line.split(separator: " ")
+                guard parts.count == 2, parts[0] == "int64" else { return nil }
+                return Int64(parts[1])
+            }.first
+        }
+
+        /// The body as one line (`string "PlaybackStatus" variant string "Paused" …`).
+        var text: String { body.joined(separator: " ").split(separator: " ").joined(separator: " ") }
+
+        /// A `PropertiesChanged` naming `property`.
+        func names(_ property: String) -> Bool { body.contains("string \"\(property)\"") }
+    }
+
+    private let process = Process()
+    private let text = Locked("")
+    private let bus: PrivateBus
+
+    /// Watches signals on `/org/mpris/MediaPlayer2`; returns once the monitor sees them (a
+    /// marker signal sent through the bus has come back).
+    init(_ bus: PrivateBus) throws {
+        self.bus = bus
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-monitor")
+        process.arguments = ["--address", bus.address, "type='signal',path='/org/mpris/MediaPlayer2'"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        let text = self.text
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            text.withLock { $0 += String(decoding: data, as: UTF8.self) }
+        }
+        try process.run()
+        var marks = 0
+        let ready = waitUntil(timeout: 20) {
+            marks += 1
+            _ = try? bus.run("dbus-send", ["--session", "--type=signal", "/org/mpris/MediaPlayer2", "test.Monitor.Ready"])
+            return self.text.withLock { $0.contains("member=Ready") }
+        }
+        guard ready else { throw ControlConnection.Failure(description: "dbus-monitor saw nothing") }
+        _ = marks
+    }
+
+    deinit {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    /// Every signal seen so far, but the monitor's own markers.
+    var signals: [Signal] {
+        let lines = text.withLock { $0 }.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+        var result: [Signal] = []
+        var member: String?
+        var body: [String] = []
+        func close() {
+            if let member, member != "Ready" { result.append(Signal(member: member, body: body)) }
+            member = nil
+            body = []
+        }
+        for line in lines {
+            if line.hasPrefix("signal ") || line.hasPrefix("method ") || line.hasPrefix("error ") {
+                close()
+                member = line.components(separatedBy: "member=").last.map { String($0.prefix { $0 != " " }) }
+            } else if member != nil {
+                body.append(line.trimmingCharacters(in: .whitespaces))
+            }
+        }
+        close()
+        return result
+    }
+
+    func signals(_ member: String) -> [Signal] { signals.filter { $0.member == member } }
+
+    /// Waits (20 s at most) until a signal matching `match` has been seen after the first
+    /// `after` signals named `member`; returns it.
+    func wait(for member: String, after: Int = 0, _ match: (Signal) -> Bool = { _ in true }) throws -> Signal {
+        var found: Signal?
+        _ = waitUntil(timeout: 20) {
+            found = self.signals(member).dropFirst(after).first(where: match)
+            return found != nil
+        }
+        guard let found else { throw ControlConnection.Failure(description: "no \(member) signal; saw \(signals)") }
+        return found
+    }
+}
+
+/// `logind_standin.py` on a private "system" bus: owns `org.freedesktop.login1` and emits
+/// PrepareForSleep on command.
+final class LogindStandIn: @unchecked Sendable {
+    // @unchecked: driven by the test's thread.
+    private let process = Process()
+    private let input = Pipe()
+    private let output = Pipe()
+    private var buffer = ""
+
+    init(on bus: PrivateBus) throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
+            throw ControlConnection.Failure(description: "python3 is not installed")
+        }
+        // The system Python: Debian's python3-dbus is installed for it.
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [repositoryRoot.appendingPathComponent("Tests/Fixtures/logind_standin.py").path, bus.address]
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let first = try line()
+        guard first == "ready" else { throw ControlConnection.Failure(description: "logind stand-in: \(first)") }
+    }
+
+    deinit {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+
+    /// PrepareForSleep(true) (`sleeping`) or (false); returns once the bus has it.
+    func prepareForSleep(_ sleeping: Bool) throws {
+        input.fileHandleForWriting.write(Data((sleeping ? "sleep\n" : "wake\n").utf8))
+        let answer = try line()
+        guard answer == "sent" else { throw ControlConnection.Failure(description: "logind stand-in: \(answer)") }
+    }
+
+    private func line() throws -> String {
+        while !buffer.contains("\n") {
+            let chunk = output.fileHandleForReading.availableData
+            guard !chunk.isEmpty else { throw ControlConnection.Failure(description: "logind stand-in exited: \(buffer)") }
+            buffer += String(decoding: chunk, as: UTF8.self)
+        }
+        let index = buffer.firstIndex(of: "\n")!
+        defer { buffer = String(buffer[buffer.index(after: index)...]) }
+        return String(buffer[..<index])
+    }
+}

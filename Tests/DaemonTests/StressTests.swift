@@ -1,0 +1,134 @@
+import AdRuntime
+import AdTestSupport
+import AdTracking
+import Foundation
+import XCTest
+
+/// The long part of the reliability suite, run by `make stress` (not `make test`): `kill -9`
+/// at random moments, and 500 episodes back to back. Figures are printed for
+/// docs/reliability.md; the assertions are bounds, never timings.
+final class StressTests: XCTestCase {
+    private func run(_ arguments: [String]) throws -> (Int32, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: arguments[0])
+        process.arguments = Array(arguments.dropFirst())
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    private func integrity(_ path: String) throws -> String {
+        try SQLiteDatabase(path: path, readOnly: true).execute("PRAGMA integrity_check").first?.first?.text ?? "?"
+    }
+
+    /// R17 under `kill -9` at random moments, 50 times: 3,000 beacons, a delivery killed
+    /// mid-flight again and again; at the end every one arrived, none more than twice, and the
+    /// database passed `integrity_check` after every kill.
+    func testKillNineAtRandomMomentsLosesNoBeacon() throws {
+        let server = try FixtureServer(script: "beacon_server.py")
+        defer { server.stop() }
+        try server.get("/_delay/15")
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("stress-outbox-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let urls = (0..<3000).map { "\(server.base)/b/beacon-\($0)" }
+        for chunk in stride(from: 0, to: urls.count, by: 500) {
+            XCTAssertEqual(try run([Executables.adplayerd, "beacons", "add", "--state-dir", state] + urls[chunk..<chunk + 500]).0, 0)
+        }
+        var kills = 0
+        for _ in 0..<50 {
+            let flush = Process()
+            flush.executableURL = URL(fileURLWithPath: Executables.adplayerd)
+            flush.arguments = ["beacons", "flush", "--state-dir", state, "--base-delay", "0.05", "--max-delay", "0.2"]
+            flush.standardOutput = FileHandle.nullDevice
+            flush.standardError = FileHandle.nullDevice
+            try flush.run()
+            usleep(UInt32.random(in: 50_000...400_000))
+            if flush.isRunning { kill(flush.processIdentifier, SIGKILL); kills += 1 }
+            flush.waitUntilExit()
+            XCTAssertEqual(try integrity(state + "/adplayerd.sqlite"), "ok")
+        }
+        let (status, output) = try run([Executables.adplayerd, "beacons", "flush", "--state-dir", state])
+        XCTAssertEqual(status, 0, output)
+        let counts = try server.counts()
+        let delivered = urls.map { counts["/b/" + $0.components(separatedBy: "/b/")[1]] ?? 0 }
+        XCTAssertEqual(delivered.filter { $0 == 0 }.count, 0, "beacons lost")
+        XCTAssertEqual(delivered.filter { $0 > 2 }.count, 0, "beacons sent more than twice")
+        print("stress: kill -9 of a delivery \(kills) times in 50 runs; 3000 beacons: \(delivered.filter { $0 == 1 }.count) once, "
+              + "\(delivered.filter { $0 == 2 }.count) twice, 0 lost; integrity_check ok after every kill")
+    }
+
+    /// The daemon killed at random moments of playback, 50 times: its state database passes
+    /// `integrity_check` after each, and it starts again and plays each time.
+    func testTheDaemonKilledAtRandomMomentsStartsAgainEveryTime() throws {
+        let daemon = try DaemonProcess()
+        _ = try daemon.connect().call("queue", ["paths": [try Media.path("episode-long.mp4"), try Media.path("episode-1.mp4")]])
+        for round in 0..<50 {
+            usleep(UInt32.random(in: 200_000...1_500_000))
+            daemon.stop(SIGKILL)
+            XCTAssertEqual(try integrity(daemon.stateDir + "/adplayerd.sqlite"), "ok", "round \(round)")
+            try daemon.launch()
+            let c = try daemon.connect()
+            XCTAssertTrue(waitUntil(timeout: 30) {
+                let status = try? c.call("status")["result"] as? [String: Any]
+                return status?["playing"] as? Bool == true || status?["item"] is NSNull
+            }, "round \(round): \(daemon.log)")
+        }
+        XCTAssertEqual(daemon.stop(), 0)
+        print("stress: the daemon killed -9 at random moments 50 times; integrity_check ok and playing again each time")
+    }
+
+    /// 500 episodes back to back with an overlay and a post-roll each: resident memory, open
+    /// files and threads stay flat (first vs last reported).
+    func testFiveHundredEpisodesBackToBack() throws {
+        let catalog = try makeCatalog("""
+            {"version": 1,
+             "overlays": [{"id": "ov", "image": "overlay.png", "slots": [{"start": 0.1, "duration": 0.5}]}],
+             "postrolls": [{"id": "pr", "video": "short-postroll.mp4"}]}
+            """)
+        defer { try? FileManager.default.removeItem(at: catalog) }
+        let ffmpeg = try run(["/usr/bin/env", "ffmpeg", "-hide_banner", "-loglevel", "error", "-y",
+                              "-f", "lavfi", "-i", "color=c=0xFFFF00:size=160x120:rate=25:duration=0.5",
+                              "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
+                              catalog.appendingPathComponent("short-postroll.mp4").path])
+        XCTAssertEqual(ffmpeg.0, 0, ffmpeg.1)
+        let daemon = try DaemonProcess(catalog: catalog)
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["player.item", "ad.ended"]])
+        let control = try daemon.connect()
+        _ = try control.call("speed", ["value": 4])
+        let clip = try Media.path("clip-1s.mp4")
+        _ = try control.call("queue", ["paths": Array(repeating: clip, count: 500)])
+        let pid = daemon.process.processIdentifier
+        var first: (rss: Int, files: Int, threads: Int)?
+        var episodes = 0
+        while episodes < 500 {
+            let event = try events.event(timeout: 60) { $0["event"] as? String == "player.item" && $0["path"] is String }
+            _ = event
+            episodes += 1
+            if episodes == 20 { first = Self.measure(pid) }
+        }
+        _ = try events.event(timeout: 60) { $0["event"] as? String == "ad.ended" && $0["kind"] as? String == "postroll" }
+        let last = Self.measure(pid)
+        let start = try XCTUnwrap(first)
+        print("stress: 500 episodes with ads; at episode 20: RSS \(start.rss / 1024) MiB, \(start.files) open files, "
+              + "\(start.threads) threads; at 500: RSS \(last.rss / 1024) MiB, \(last.files) open files, \(last.threads) threads")
+        XCTAssertLessThanOrEqual(last.files, start.files + 4, "open files grew")
+        XCTAssertLessThanOrEqual(last.threads, start.threads + 2, "threads grew")
+        XCTAssertLessThan(last.rss, start.rss + start.rss / 4 + 20 * 1024, "resident memory grew")
+        XCTAssertEqual(daemon.stop(), 0)
+    }
+
+    /// VmRSS (KiB), open files and threads of `pid`.
+    static func measure(_ pid: Int32) -> (rss: Int, files: Int, threads: Int) {
+        let status = (try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)) ?? ""
+        let rss = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") }
+            .flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
+        let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? -1
+        return (rss, files, threads)
+    }
+}
