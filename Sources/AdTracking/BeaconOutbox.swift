@@ -44,8 +44,8 @@ public enum OutboxEvent: Sendable, Equatable {
 
 /// Tracking never loses a beacon (R17): every beacon is written to SQLite before its first
 /// attempt, sent with retry, exponential backoff and jitter, and removed only after a 2xx.
-/// A `kill -9` loses none; after a restart each is sent at most once more (the one whose 2xx
-/// came just before the kill). A beacon older than `maxAge` is dropped — counted in the
+/// A `kill -9` loses none: what was in flight then (at most `concurrency` beacons) is sent
+/// again after the restart, once its backoff has passed (the interrupted attempt counts). A beacon older than `maxAge` is dropped — counted in the
 /// database and reported, never silently.
 ///
 /// Threading: any thread. The database is behind one lock; sends run concurrently (at most
@@ -220,14 +220,26 @@ public final class BeaconOutbox: Sendable {
                 guard let id = row[0].integer, !inFlight.contains(id) else { return nil }
                 return (id, row[1].text ?? "", Int(row[2].integer ?? 0))
             }
+            // The attempt is written before it is made: a beacon in flight when the process
+            // dies counts it and waits its backoff after the restart, behind the others due,
+            // rather than going first again into what may be the next crash.
+            try store.db.transaction {
+                for (id, _, attempts) in fresh {
+                    try store.db.execute("UPDATE beacons SET attempts = ?, next_attempt_at = ? WHERE id = ?",
+                                         [.integer(Int64(attempts + 1)), .real(t + backoff(after: attempts + 1)), .integer(id)])
+                }
+            }
             inFlight.formUnion(fresh.map(\.0))
             return fresh
         }
         dropped.forEach(onEvent)   // callbacks never run under the lock
         guard !due.isEmpty else { return report }
 
-        let outcomes = await withTaskGroup(of: (Int64, String, Int, Result<Int, any Error>).self) { group in
-            var results: [(Int64, String, Int, Result<Int, any Error>)] = []
+        // Each outcome is written as soon as it is known (its own small transaction), so a
+        // `kill -9` mid-pass re-sends only what was in flight then — at most `concurrency`
+        // beacons — never the whole pass; and it is told at once.
+        var failure: (any Error)?
+        await withTaskGroup(of: (Int64, String, Int, Result<Int, any Error>).self) { group in
             var next = due.makeIterator()
             for _ in 0..<max(1, configuration.concurrency) {
                 guard let (id, url, attempts) = next.next() else { break }
@@ -235,43 +247,46 @@ public final class BeaconOutbox: Sendable {
                     (id, url, attempts, await Self.send(sender, url, configuration.requestTimeout))
                 }
             }
-            while let result = await group.next() {
-                results.append(result)
+            while let outcome = await group.next() {
+                do {
+                    onEvent(try record(outcome, into: &report))   // the callback after the lock is released
+                } catch {
+                    failure = failure ?? error
+                }
                 if let (id, url, attempts) = next.next() {
                     group.addTask { [sender, configuration] in
                         (id, url, attempts, await Self.send(sender, url, configuration.requestTimeout))
                     }
                 }
             }
-            return results
         }
+        if let failure { throw failure }
+        return report
+    }
 
-        var happened: [OutboxEvent] = []
-        defer { happened.forEach(onEvent) }   // after the lock is released
-        try lock.withLock { inFlight in
-            defer { inFlight.subtract(outcomes.map(\.0)) }
-            try store.db.transaction {
-                for (id, url, attempts, result) in outcomes {
-                    if case .success(let status) = result, (200..<300).contains(status) {
-                        try store.db.execute("DELETE FROM beacons WHERE id = ?", [.integer(id)])
-                        happened.append(.sent(url: url, attempts: attempts + 1))
-                        report.sent += 1
-                    } else {
-                        let reason = switch result {
-                        case .success(let status): "HTTP \(status)"
-                        case .failure(let error): String(describing: error)
-                        }
-                        let delay = backoff(after: attempts + 1)
-                        try store.db.execute("UPDATE beacons SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?",
-                                             [.integer(Int64(attempts + 1)), .real(now().timeIntervalSince1970 + delay),
-                                              .text(reason), .integer(id)])
-                        happened.append(.retrying(url: url, attempts: attempts + 1, reason: reason, inSeconds: delay))
-                        report.failed += 1
-                    }
+    /// Writes what became of one delivery: deleted when the server took it (2xx), otherwise
+    /// rescheduled with backoff. No longer in flight either way.
+    private func record(_ outcome: (Int64, String, Int, Result<Int, any Error>), into report: inout Report) throws -> OutboxEvent {
+        let (id, url, attempts, result) = outcome
+        return try lock.withLock { inFlight -> OutboxEvent in
+            defer { inFlight.remove(id) }
+            if case .success(let status) = result, (200..<300).contains(status) {
+                try store.db.execute("DELETE FROM beacons WHERE id = ?", [.integer(id)])
+                report.sent += 1
+                return .sent(url: url, attempts: attempts + 1)
+            } else {
+                let reason = switch result {
+                case .success(let status): "HTTP \(status)"
+                case .failure(let error): String(describing: error)
                 }
+                let delay = backoff(after: attempts + 1)
+                try store.db.execute("UPDATE beacons SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?",
+                                     [.integer(Int64(attempts + 1)), .real(now().timeIntervalSince1970 + delay),
+                                      .text(reason), .integer(id)])
+                report.failed += 1
+                return .retrying(url: url, attempts: attempts + 1, reason: reason, inSeconds: delay)
             }
         }
-        return report
     }
 
     /// Delivers until nothing is pending or `until` passes; sleeps until the next due beacon.

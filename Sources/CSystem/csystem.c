@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "csystem.h"
+#include <malloc.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -15,4 +16,8 @@ int csystem_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
     *uid = credentials.uid;
     *gid = credentials.gid;
     return 0;
+}
+
+int csystem_limit_malloc_arenas(int count) {
+    return mallopt(M_ARENA_MAX, count);
 }
