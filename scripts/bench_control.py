@@ -59,7 +59,8 @@ class Events(threading.Thread):
         super().__init__(daemon=True)
         self.sock = socket.socket(socket.AF_UNIX)
         self.sock.connect(path)
-        self.sock.sendall(b'{"id": 1, "cmd": "subscribe", "args": {"events": ["ad.started", "ad.ended"]}}\n')
+        names = '"*"' if os.environ.get("BENCH_VERBOSE") else '"ad.started", "ad.ended"'
+        self.sock.sendall(b'{"id": 1, "cmd": "subscribe", "args": {"events": [%s]}}\n' % names.encode())
         self.queue = queue.Queue()
 
     def run(self):
@@ -79,6 +80,8 @@ class Events(threading.Thread):
     def next(self, name, kind="overlay", timeout=30):
         while True:
             stamp, event = self.queue.get(timeout=timeout)
+            if os.environ.get("BENCH_VERBOSE"):
+                print(event, file=sys.stderr)
             if event["event"] == name and event.get("kind") == kind:
                 return stamp, event
 
@@ -103,7 +106,7 @@ def main():
         control_path = os.path.join(work, "ctl.sock")
         daemon = subprocess.Popen([ADPLAYERD, "--library", work, "--ads", catalog, "--state-dir", os.path.join(work, "state"),
                                    "--socket", control_path, "--mpris", "--log-level", "warning"],
-                                  env=env, stderr=subprocess.DEVNULL)
+                                  env=env, stderr=None if os.environ.get("BENCH_VERBOSE") else subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while not os.path.exists(control_path):
             if time.monotonic() > deadline or daemon.poll() is not None:

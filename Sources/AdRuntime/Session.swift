@@ -255,6 +255,15 @@ final class AdSession: @unchecked Sendable {
         run(id) { lifecycle, _ in lifecycle.stop(.closed, cause: nil) }
     }
 
+    /// `Ad.withdraw()`: a waiting overlay ends as `seeked`; anything else is left alone.
+    func withdraw(_ id: UInt64) {
+        defer { flush() }
+        run(id) { lifecycle, _ in
+            guard let overlay = lifecycle as? OverlayLifecycle, overlay.isWaiting else { return [] }
+            return overlay.stop(.seeked, cause: nil)
+        }
+    }
+
     /// An ad object was released: if it was never shown, nothing will ever refer to it.
     func forget(_ id: UInt64) {
         if ads[id]?.lifecycle == nil { ads[id] = nil }

@@ -283,7 +283,17 @@ final class PlayerCore: @unchecked Sendable {
             onLog(message)
             return
         }
+        switch event {
+        case .startFile, .endFile:
+            pendingSeek = nil   // it was for the item that is gone (before observers hear of the new one)
+        default:
+            break
+        }
         publish(mapping.apply(event, now: receivedAt, query: query))
+        if case .fileLoaded = event, let seek = pendingSeek, !mapping.isLoadingItem {
+            pendingSeek = nil
+            issueSeek(seek.seconds, relative: seek.relative)
+        }
         tap?(event)
     }
 
@@ -292,7 +302,22 @@ final class PlayerCore: @unchecked Sendable {
         publish(mapping.applyOwnPause(paused, now: handle.now()))
     }
 
+    /// A seek asked for while mpv is still opening the item: mpv refuses seeks then, so it is
+    /// made when the file is loaded, before playback starts (it lands as the item's start).
+    private var pendingSeek: (seconds: Double, relative: Bool)?
+
     func seek(_ seconds: Double, relative: Bool) {
+        if mapping.isLoadingItem {
+            switch (pendingSeek, relative) {
+            case (let pending?, true): pendingSeek = (pending.seconds + seconds, pending.relative)
+            default: pendingSeek = (seconds, relative)
+            }
+            return
+        }
+        issueSeek(seconds, relative: relative)
+    }
+
+    private func issueSeek(_ seconds: Double, relative: Bool) {
         mapping.noteOwnSeek()
         handle.commandAsync(["seek", String(seconds), relative ? "relative" : "absolute", "exact"]) { [weak self] result in
             if case .failure = result { self?.mapping.ownSeekFailed() }

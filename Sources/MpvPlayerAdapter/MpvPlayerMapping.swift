@@ -153,6 +153,8 @@ struct MpvPlayerMapping {
     private var now: UInt64 = 0
 
     var playing: Bool { publishedPlaying }
+    /// An item is in (START_FILE) and mpv is still opening it: a seek now would be refused.
+    var isLoadingItem: Bool { item != nil && currentEntry != nil && !loaded }
 
     func snapshot() -> PlayerSnapshot {
         guard item != nil else { return .empty }

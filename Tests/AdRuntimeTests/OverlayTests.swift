@@ -89,6 +89,31 @@ final class OverlayTests: XCTestCase {
         XCTAssertTrue(h.surface.isVisible(overlay.id), "played across 10 after seeking back before it")
     }
 
+    /// `withdraw()`: a waiting overlay the application no longer wants ends `seeked`, never
+    /// having been on screen; on screen, or ended, it changes nothing.
+    func testWithdrawEndsAWaitingOverlayOnlyAsSeekedAndUnseen() throws {
+        let h = Harness()
+        h.start()
+        let waiting = try h.ad(.overlay)
+        try waiting.show(atContentTime: 10, didEnd: h.log.didEnd(waiting.id))
+        h.player.seek(to: 12)
+        waiting.withdraw()
+        h.loop.advance(by: 0)
+        XCTAssertEqual(h.ends(waiting), [.seeked])
+        XCTAssertEqual(h.surface.calls, [], "never on screen")
+
+        let showing = try h.ad(.overlay)
+        try showing.show(atContentTime: 13, didEnd: h.log.didEnd(showing.id))
+        h.loop.advance(by: 1.5)
+        XCTAssertTrue(h.surface.isVisible(showing.id))
+        showing.withdraw()
+        waiting.withdraw()
+        h.loop.advance(by: 0)
+        XCTAssertTrue(h.surface.isVisible(showing.id), "on screen: withdraw changes nothing")
+        XCTAssertEqual(h.ends(showing), [])
+        XCTAssertEqual(h.ends(waiting), [.seeked], "ended once")
+    }
+
     func testAScheduledOverlayWaitsThroughAPauseAndChangesOfRate() throws {
         let h = Harness()
         h.start()

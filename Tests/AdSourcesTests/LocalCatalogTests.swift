@@ -203,4 +203,34 @@ final class LocalCatalogTests: XCTestCase {
         let last = try await ad(catalog, .overlay, "episode-1", at: 19_999)
         XCTAssertNil(last, "nothing starts after the last slot")
     }
+
+    /// A slot whose overlay ended is not served again while the position has not moved past
+    /// its start (time-pos moves a frame at a time): the cursor looks after it. A seek moves
+    /// the cursor to the playhead, back as well as forward.
+    func testTheSlotCursorNeverServesAnEndedSlotAgainUntilASeekBack() async throws {
+        let cursor = SlotCursor(try write("""
+            {"version": 1, "overlays": [{"id": "a", "image": "overlay.png", "slots": [{"start": 2, "duration": 1}]},
+                                        {"id": "b", "image": "overlay.png", "slots": [{"start": 4, "duration": 1}]}]}
+            """))
+        var served: String?
+        func next(at position: Double) async throws -> String? {
+            try await cursor.ad(for: AdRequest(content: ContentInfo(id: "e"), kind: .overlay, position: position))?.id
+        }
+        served = try await next(at: 0)
+        XCTAssertEqual(served, "a")
+        cursor.passed(2)                                   // a's overlay ended at 2.000 (paused in its first frame)
+        served = try await next(at: 2)
+        XCTAssertEqual(served, "b", "the ended slot was served again")
+        cursor.passed(4)
+        served = try await next(at: 4)
+        XCTAssertNil(served)
+        cursor.seeked(to: 1)                               // the viewer went back
+        served = try await next(at: 1)
+        XCTAssertEqual(served, "a")
+        cursor.seeked(to: 3)
+        served = try await next(at: 3)
+        XCTAssertEqual(served, "b")
+        let pause = try await cursor.ad(for: AdRequest(content: ContentInfo(id: "e"), kind: .pauseAd, position: 0))
+        XCTAssertNil(pause, "other kinds pass through (this catalog has no pause ad)")
+    }
 }

@@ -84,6 +84,34 @@ final class DaemonTests: XCTestCase {
         XCTAssertEqual(daemon.stop(), 0)
     }
 
+    /// A seek past a slot that has not shown yet — here as the file starts, which mpv folds
+    /// into the start (no seek event), as a resume at a saved position does — moves the
+    /// policy on to the slot after the playhead (the skipped overlay ends `seeked`, never
+    /// having started); closing the overlay that shows there does not serve it again.
+    func testASeekPastAWaitingSlotMovesOnToTheNextSlot() throws {
+        let daemon = try DaemonProcess(catalog: makeCatalog("""
+            {"version": 1,
+             "overlays": [{"id": "ov-a", "image": "overlay.png", "slots": [{"start": 5, "duration": 60}]},
+                          {"id": "ov-b", "image": "overlay.png", "slots": [{"start": 8, "duration": 60}]}]}
+            """))
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.*"]])
+        let control = try daemon.connect()
+        _ = try control.call("open", ["path": try media("episode-long.mp4")])
+        _ = try events.event(named("ad.loaded", "ad_id", "ov-a"))
+        _ = try control.call("seek", ["to": 7])
+        let skipped = try events.event(named("ad.ended", "ad_id", "ov-a"))
+        XCTAssertEqual(skipped["reason"] as? String, "seeked")
+        let started = try events.event(named("ad.started"))
+        XCTAssertEqual(started["ad_id"] as? String, "ov-b", "\(events.events)")
+        XCTAssertFalse(events.events.contains { $0["event"] as? String == "ad.started" }, "ov-a never started: \(events.events)")
+        XCTAssertEqual(try control.call("close-ad")["ok"] as? Bool, true)
+        XCTAssertEqual(try events.event(named("ad.ended", "ad_id", "ov-b"))["reason"] as? String, "closed")
+        let status = try control.call("status")["result"] as? [String: Any]
+        XCTAssertTrue(status?["ad"] is NSNull, "\(String(describing: status))")
+        XCTAssertEqual(daemon.stop(), 0)
+    }
+
     /// Every class of protocol error gets an error reply and the connection stays usable; a
     /// line over 1 MiB closes that connection only.
     func testEveryProtocolErrorClass() throws {

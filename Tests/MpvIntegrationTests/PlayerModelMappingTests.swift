@@ -20,6 +20,30 @@ final class PlayerModelMappingTests: MpvTestCase {
         XCTAssertEqual(player.snapshot().rate, 1)
     }
 
+    /// A seek asked for as soon as the item is in — mpv is still opening the file and would
+    /// refuse it — is made once the file is loaded, not lost (a control client's seek right
+    /// after `open` was acknowledged and then silently dropped).
+    func testASeekWhileTheFileIsStillOpeningIsNotLost() throws {
+        let (player, recorder) = try makePlayer()
+        final class SeekOnItem: PlayerObserver, @unchecked Sendable {
+            // @unchecked: touched on the player's loop only.
+            var seeked = false
+            func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
+                guard case .item(let item?) = event.change, !seeked, let mpv = player as? MpvPlayer else { return }
+                seeked = true
+                XCTAssertNoThrow(try mpv.seek(7))   // on the loop, in the turn of START_FILE
+                _ = item
+            }
+        }
+        let observer = SeekOnItem()
+        let observation = player.addObserver(observer)
+        defer { observation.cancel() }
+        try player.load(Media.path("episode-long.mp4"))
+        // Playback starts where the seek went, not at 0 (the file is 30 s long).
+        let playing = try XCTUnwrap(recorder.next { $0.isPlaying })
+        XCTAssertGreaterThanOrEqual(playing.snapshot.position, 6.9, "the seek was lost")
+    }
+
     func testPauseFromAnotherClientOfTheSameCore() throws {
         let (player, recorder) = try makePlayer()
         try player.load(Media.path("episode-long.mp4"))

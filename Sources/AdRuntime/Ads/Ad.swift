@@ -44,6 +44,17 @@ public final class Ad: Sendable {
         try show(.afterPausedFor(seconds), didEnd)
     }
 
+    /// An overlay still waiting for its slot — playback has not played across its start —
+    /// that the application no longer wants, because the playhead moved past that start (R12
+    /// keeps it waiting in case playback comes back before it): it ends as `seeked`, never
+    /// having been on screen, so no beacon is sent for it. An overlay on screen, an ended one
+    /// and any other kind of ad are left alone. Any thread.
+    public func withdraw() {
+        guard let session else { return }
+        let id = self.id
+        session.loop.run { [weak session] in session?.withdraw(id) }
+    }
+
     /// The viewer closed it (or skipped a post-roll): it ends as `closed`. Any thread.
     public func close() {
         guard let session else { return }

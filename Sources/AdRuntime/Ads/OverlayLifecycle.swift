@@ -35,6 +35,8 @@ final class OverlayLifecycle: AdLifecycle {
     }
 
     var isEnded: Bool { if case .ended = state { true } else { false } }
+    /// Shown for a slot whose start playback has not played across yet.
+    var isWaiting: Bool { if case .waiting = state { true } else { false } }
     var isShown: Bool { state != .ready }
     var isVisible: Bool {
         switch state {

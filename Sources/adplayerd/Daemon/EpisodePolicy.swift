@@ -1,4 +1,5 @@
 import AdRuntime
+import AdSources
 import Foundation
 
 /// The daemon's ad policy for one episode (SPEC §6): the source's overlay slots, a pause ad
@@ -15,12 +16,20 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     private let pauseAdDelay: Double
     private let onFinished: @Sendable () -> Void
     private var entry: Int64?
+    private weak var player: (any TrackablePlayer)?
     private var tracked = false
     private var finished = false
     private var observation: PlayerObservation?
-    /// Ads shown and not ended: the viewer may close them (`close-ad`).
+    /// Ads shown and not ended; those on screen (`visible`) the viewer may close (`close-ad`).
     private var shown: [UInt64: Ad] = [:]
+    private var visible: Set<UInt64> = []
     private var pauseAdRequested = false
+    /// The slot overlay waiting for playback to play across its start.
+    private var waiting: (id: UInt64, start: Double)?
+    /// Where the next slot is looked for: past the last slot whose overlay ended, so the
+    /// same slot is not served again when the position has not moved past its start yet
+    /// (time-pos moves a frame at a time); back to the playhead after a seek.
+    private let cursor: SlotCursor
 
     init(content: ContentInfo, source: any AdSource, surface: any AdSurface, loop: any PlayerLoop, pauseAdDelay: Double,
          configuration: VideoAdsConfiguration, onEvent: @escaping @Sendable (AdEvent) -> Void,
@@ -28,8 +37,10 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         self.content = content
         self.pauseAdDelay = pauseAdDelay
         self.onFinished = onFinished
+        let cursor = SlotCursor(source)
+        self.cursor = cursor
         let box = WeakPolicy()
-        ads = VideoAds(content: content, source: source, surface: surface, loop: loop, configuration: configuration) { event in
+        ads = VideoAds(content: content, source: cursor, surface: surface, loop: loop, configuration: configuration) { event in
             box.value?.saw(event)
             onEvent(event)
         }
@@ -39,6 +50,7 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     /// Starts following `player` for playlist entry `entry`; tracked once its item is in (R10).
     func follow(_ player: any TrackablePlayer, entry: Int64) {
         self.entry = entry
+        self.player = player
         observation = player.addObserver(self)
         if player.snapshot().item?.entry == entry { trackOnce(player) }
     }
@@ -49,13 +61,15 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         observation = nil
         ads.destroy()
         shown = [:]
+        visible = []
     }
 
     func setBackground(_ hidden: Bool) { ads.setBackground(hidden) }
 
-    /// The viewer dismisses the overlay or pause ad on screen (it ends `closed`). False if none.
+    /// The viewer dismisses the overlay or pause ad on screen (it ends `closed`). False if none
+    /// (an overlay waiting for its slot is not on screen: nothing to close).
     func closeAd() -> Bool {
-        let closable = shown.values.filter { $0.kind != .postroll }
+        let closable = shown.filter { visible.contains($0.key) && $0.value.kind != .postroll }.values
         closable.forEach { $0.close() }
         return !closable.isEmpty
     }
@@ -79,6 +93,10 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             }
         case .playing:
             pauseAdRequested = false   // the next pause may have its pause ad
+            withdrawSkippedSlot(at: event.snapshot.position)
+        case .seeked(_, let to) where tracked:
+            cursor.seeked(to: to)
+            withdrawSkippedSlot(at: to)
         case .failed(let failure) where failure.entry == entry:
             finish()
         default:
@@ -86,12 +104,28 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         }
     }
 
+    /// R12 keeps a slot's overlay waiting when the playhead lands past its start (a seek, a
+    /// start or resume at a saved position, a seek mpv merged into the file's start), in case
+    /// playback comes back before it. The policy moves on to the slot after the playhead
+    /// instead: otherwise no later slot would ever be requested.
+    private func withdrawSkippedSlot(at position: Double) {
+        guard tracked, let waiting, position > waiting.start + 0.001 else { return }
+        shown[waiting.id]?.withdraw()
+    }
+
     private func pauseAdEnded(_ id: UInt64) {
         shown[id] = nil
     }
 
     private func saw(_ event: AdEvent) {
-        if case .contentEnded = event { contentEnded() }
+        switch event {
+        case .contentEnded: contentEnded()
+        case .started(let info):
+            visible.insert(info.id)
+            if waiting?.id == info.id { waiting = nil }
+        case .ended(let info, _, _): visible.remove(info.id)
+        default: break
+        }
     }
 
     private func trackOnce(_ player: any TrackablePlayer) {
@@ -110,12 +144,16 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             let then: @Sendable (AdEndReason) -> Void = { [weak self] reason in
                 guard let self else { return }
                 shown[id] = nil
+                if waiting?.id == id { waiting = nil }
+                if let start = overlay.creative.slotStart { cursor.passed(start) }
                 // A slot's overlay is followed by the next slot's; one without a slot (VAST) by nothing.
                 if overlay.creative.slotStart != nil, reason != .destroyed, reason != .contentChanged { scheduleNextOverlay() }
             }
             do {
                 if let start = overlay.creative.slotStart {
                     try overlay.show(atContentTime: start, didEnd: then)
+                    waiting = (id, start)
+                    withdrawSkippedSlot(at: player?.snapshot().position ?? 0)   // the playhead may be past it already
                 } else {
                     try overlay.show(didEnd: then)   // no slot: now, over playing content
                 }
@@ -152,3 +190,4 @@ private final class WeakPolicy: @unchecked Sendable {
     // @unchecked: set once before the first callback, read on the loop.
     weak var value: EpisodePolicy?
 }
+
