@@ -5,7 +5,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 SWIFT ?= swift
 SWIFT_FLAGS ?=
 
-.PHONY: run test stress tsan asan build deps media clean bench
+.PHONY: run test stress tsan asan build deps media clean bench install
 
 run: deps media build
 	scripts/demo.sh
@@ -30,6 +30,21 @@ tsan: deps media
 	  if [ "$$n" != "0" ]; then echo "ThreadSanitizer: $$n warnings (see .build/tsan.log)" >&2; exit 1; fi; \
 	  echo "ThreadSanitizer: 0 warnings"
 
+# AddressSanitizer with its leak checker over the whole suite, the daemons and tools the
+# tests start included (each process writes its report to .build/asan-logs/); fails on any
+# report. Reports that are not leaks of ours are suppressed by name in asan.supp, each with
+# its reason. Its own build folder, so that it does not disturb the debug build.
+asan: deps media
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan $(SWIFT_FLAGS)
+	rm -rf .build/asan-logs && mkdir -p .build/asan-logs
+	set -o pipefail; \
+	  ASAN_OPTIONS="detect_leaks=1:halt_on_error=0:detect_odr_violation=0:malloc_context_size=10:log_path=$(CURDIR)/.build/asan-logs/asan" \
+	  LSAN_OPTIONS="suppressions=$(CURDIR)/asan.supp:print_suppressions=0" \
+	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan --disable-swift-testing --skip StressTests $(SWIFT_FLAGS) 2>&1 | tee .build/asan.log
+	@n=$$(cat .build/asan.log .build/asan-logs/* 2>/dev/null | grep -c "ERROR: AddressSanitizer\|ERROR: LeakSanitizer" || true); \
+	  if [ "$$n" != "0" ]; then echo "AddressSanitizer: $$n reports (see .build/asan-logs/ and .build/asan.log)" >&2; exit 1; fi; \
+	  echo "AddressSanitizer: 0 reports"
+
 build: deps
 	$(SWIFT) build $(SWIFT_FLAGS)
 
@@ -42,8 +57,27 @@ media: deps
 
 bench: deps media
 	$(SWIFT) build -c release --product adplayerd
+	$(SWIFT) build -c release --product adplayerctl
 	.build/release/adplayerd bench-latency --rounds 1000 media/episode-long.mp4
+	.build/release/adplayerd bench-catalog --slots 100000
+	/usr/bin/python3 scripts/bench_control.py 50
 	python3 scripts/bench.py 3
+
+# The release binaries, both systemd units, the documentation and (if there is none yet)
+# /etc/adplayerd.conf from the example. DESTDIR stages it elsewhere. The system unit runs
+# as the user adplayerd: README.md, "Installing".
+PREFIX ?= /usr/local
+install: deps
+	$(SWIFT) build -c release --product adplayerd $(SWIFT_FLAGS)
+	$(SWIFT) build -c release --product adplayerctl $(SWIFT_FLAGS)
+	install -D -m 0755 .build/release/adplayerd $(DESTDIR)$(PREFIX)/bin/adplayerd
+	install -D -m 0755 .build/release/adplayerctl $(DESTDIR)$(PREFIX)/bin/adplayerctl
+	install -D -m 0644 systemd/system/adplayerd.service $(DESTDIR)/etc/systemd/system/adplayerd.service
+	install -D -m 0644 systemd/user/adplayerd.service $(DESTDIR)/etc/systemd/user/adplayerd.service
+	install -d $(DESTDIR)$(PREFIX)/share/doc/adplayerd
+	install -m 0644 README.md docs/*.md docs/adplayerd.conf.example $(DESTDIR)$(PREFIX)/share/doc/adplayerd/
+	@if [ -e $(DESTDIR)/etc/adplayerd.conf ]; then echo "kept $(DESTDIR)/etc/adplayerd.conf"; \
+	  else install -D -m 0644 docs/adplayerd.conf.example $(DESTDIR)/etc/adplayerd.conf; fi
 
 clean:
 	rm -rf .build media

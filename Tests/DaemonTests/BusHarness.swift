@@ -42,17 +42,9 @@ final class PrivateBus: @unchecked Sendable {
     /// Runs a tool on this bus (`DBUS_SESSION_BUS_ADDRESS` set to it): (exit status, stdout
     /// and stderr, trimmed). 20 s at most.
     func run(_ tool: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
-        process.arguments = ["20", tool] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(["DBUS_SESSION_BUS_ADDRESS": address]) { $1 }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+        let (status, output) = try runToEnd("/usr/bin/timeout", ["20", tool] + arguments,
+                                            environment: ProcessInfo.processInfo.environment.merging(["DBUS_SESSION_BUS_ADDRESS": address]) { $1 })
+        return (status, output.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     /// The real `playerctl -p adplayerd ARGS` on this bus.

@@ -81,16 +81,7 @@ final class DaemonProcess: @unchecked Sendable {
 
     /// Runs `adplayerctl --socket … ARGS` and returns (exit status, stdout).
     func ctl(_ arguments: String...) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Executables.adplayerctl)
-        process.arguments = ["--socket", socket] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try runToEnd(Executables.adplayerctl, ["--socket", socket] + arguments)
     }
 }
 

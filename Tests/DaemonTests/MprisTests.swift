@@ -41,6 +41,18 @@ final class MprisTests: XCTestCase {
         XCTAssertTrue(waitUntil(timeout: 20) { (try? self.session.playerctl("status"))?.status == 0 })
     }
 
+    /// adplayerd on the bus, a `dbus-monitor` on its signals, a connection following its
+    /// `player.*` events and one for commands.
+    private func watchedDaemon() throws -> (DaemonProcess, BusMonitor, ControlConnection, ControlConnection) {
+        let daemon = try daemon()
+        let monitor = try BusMonitor(session)
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["player.*"]])
+        let control = try daemon.connect()
+        waitForPlayer()
+        return (daemon, monitor, events, control)
+    }
+
     /// `playerctl -p adplayerd status/play/pause/next/position/metadata/loop/stop` do what they say.
     func testPlayerctlDrivesTheDaemon() throws {
         let daemon = try daemon()
@@ -113,12 +125,7 @@ final class MprisTests: XCTestCase {
     /// `Seeked` comes once per real seek, with the new position — from the socket, from MPRIS
     /// — and never when a file starts (even at a saved position) or a loop wraps.
     func testSeekedOncePerSeekWithTheNewPositionNeverOnStartOrWrap() throws {
-        let daemon = try daemon()
-        let monitor = try BusMonitor(session)
-        let events = try daemon.connect()
-        _ = try events.call("subscribe", ["events": ["player.*"]])
-        let control = try daemon.connect()
-        waitForPlayer()
+        let (daemon, monitor, events, control) = try watchedDaemon()
 
         _ = try control.call("open", ["path": try media("episode-long.mp4"), "start": 5])
         _ = try events.event(named("player.playing"))
@@ -144,12 +151,7 @@ final class MprisTests: XCTestCase {
     /// `PropertiesChanged` follows pause (PlaybackStatus), rate (Rate, also set over D-Bus)
     /// and track changes (Metadata, with the new track id), and Position never has one.
     func testPropertiesChangedFollowsPauseRateAndTrack() throws {
-        let daemon = try daemon()
-        let monitor = try BusMonitor(session)
-        let events = try daemon.connect()
-        _ = try events.call("subscribe", ["events": ["player.*"]])
-        let control = try daemon.connect()
-        waitForPlayer()
+        let (daemon, monitor, events, control) = try watchedDaemon()
         _ = try control.call("queue", ["paths": [try media("episode-long.mp4"), try media("episode-1.mp4")]])
         _ = try events.event(named("player.playing"))
         _ = try monitor.wait(for: "PropertiesChanged") { $0.names("Metadata") && $0.text.contains("episode-long") }

@@ -22,17 +22,7 @@ final class ReliabilityTests: XCTestCase {
 
     @discardableResult
     private func run(_ arguments: [String], environment: [String: String]? = nil) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: arguments[0])
-        process.arguments = Array(arguments.dropFirst())
-        if let environment { process.environment = environment }
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try runToEnd(arguments[0], Array(arguments.dropFirst()), environment: environment)
     }
 
     private func copy(_ name: String, to folder: URL, as target: String? = nil) throws {

@@ -9,16 +9,7 @@ import XCTest
 /// docs/reliability.md; the assertions are bounds, never timings.
 final class StressTests: XCTestCase {
     private func run(_ arguments: [String]) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: arguments[0])
-        process.arguments = Array(arguments.dropFirst())
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try runToEnd(arguments[0], Array(arguments.dropFirst()))
     }
 
     private func integrity(_ path: String) throws -> String {
