@@ -40,8 +40,9 @@ import dbus.lowlevel
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 50
 BUILD = "release" if os.path.exists(os.path.join(ROOT, ".build/release/adplayerd")) else "debug"
-ADPLAYERD = os.path.join(ROOT, f".build/{BUILD}/adplayerd")
-ADPLAYERCTL = os.path.join(ROOT, f".build/{BUILD}/adplayerctl")
+# ADPLAYERD_BIN / ADPLAYERCTL_BIN: other builds, to compare two versions side by side.
+ADPLAYERD = os.environ.get("ADPLAYERD_BIN", os.path.join(ROOT, f".build/{BUILD}/adplayerd"))
+ADPLAYERCTL = os.environ.get("ADPLAYERCTL_BIN", os.path.join(ROOT, f".build/{BUILD}/adplayerctl"))
 SLOT_EVERY = 2.0
 PATHS = ["socket", "mpris", "adplayerctl", "playerctl"]
 

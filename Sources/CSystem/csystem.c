@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "csystem.h"
 #include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <sys/socket.h>
 
@@ -20,4 +22,9 @@ int csystem_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
 
 int csystem_limit_malloc_arenas(int count) {
     return mallopt(M_ARENA_MAX, count);
+}
+
+int csystem_batch_this_thread(void) {
+    struct sched_param param = { .sched_priority = 0 };
+    return pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
 }

@@ -163,12 +163,17 @@ final class MpvHandle: PlayerLoop, @unchecked Sendable {
         }
     }
 
+    /// Runs the work handed over, and what that work hands over in turn — a few rounds at
+    /// most, so that work which keeps handing over cannot keep mpv's events waiting.
     private func runHandedOver() {
-        let work = shared.withLock { shared -> [@Sendable () -> Void] in
-            defer { shared.queue.removeAll() }
-            return shared.queue
+        for _ in 0..<4 {
+            let work = shared.withLock { shared -> [@Sendable () -> Void] in
+                defer { shared.queue.removeAll() }
+                return shared.queue
+            }
+            if work.isEmpty { return }
+            for item in work { item() }
         }
-        for item in work { item() }
     }
 
     // MARK: Commands and properties (on the loop)

@@ -12,4 +12,8 @@ int csystem_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 
 /* mallopt(M_ARENA_MAX, count) (malloc.h is not in Swift's Glibc module); 1 on success. */
 int csystem_limit_malloc_arenas(int count);
+
+/* The calling thread becomes SCHED_BATCH: the scheduler no longer lets its wake-ups preempt
+   the thread that woke it (the player's loop). 0 on success. */
+int csystem_batch_this_thread(void);
 #endif

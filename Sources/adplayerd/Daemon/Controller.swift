@@ -49,7 +49,11 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         var playlistEntry: Int64?
         let policy: EpisodePolicy?
         let serial: UInt64
+        /// What desktops show of it (made once: it builds a URL).
+        let track: DesktopState.Track
     }
+    /// The cost of telling desktops, on the loop (logged at `debug` when the daemon stops).
+    private var desktopPublishes = (count: 0, nanoseconds: UInt64(0))
     private var serial: UInt64 = 0
 
     init(player: MpvPlayer, surface: MpvAdSurface, store: StateStore, log: Logger, source: (any AdSource)?, pauseAdDelay: Double,
@@ -97,6 +101,10 @@ final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// On the loop, before shutdown: the position of what plays is saved, the ads end.
     func stop() {
+        if desktopPublishes.count > 0 {
+            log.debug("desktop state handed over \(desktopPublishes.count) times on the loop, "
+                      + String(format: "%.1f µs each on average", Double(desktopPublishes.nanoseconds) / Double(desktopPublishes.count) / 1000))
+        }
         savePosition()
         positionTimer?.cancel()
         episode?.policy?.stop()
@@ -294,12 +302,16 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         let policy = source.map { source in
             EpisodePolicy(content: ContentInfo(id: entry.contentID), source: source, surface: surface, loop: player.loop,
                           pauseAdDelay: pauseAdDelay, configuration: adsConfiguration,
-                          onEvent: { [weak self] event in self?.adEvent(event) },
+                          onEvent: { [weak self, loop = player.loop] event in
+                              // After the ads' own turn, as player changes are.
+                              _ = loop.execute { [weak self] in self?.adEvent(event) }
+                          },
                           onFinished: { [weak self] in self?.episodeFinished(serial) })
         }
         policy?.setBackground(background)
         postroll = nil
-        episode = Episode(entry: entry, playlistEntry: nil, policy: policy, serial: serial)
+        episode = Episode(entry: entry, playlistEntry: nil, policy: policy, serial: serial,
+                          track: DesktopState.Track(serial: serial, path: entry.path))
         // A new episode plays (mpv's pause flag outlives files), from `start` when given.
         try? player.play()
         var options: [String: String] = [:]
@@ -377,7 +389,7 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         state.loop = loopOn
         state.canPlay = episode != nil || !queue.isEmpty
         guard let episode else { return state }
-        state.track = DesktopState.Track(serial: episode.serial, path: episode.entry.path)
+        state.track = episode.track
         state.length = snapshot.item != nil ? player.duration() : nil
         if let postroll {
             state.status = postroll.paused ? .paused : .playing
@@ -397,12 +409,24 @@ final class Controller: PlayerObserver, @unchecked Sendable {
 
     private func publishDesktop(seekedTo: Double? = nil) {
         guard let onDesktopChange else { return }
-        onDesktopChange(desktopState(), seekedTo)
+        let start = MonotonicTime.now()
+        let state = desktopState()
+        onDesktopChange(state, seekedTo)
+        desktopPublishes.count += 1
+        desktopPublishes.nanoseconds &+= MonotonicTime.now() &- start
     }
 
     // MARK: What the player and the ads say (on the loop)
 
+    /// Telling clients and desktops of a change is work for the loop's next turn, in order:
+    /// every other observer of the change reacts first — the ads above all, whose reaction
+    /// (an overlay taken down) is what `latency_us` measures and what a viewer sees. Waking
+    /// the socket's and the bus's threads costs the loop tens of µs (docs/benchmarks.md).
     func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
+        _ = self.player.loop.execute { [weak self] in self?.handle(event) }
+    }
+
+    private func handle(_ event: PlayerEvent) {
         let s = event.snapshot
         switch event.change {
         case .item(let item?):

@@ -1,5 +1,6 @@
 import AdRuntime
 import CMpris
+import CSystem
 import Foundation
 
 /// The Linux desktop and system around the daemon, on D-Bus (sd-bus, `CMpris`):
@@ -70,6 +71,7 @@ final class DesktopService: @unchecked Sendable {
 
     fileprivate func run() {
         setThreadName("adplayerd-dbus")
+        _ = csystem_batch_this_thread()   // waking it must not preempt the player's loop
         mpris_run(service)
         finished.fulfil(())
     }
