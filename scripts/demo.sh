@@ -27,7 +27,7 @@ trap 'echo; echo ">>> Ctrl-C: stopping the daemon (SIGTERM)"; exit 0' INT TERM
 
 for _ in $(seq 100); do [ -S "$socket" ] && ctl status >/dev/null 2>&1 && break; sleep 0.1; done
 echo "adplayerd is up (vo=$vo); the timeline follows (adplayerctl events):"
-ctl events &
+"$bin/adplayerctl" --socket "$socket" events &   # not through ctl(): $! must be adplayerctl itself
 events=$!
 sleep 0.3
 step() { echo ">>> adplayerctl $*"; ctl "$@" >/dev/null; }
