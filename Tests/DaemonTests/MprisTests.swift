@@ -93,6 +93,9 @@ final class MprisTests: XCTestCase {
         let second = try session.playerctl("metadata", "--format", "{{mpris:trackid}}|{{xesam:title}}").output.split(separator: "|")
         XCTAssertEqual(second.last, "episode-1")
         XCTAssertNotEqual(second.first.map(String.init), first[0], "a new track id for a new episode")
+        XCTAssertEqual(try session.playerctl("previous").status, 0)
+        _ = try events.event { $0["event"] as? String == "player.item" && ($0["path"] as? String)?.hasSuffix("episode-long.mp4") == true }
+        XCTAssertEqual(try session.playerctl("metadata", "--format", "{{xesam:title}}").output, "episode-long")
 
         XCTAssertEqual(try session.playerctl("loop", "Track").status, 0)
         XCTAssertEqual(try session.playerctl("loop").output, "Track")
