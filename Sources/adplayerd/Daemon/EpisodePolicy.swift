@@ -152,12 +152,13 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             do {
                 if let start = overlay.creative.slotStart {
                     try overlay.show(atContentTime: start, didEnd: then)
+                    shown[id] = overlay
                     waiting = (id, start)
                     withdrawSkippedSlot(at: player?.snapshot().position ?? 0)   // the playhead may be past it already
                 } else {
                     try overlay.show(didEnd: then)   // no slot: now, over playing content
+                    shown[id] = overlay
                 }
-                shown[id] = overlay
             } catch {
                 // Refused (another item is in, or the content is paused): the next request
                 // comes with the next change that allows one.
