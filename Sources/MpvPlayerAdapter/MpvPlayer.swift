@@ -289,7 +289,9 @@ final class PlayerCore: @unchecked Sendable {
         default:
             break
         }
-        publish(mapping.apply(event, now: receivedAt, query: query))
+        let events = mapping.apply(event, now: receivedAt, query: query)
+        if let paused = mapping.takeAdPauseToApply() { try? handle.set("pause", paused) }
+        publish(events)
         if case .fileLoaded = event, let seek = pendingSeek, !mapping.isLoadingItem {
             pendingSeek = nil
             issueSeek(seek.seconds, relative: seek.relative)

@@ -139,6 +139,11 @@ struct MpvPlayerMapping {
     private var adPlaying: Int64?
     /// The ad's video has started playing: from here a pause change is the viewer's.
     private var adSettled = false
+    /// The viewer's own pause or play while the ad's video was still opening: it holds once
+    /// the video plays, and is told then (a pause before that has nothing to pause yet).
+    private var adViewerPause: Bool?
+    /// A pause flag mpv must be told again when the ad's video starts (`takeAdPauseToApply`).
+    private var adPauseToApply: Bool?
     private var adDuration: Double?
     private var adEvents: [AdPlayback] = []
     private var osd = (width: 0, height: 0)
@@ -175,6 +180,7 @@ struct MpvPlayerMapping {
     mutating func applyOwnPause(_ paused: Bool, now: UInt64) -> [PlayerEvent] {
         begin(now)
         if let entry = adPlaying, adSettled, paused != pause { adEvents.append(.paused(entry: entry, paused)) }
+        if adPlaying != nil, !adSettled { adViewerPause = paused }
         pause = paused
         ownPause = paused
         recompute()
@@ -186,6 +192,13 @@ struct MpvPlayerMapping {
 
     /// The ad's video was loaded and has not ended.
     func isAdPending(_ entry: Int64) -> Bool { adEntries.contains(entry) }
+
+    /// The pause flag to write to mpv again now that the ad's video plays: the viewer's, given
+    /// while it was opening, must not lose to the video's per-file `pause=no`.
+    mutating func takeAdPauseToApply() -> Bool? {
+        defer { adPauseToApply = nil }
+        return adPauseToApply
+    }
 
     /// Ad playback events since the last call.
     mutating func takeAdEvents() -> [AdPlayback] {
@@ -326,6 +339,7 @@ struct MpvPlayerMapping {
             seek = nil
             adPlaying = entry
             adSettled = false
+            adViewerPause = nil
             adDuration = nil
             adEvents.append(.started(entry: entry))
             return true
@@ -349,10 +363,19 @@ struct MpvPlayerMapping {
         case .playbackRestart where !adSettled:
             // It plays: mpv was told `pause=no` for it (per-file), whatever the content's flag
             // was (keep-open-pause's own pause at the end included). From here on a change of
-            // the flag is the viewer's.
+            // the flag is the viewer's — and so was a pause or play of ours while it opened:
+            // that one holds (mpv is told it again) and a pause is the ad's first.
             adSettled = true
-            pause = false
-            ownPause = nil
+            if let wanted = adViewerPause {
+                adViewerPause = nil
+                adPauseToApply = wanted
+                pause = wanted
+                ownPause = wanted
+                if wanted { adEvents.append(.paused(entry: entry, true)) }
+            } else {
+                pause = false
+                ownPause = nil
+            }
         case .property(let id, _, let value):
             guard let property = Observed(rawValue: id) else { return true }
             switch property {

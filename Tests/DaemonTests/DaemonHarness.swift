@@ -172,16 +172,21 @@ final class ControlConnection: @unchecked Sendable {
     }
 
     /// Waits for an event matching `match` (kept events first), 30 s at most.
-    func event(timeout: Double = 30, _ match: ([String: Any]) -> Bool) throws -> [String: Any] {
+    /// A failure names the line that waited and every event seen on this connection.
+    func event(timeout: Double = 30, file: StaticString = #fileID, line: UInt = #line,
+               _ match: ([String: Any]) -> Bool) throws -> [String: Any] {
         if let index = events.firstIndex(where: match) { return events.remove(at: index) }
         let deadline = Date().addingTimeInterval(timeout)
         while deadline.timeIntervalSinceNow > 0 {
-            let message = try nextMessage(timeout: deadline.timeIntervalSinceNow)
+            let message: [String: Any]
+            do { message = try nextMessage(timeout: deadline.timeIntervalSinceNow) } catch {
+                throw Failure(description: "\(file):\(line): waiting for an event: \(error); saw \(events)")
+            }
             guard message["event"] != nil else { continue }
             if match(message) { return message }
             events.append(message)
         }
-        throw Failure(description: "no such event within \(timeout) s; saw \(events.map { $0["event"] ?? "?" })")
+        throw Failure(description: "\(file):\(line): no such event within \(timeout) s; saw \(events)")
     }
 
     /// Whether the daemon closed this connection (reads see the end).

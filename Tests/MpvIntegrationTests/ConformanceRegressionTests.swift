@@ -70,6 +70,37 @@ final class ConformanceRegressionTests: MpvTestCase {
         XCTAssertEqual(pauses, [], "nobody paused or resumed the post-roll")
     }
 
+    /// Found later by CI (MprisTests, under load): the viewer paused while mpv was still
+    /// opening the post-roll's video. mpv stayed paused, the mapping took the video's
+    /// per-file `pause=no` for the truth: no `pause` told, the ad believed playing, and a
+    /// `play` afterwards no resume. Here the pause is made in the loop's turn of the video's
+    /// START_FILE, so it always comes before the first frame.
+    func testAPauseWhileThePostrollsVideoOpensIsTheViewersAndHolds() throws {
+        let r = try rig(content: "clip-1s", source: postrollSource())
+        try r.player.load(Media.path("clip-1s.mp4"))
+        XCTAssertNotNil(r.recorder.next { $0.isPlaying })
+        r.ads.track(r.player)
+        let postroll = try XCTUnwrap(requestAd(r.ads, .postroll)).get()
+        XCTAssertTrue(waitUntil { r.log.all.contains(.contentEnded(contentID: "clip-1s")) })
+        let paused = Locked(false)
+        let player = r.player
+        player.tapEvents { [weak player] event in
+            guard case .startFile = event, !paused.withLock({ $0 }) else { return }
+            paused.withLock { $0 = true }
+            try? player?.pause()
+        }
+        try postroll.show(didEnd: r.log.didEnd(postroll.id))
+        let pauses = { r.log.all.compactMap { if case .postrollPaused(_, let p) = $0 { p } else { nil } } }
+        XCTAssertTrue(waitUntil { pauses() == [true] }, "the viewer's pause was not told: \(r.log.all)")
+        XCTAssertTrue(paused.withLock { $0 })
+        XCTAssertEqual((try r.mpv.get("pause", as: .flag)).flag, true, "mpv plays the post-roll the viewer paused")
+        XCTAssertEqual(r.log.endReasons(postroll.id), [])
+        try r.player.play()
+        XCTAssertTrue(waitUntil(timeout: 30) { !r.log.endReasons(postroll.id).isEmpty })
+        XCTAssertEqual(pauses(), [true, false])
+        XCTAssertEqual(r.log.endReasons(postroll.id), [.completed])
+    }
+
     /// 3. A `loop-playlist` replay of the entry that just ended was reported as the same item,
     /// so an overlay requested in the first pass showed in the second (R10, R14).
     func testAnOverlayOfTheFirstPassIsRefusedInALoopPlaylistReplay() throws {

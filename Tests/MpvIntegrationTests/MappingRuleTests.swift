@@ -241,6 +241,40 @@ final class MappingRuleTests: XCTestCase {
         XCTAssertEqual(mapping.takeAdEvents(), [.paused(entry: 2, true)], "a pause while it plays is the viewer's")
     }
 
+    /// Found by CI (MprisTests, under load): the viewer paused while mpv was still opening the
+    /// post-roll's video; at its first frame the mapping took the video's per-file `pause=no`
+    /// for the truth, so mpv stayed paused while the ad was believed playing — no `paused`,
+    /// and no end for ever. The viewer's pause holds, mpv is told it again, and it is the ad's.
+    func testAPauseWhileTheAdsVideoOpensHoldsAndIsToldWhenItPlays() {
+        let item = startPlaying()
+        XCTAssertEqual(feed(.endFile(entry: 1, reason: .eof)), [.ended(item), .item(nil)])
+        mapping.noteAdLoad(entry: 2)
+        _ = feed(.startFile(entry: 2))
+        XCTAssertEqual(mapping.takeAdEvents(), [.started(entry: 2)])
+        _ = own(pause: true)
+        _ = feed(prop(.pause, .flag(true)), .fileLoaded)
+        XCTAssertEqual(mapping.takeAdEvents(), [], "nothing to pause before it plays")
+        XCTAssertNil(mapping.takeAdPauseToApply())
+        _ = feed(.playbackRestart)
+        XCTAssertEqual(mapping.takeAdEvents(), [.paused(entry: 2, true)], "the viewer's pause, told once it plays")
+        XCTAssertEqual(mapping.takeAdPauseToApply(), true, "mpv is told again: the per-file pause=no must not win")
+        XCTAssertNil(mapping.takeAdPauseToApply(), "once")
+        _ = feed(prop(.pause, .flag(true)))
+        XCTAssertEqual(mapping.takeAdEvents(), [], "the echo is no change")
+        _ = own(pause: false)
+        XCTAssertEqual(mapping.takeAdEvents(), [.paused(entry: 2, false)], "and the viewer's play resumes it")
+
+        // Paused and played again while the next ad's video opened: it simply plays.
+        _ = feed(.endFile(entry: 2, reason: .eof))
+        mapping.noteAdLoad(entry: 3)
+        _ = feed(.startFile(entry: 3))
+        _ = own(pause: true)
+        _ = own(pause: false)
+        _ = feed(.fileLoaded, .playbackRestart)
+        XCTAssertEqual(mapping.takeAdEvents(), [.ended(entry: 2, .finished), .started(entry: 3)])
+        XCTAssertEqual(mapping.takeAdPauseToApply(), false)
+    }
+
     func testTheOutputSizeIsTheOSDsElseTheVideosAndChangesAreNoticedOnce() {
         XCTAssertTrue(mapping.outputSize == (1280, 720), "nothing known yet")
         _ = feed(prop(.videoWidth, .int(320)), prop(.videoHeight, .int(240)))
