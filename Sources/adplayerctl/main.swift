@@ -13,6 +13,7 @@ let usage = """
       seek SECONDS | seek +S | -S  to a time, or by an offset
       speed X                      playback speed (0.01 to 100)
       next | previous | stop       the next / previous episode; stop playing
+      clear                        stop playing and empty the queue
       loop on|off                  loop the episode that plays
       background | foreground      the output is hidden / shown again (R13)
       close-ad                     the viewer dismisses the overlay or pause ad on screen
@@ -61,7 +62,7 @@ func absolute(_ path: String) -> String {
 
 var args: [String: Any] = [:]
 switch command {
-case "status", "play", "pause", "toggle", "next", "previous", "stop", "background", "foreground", "close-ad", "version":
+case "status", "play", "pause", "toggle", "next", "previous", "stop", "clear", "background", "foreground", "close-ad", "version":
     guard rest.isEmpty else { fail("\(command) takes no arguments", code: 2) }
 case "open":
     guard rest.count == 1 else { fail("open takes one FILE", code: 2) }

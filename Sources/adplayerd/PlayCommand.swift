@@ -146,7 +146,7 @@ struct PlayCommand {
         }
         try player.loop.sync {
             controller.start(resuming: StateStore.Saved())
-            _ = controller.enqueue(files.map { QueueEntry(path: $0) })
+            _ = try controller.enqueue(files.map { QueueEntry(path: $0) })
         }
         if options.demo { runDemo(player, printer) }
 

@@ -162,6 +162,42 @@ final class DaemonTests: XCTestCase {
         XCTAssertEqual(daemon.stop(), 0)
     }
 
+    /// The queue: a file that fails gives way to the next entry; `clear` stops and empties it;
+    /// an `open` or `queue` past its bounds (10,000 entries) is refused whole, adding nothing,
+    /// and the daemon serves on.
+    func testAFailureGivesWayTheQueueIsBoundedAndClearEmptiesIt() throws {
+        let daemon = try DaemonProcess()
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["player.*"]])
+        let c = try daemon.connect()
+        _ = try c.call("queue", ["paths": [try media("truncated.mp4"), try media("episode-1.mp4")]])
+        XCTAssertTrue((try events.event(named("player.failed"))["path"] as? String)?.hasSuffix("truncated.mp4") == true)
+        _ = try events.event { $0["event"] as? String == "player.item" && ($0["path"] as? String)?.hasSuffix("episode-1.mp4") == true }
+
+        func status() throws -> [String: Any] { try XCTUnwrap(c.call("status")["result"] as? [String: Any]) }
+        let cleared = try XCTUnwrap(c.call("clear")["result"] as? [String: Any])
+        XCTAssertEqual(cleared["queue"] as? [String], [])
+        XCTAssertTrue(cleared["item"] is NSNull && cleared["current"] is NSNull, "\(cleared)")
+
+        let long = try media("episode-long.mp4")
+        for round in 0..<10 {
+            let reply = try c.call("queue", ["paths": Array(repeating: long, count: 1000)])
+            XCTAssertEqual(reply["ok"] as? Bool, true, "round \(round): \(reply)")
+        }
+        XCTAssertEqual((try status()["queue"] as? [String])?.count, 10_000)
+        for (command, args) in [("queue", ["paths": [long]]), ("open", ["path": long])] as [(String, [String: Any])] {
+            let refused = try c.call(command, args)
+            let error = refused["error"] as? [String: Any]
+            XCTAssertEqual(error?["code"] as? String, "queue_full", "\(command): \(refused)")
+            XCTAssertTrue((error?["message"] as? String)?.contains("10000 entries") == true, "\(refused)")
+        }
+        XCTAssertEqual((try status()["queue"] as? [String])?.count, 10_000, "nothing was added")
+        _ = try c.call("clear")
+        XCTAssertEqual(try c.call("open", ["path": long])["ok"] as? Bool, true)
+        XCTAssertEqual(try status()["queue"] as? [String], [long])
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
     /// `kill -9`, then a restart, resumes the same episode within 2 s of where it was.
     func testKillNineThenRestartResumesWhereItWas() throws {
         let daemon = try DaemonProcess()

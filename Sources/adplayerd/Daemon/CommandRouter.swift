@@ -23,7 +23,7 @@ final class CommandRouter: Sendable {
     /// SIGHUP: the library folders of the new configuration.
     func setLibrary(_ folders: [String]) { library.withLock { $0 = folders } }
 
-    static let commands = ["status", "open", "queue", "play", "pause", "toggle", "seek", "speed", "next", "previous", "stop", "loop",
+    static let commands = ["status", "open", "queue", "play", "pause", "toggle", "seek", "speed", "next", "previous", "stop", "clear", "loop",
                            "background", "foreground", "close-ad", "subscribe", "version"]
 
     func handle(_ request: JSONValue, reply: @escaping @Sendable (JSONValue) -> Void) {
@@ -75,6 +75,7 @@ final class CommandRouter: Sendable {
         case "next": onLoop { try controller.next() }
         case "previous": onLoop { try controller.previous() }
         case "stop": onLoop { controller.stopCommand() }
+        case "clear": onLoop { controller.clear() }
         case "background": onLoop { controller.setBackground(true) }
         case "foreground": onLoop { controller.setBackground(false) }
         case "close-ad": onLoop { try controller.closeAd() }
@@ -107,7 +108,7 @@ final class CommandRouter: Sendable {
                 switch result {
                 case .success(let paths):
                     let entry = QueueEntry(path: paths[0], contentID: contentID)
-                    onLoop { controller.open(entry, start: start) }
+                    onLoop { try controller.open(entry, start: start) }
                 case .failure(let error):
                     answer(.failure(error))
                 }
@@ -122,7 +123,7 @@ final class CommandRouter: Sendable {
             }
             checkFiles(paths) { result in
                 switch result {
-                case .success(let resolved): onLoop { controller.enqueue(resolved.map { QueueEntry(path: $0) }) }
+                case .success(let resolved): onLoop { try controller.enqueue(resolved.map { QueueEntry(path: $0) }) }
                 case .failure(let error): answer(.failure(error))
                 }
             }

@@ -133,7 +133,8 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     /// Plays `entry` now, after the current one in the queue.
-    func open(_ entry: QueueEntry, start: Double?) -> JSONValue {
+    func open(_ entry: QueueEntry, start: Double?) throws(ControlError) -> JSONValue {
+        try checkRoom(for: [entry])
         let index = (current ?? -1) + 1
         queue.insert(entry, at: min(index, queue.count))
         let saved = start ?? store.position(of: entry.path)
@@ -141,12 +142,31 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         return ["path": .string(entry.path), "content_id": .string(entry.contentID), "index": .int(index)]
     }
 
-    func enqueue(_ entries: [QueueEntry]) -> JSONValue {
+    func enqueue(_ entries: [QueueEntry]) throws(ControlError) -> JSONValue {
+        try checkRoom(for: entries)
         let first = queue.count
         queue += entries
         store.saveQueue(queue, current: current)
         if episode == nil, !entries.isEmpty { play(first, start: nil, fresh: true) }
         return ["queued": .int(entries.count), "queue": .array(queue.map { .string($0.path) })]
+    }
+
+    /// Refuses, adding nothing, what would take the queue past its bounds.
+    private func checkRoom(for entries: [QueueEntry]) throws(ControlError) {
+        guard !QueueEntry.fits(queue + entries) else { return }
+        throw ControlError(code: "queue_full", message: "the queue holds \(queue.count) entries; with \(entries.count) more it would pass "
+                           + "its bounds (\(QueueEntry.maxEntries) entries, \(QueueEntry.maxPathBytes >> 20) MiB of paths)"
+                           + (queue.isEmpty ? "" : "; `clear` empties it"))
+    }
+
+    /// Stops playing and empties the queue.
+    func clear() -> JSONValue {
+        stopPlaying()
+        queue = []
+        current = nil
+        store.saveQueue(queue, current: nil)
+        publishDesktop()
+        return status()
     }
 
     func play() throws(ControlError) -> JSONValue {

@@ -14,6 +14,16 @@ struct QueueEntry: Sendable, Equatable {
         self.path = path
         self.contentID = contentID ?? URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
     }
+
+    /// The most the queue holds: entries, and bytes of their paths — so that a status line
+    /// (which lists the queue) stays well under the 8 MiB a client may have waiting.
+    static let maxEntries = 10_000
+    static let maxPathBytes = 4 << 20
+
+    /// Whether `queue` is within both bounds.
+    static func fits(_ queue: some Collection<QueueEntry>) -> Bool {
+        queue.count <= maxEntries && queue.reduce(0) { $0 + $1.path.utf8.count } <= maxPathBytes
+    }
 }
 
 /// The daemon's state in its SQLite database (the same file as the beacon outbox, SPEC §6):
@@ -59,8 +69,10 @@ final class StateStore: FrequencyCounters, @unchecked Sendable {
     /// What was saved: the queue, the entry that played and where.
     func load() -> Saved {
         var saved = Saved()
-        saved.queue = ((try? database.execute("SELECT path, content_id FROM queue ORDER BY position")) ?? [])
+        saved.queue = ((try? database.execute("SELECT path, content_id FROM queue ORDER BY position LIMIT ?",
+                                              [.integer(Int64(QueueEntry.maxEntries))])) ?? [])
             .compactMap { row in row[0].text.map { QueueEntry(path: $0, contentID: row[1].text) } }
+        while !saved.queue.isEmpty, !QueueEntry.fits(saved.queue) { saved.queue.removeLast() }
         let values = ((try? database.execute("SELECT key, value FROM playback")) ?? [])
             .reduce(into: [String: String]()) { $0[$1[0].text ?? ""] = $1[1].text }
         if let text = values["current"], let index = Int(text), saved.queue.indices.contains(index) {
