@@ -150,9 +150,16 @@ final class MpvAdSurfaceTests: MpvTestCase {
         ads.track(player)
         let overlay = try XCTUnwrap(requestAd(ads, .overlay)).get()
         try overlay.show(didEnd: log.didEnd(overlay.id))
-        // Announced on the loop in a turn of its own (so that the shell may call back in).
-        XCTAssertTrue(waitUntil { !announcements.withLock { $0.isEmpty } })
-        guard case .show(let id, let url, let rect, let output, let duration, _, let creativeID)? = announcements.withLock({ $0.first }) else {
+        // Announced on the loop in a turn of its own (so that the shell may call back in) —
+        // again when the output's size changes: under load mpv may tell the video's size only
+        // after the overlay went up (announced at 1280×720 first), so wait for the video's.
+        func lastShow() -> HTMLCreativeAnnouncement? {
+            announcements.withLock { $0.last { if case .show = $0 { true } else { false } } }
+        }
+        XCTAssertTrue(waitUntil {
+            if case .show(_, _, _, let output, _, _, _)? = lastShow() { output.width == 320 } else { false }
+        }, "\(announcements.withLock { $0 })")
+        guard case .show(let id, let url, let rect, let output, let duration, _, let creativeID)? = lastShow() else {
             return XCTFail("not announced")
         }
         XCTAssertEqual(id, overlay.id)
