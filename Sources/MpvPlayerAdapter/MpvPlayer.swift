@@ -320,9 +320,8 @@ final class PlayerCore: @unchecked Sendable {
     }
 
     private func issueSeek(_ seconds: Double, relative: Bool) {
-        mapping.noteOwnSeek()
         handle.commandAsync(["seek", String(seconds), relative ? "relative" : "absolute", "exact"]) { [weak self] result in
-            if case .failure = result { self?.mapping.ownSeekFailed() }
+            if case .success = result { self?.mapping.ownSeekAccepted() }
         }
     }
 

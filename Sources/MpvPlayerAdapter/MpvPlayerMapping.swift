@@ -26,7 +26,13 @@ import AdRuntime
 /// Loop wraps: mpv implements `loop-file` as a seek to the start with no event of its own
 /// (measured: `SEEK`, `PLAYBACK_RESTART`, `eof-reached` stays `no`). A `SEEK` that we did
 /// not issue, while `loop-file` is on and the position is within `wrapWindow` of the end, is
-/// taken as a wrap if it lands near the start; anything else is a seek.
+/// taken as a wrap if it lands near the start; anything else is a seek. The position at the
+/// `SEEK` is the last `time-pos` carried forward by the time since at the rate: libmpv makes
+/// property notifications only when its event queue is empty, so when the loop is behind,
+/// `SEEK` comes before the `time-pos` updates of the pass's last frames (a loop stalled over
+/// a wrap was measured reporting it as a seek from 0.04 s). A seek is ours once mpv answered
+/// our command — it answers before it seeks (measured, 400 of 400) — so a wrap that comes
+/// between our command and its answer is still a wrap.
 ///
 /// File start: a `SEEK` between `FILE_LOADED` and the first `PLAYBACK_RESTART` is mpv
 /// applying a start position (`start=`), part of loading, not a seek; the item plays from
@@ -131,6 +137,7 @@ struct MpvPlayerMapping {
     private var duration: Double?
     private var loopFile = false
     private var seek: Seek?
+    /// Our seeks that mpv has accepted and not yet made (`ownSeekAccepted`).
     private var ownSeeksPending = 0
     private var publishedPlaying = false
     private var publishedRate = 1.0
@@ -229,8 +236,8 @@ struct MpvPlayerMapping {
         return outputSizeChanged
     }
 
-    mutating func noteOwnSeek() { ownSeeksPending += 1 }
-    mutating func ownSeekFailed() { ownSeeksPending = max(0, ownSeeksPending - 1) }
+    /// mpv answered our `seek` command: its `SEEK` is to come (mpv answers before it seeks).
+    mutating func ownSeekAccepted() { ownSeeksPending += 1 }
 
     // MARK: mpv's events
 
@@ -287,7 +294,7 @@ struct MpvPlayerMapping {
             guard loaded, started else { break }
             let ours = ownSeeksPending > 0
             if seek == nil {
-                let nearEnd = duration.map { position >= $0 - wrapWindow } ?? false
+                let nearEnd = duration.map { positionNow >= $0 - wrapWindow } ?? false
                 seek = Seek(from: position, wrap: !ours && loopFile && nearEnd && item != nil)
             }
 
@@ -500,6 +507,13 @@ struct MpvPlayerMapping {
     /// How close to the end a foreign `SEEK` must come, and how close to the start it must
     /// land, to be a loop wrap: two position updates at the current speed, at least 0.5 s.
     private var wrapWindow: Double { 0.5 * max(1, speed) }
+
+    /// The last `time-pos`, carried forward at the rate while playing (at most to the end).
+    private var positionNow: Double {
+        guard publishedPlaying, positionAt > 0, now > positionAt else { return position }
+        let carried = position + Double(now - positionAt) / 1e9 * speed
+        return duration.map { min(carried, max($0, position)) } ?? carried
+    }
 
     private mutating func begin(_ now: UInt64) {
         self.now = now
