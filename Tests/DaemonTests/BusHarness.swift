@@ -167,8 +167,25 @@ final class BusMonitor: @unchecked Sendable {
             found = self.signals(member).dropFirst(after).first(where: match)
             return found != nil
         }
-        guard let found else { throw ControlConnection.Failure(description: "no \(member) signal; saw \(signals)") }
-        return found
+        guard found != nil else { throw ControlConnection.Failure(description: "no \(member) signal; saw \(signals)") }
+        // dbus-monitor writes a line at a time: the body of the signal found may still be on
+        // its way (seen under load: a Seeked without its position). A marker sent now is
+        // printed after it; once the marker is in, so is the whole signal.
+        try mark()
+        guard let complete = signals(member).dropFirst(after).first(where: match) else {
+            throw ControlConnection.Failure(description: "no \(member) signal once complete; saw \(signals)")
+        }
+        return complete
+    }
+
+    /// Sends a marker signal through the bus and waits until the monitor has printed it.
+    private func mark() throws {
+        let count = { self.text.withLock { $0.components(separatedBy: "member=Ready").count } }
+        let before = count()
+        _ = try bus.run("dbus-send", ["--session", "--type=signal", "/org/mpris/MediaPlayer2", "test.Monitor.Ready"])
+        guard waitUntil(timeout: 20, { count() > before }) else {
+            throw ControlConnection.Failure(description: "dbus-monitor did not print the marker")
+        }
     }
 }
 

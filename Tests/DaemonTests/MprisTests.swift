@@ -129,16 +129,21 @@ final class MprisTests: XCTestCase {
     /// — and never when a file starts (even at a saved position) or a loop wraps.
     func testSeekedOncePerSeekWithTheNewPositionNeverOnStartOrWrap() throws {
         let (daemon, monitor, events, control) = try watchedDaemon()
+        /// For a failure: the Seeked signals and the player events (those not read yet too).
+        func seen() -> String {
+            _ = try? events.event(timeout: 0.5) { _ in false }
+            return "Seeked: \(monitor.signals("Seeked").map(\.text)); events: \(events.events)"
+        }
 
         _ = try control.call("open", ["path": try media("episode-long.mp4"), "start": 5])
         _ = try events.event(named("player.playing"))
         _ = try control.call("pause")   // paused, a relative seek lands where the test says
         _ = try control.call("seek", ["to": 10])
-        XCTAssertEqual(Double(try monitor.wait(for: "Seeked").int64 ?? 0) / 1e6, 10, accuracy: 0.2)
+        XCTAssertEqual(Double(try monitor.wait(for: "Seeked").int64 ?? 0) / 1e6, 10, accuracy: 0.2, seen())
         XCTAssertEqual(try session.playerctl("position", "3").status, 0)
-        XCTAssertEqual(Double(try monitor.wait(for: "Seeked", after: 1).int64 ?? 0) / 1e6, 3, accuracy: 0.2)
+        XCTAssertEqual(Double(try monitor.wait(for: "Seeked", after: 1).int64 ?? 0) / 1e6, 3, accuracy: 0.2, seen())
         XCTAssertEqual(try session.playerctl("position", "2-").status, 0)   // Seek by −2 s
-        XCTAssertEqual(Double(try monitor.wait(for: "Seeked", after: 2).int64 ?? 0) / 1e6, 1, accuracy: 0.2)
+        XCTAssertEqual(Double(try monitor.wait(for: "Seeked", after: 2).int64 ?? 0) / 1e6, 1, accuracy: 0.2, seen())
 
         // A file start and two loop wraps: no Seeked.
         _ = try control.call("loop", ["on": true])
@@ -146,7 +151,8 @@ final class MprisTests: XCTestCase {
         _ = try events.event { $0["event"] as? String == "player.item" && ($0["pass"] as? Int) == 2 }
         _ = try control.call("seek", ["to": 0.5])
         let last = try monitor.wait(for: "Seeked", after: 3)
-        XCTAssertEqual(Double(last.int64 ?? 0) / 1e6, 0.5, accuracy: 0.2)
+        XCTAssertEqual(Double(last.int64 ?? 0) / 1e6, 0.5, accuracy: 0.2,
+                       seen())
         XCTAssertEqual(monitor.signals("Seeked").count, 4, "\(monitor.signals("Seeked"))")
         XCTAssertEqual(daemon.stop(), 0)
     }
