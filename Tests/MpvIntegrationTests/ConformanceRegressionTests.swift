@@ -34,16 +34,22 @@ final class ConformanceRegressionTests: MpvTestCase {
         TestAdSource([.postroll: .creative(AdCreative(id: "pr", kind: .postroll, content: .video(location: try Media.path("postroll.mp4"))))])
     }
 
-    /// 1. A post-roll cut short by the app loading the next episode did end `completed` (and
-    /// its VAST `complete` beacon went out): mpv's END_FILE reason `stop` was taken for the
-    /// ad's end. It ends `contentChanged`, and nothing says it completed.
-    func testAPostrollCutShortByTheNextEpisodeIsNotCompleted() throws {
-        let r = try rig(content: "clip-1s", source: postrollSource())
+    /// clip-1s played to its end in `r`, tracked, with its post-roll requested before the end.
+    private func postrollAtTheEnd(_ r: Rig) throws -> Ad {
         try r.player.load(Media.path("clip-1s.mp4"))
         XCTAssertNotNil(r.recorder.next { $0.isPlaying })
         r.ads.track(r.player)
         let postroll = try XCTUnwrap(requestAd(r.ads, .postroll)).get()
         XCTAssertTrue(waitUntil { r.log.all.contains(.contentEnded(contentID: "clip-1s")) })
+        return postroll
+    }
+
+    /// 1. A post-roll cut short by the app loading the next episode did end `completed` (and
+    /// its VAST `complete` beacon went out): mpv's END_FILE reason `stop` was taken for the
+    /// ad's end. It ends `contentChanged`, and nothing says it completed.
+    func testAPostrollCutShortByTheNextEpisodeIsNotCompleted() throws {
+        let r = try rig(content: "clip-1s", source: postrollSource())
+        let postroll = try postrollAtTheEnd(r)
         try postroll.show(didEnd: r.log.didEnd(postroll.id))
         XCTAssertTrue(waitUntil { ((try? r.mpv.get("time-pos", as: .double))?.double ?? 0) > 0.3 }, "the post-roll never played")
         try r.player.load(Media.path("episode-1.mp4"))   // the app moves on before the ad's end
@@ -56,11 +62,7 @@ final class ConformanceRegressionTests: MpvTestCase {
     /// into the post-roll as a viewer's "resume" (a `resume` beacon nobody caused).
     func testTheContentsEndPauseIsNoPauseOrResumeOfThePostroll() throws {
         let r = try rig(content: "clip-1s", keepOpenPause: true, source: postrollSource())
-        try r.player.load(Media.path("clip-1s.mp4"))
-        XCTAssertNotNil(r.recorder.next { $0.isPlaying })
-        r.ads.track(r.player)
-        let postroll = try XCTUnwrap(requestAd(r.ads, .postroll)).get()
-        XCTAssertTrue(waitUntil { r.log.all.contains(.contentEnded(contentID: "clip-1s")) })
+        let postroll = try postrollAtTheEnd(r)
         // mpv pauses by itself at the end: let it, so that its notification is on its way.
         XCTAssertTrue(waitUntil { (try? r.mpv.get("pause", as: .flag))?.flag == true }, "mpv did not pause at the end")
         try postroll.show(didEnd: r.log.didEnd(postroll.id))
@@ -77,11 +79,7 @@ final class ConformanceRegressionTests: MpvTestCase {
     /// START_FILE, so it always comes before the first frame.
     func testAPauseWhileThePostrollsVideoOpensIsTheViewersAndHolds() throws {
         let r = try rig(content: "clip-1s", source: postrollSource())
-        try r.player.load(Media.path("clip-1s.mp4"))
-        XCTAssertNotNil(r.recorder.next { $0.isPlaying })
-        r.ads.track(r.player)
-        let postroll = try XCTUnwrap(requestAd(r.ads, .postroll)).get()
-        XCTAssertTrue(waitUntil { r.log.all.contains(.contentEnded(contentID: "clip-1s")) })
+        let postroll = try postrollAtTheEnd(r)
         let paused = Locked(false)
         let player = r.player
         player.tapEvents { [weak player] event in

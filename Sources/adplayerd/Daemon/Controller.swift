@@ -153,7 +153,7 @@ final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// Refuses, adding nothing, what would take the queue past its bounds.
     private func checkRoom(for entries: [QueueEntry]) throws(ControlError) {
-        guard !QueueEntry.fits(queue + entries) else { return }
+        guard !QueueEntry.fits(queue, entries) else { return }
         throw ControlError(code: "queue_full", message: "the queue holds \(queue.count) entries; with \(entries.count) more it would pass "
                            + "its bounds (\(QueueEntry.maxEntries) entries, \(QueueEntry.maxPathBytes >> 20) MiB of paths)"
                            + (queue.isEmpty ? "" : "; `clear` empties it"))

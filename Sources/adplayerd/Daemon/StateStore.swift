@@ -20,9 +20,21 @@ struct QueueEntry: Sendable, Equatable {
     static let maxEntries = 10_000
     static let maxPathBytes = 4 << 20
 
-    /// Whether `queue` is within both bounds.
-    static func fits(_ queue: some Collection<QueueEntry>) -> Bool {
-        queue.count <= maxEntries && queue.reduce(0) { $0 + $1.path.utf8.count } <= maxPathBytes
+    /// Whether the entries of `parts`, one after the other, are within both bounds (no copy).
+    static func fits(_ parts: [QueueEntry]...) -> Bool {
+        parts.reduce(0) { $0 + $1.count } <= maxEntries
+            && parts.joined().reduce(0) { $0 + $1.path.utf8.count } <= maxPathBytes
+    }
+
+    /// The longest start of `queue` within both bounds, in one pass.
+    static func fitting(_ queue: [QueueEntry]) -> [QueueEntry] {
+        var bytes = 0
+        let head = queue.prefix(maxEntries)
+        let end = head.firstIndex { entry in
+            bytes += entry.path.utf8.count
+            return bytes > maxPathBytes
+        } ?? head.endIndex
+        return Array(queue[..<end])
     }
 }
 
@@ -69,10 +81,9 @@ final class StateStore: FrequencyCounters, @unchecked Sendable {
     /// What was saved: the queue, the entry that played and where.
     func load() -> Saved {
         var saved = Saved()
-        saved.queue = ((try? database.execute("SELECT path, content_id FROM queue ORDER BY position LIMIT ?",
-                                              [.integer(Int64(QueueEntry.maxEntries))])) ?? [])
-            .compactMap { row in row[0].text.map { QueueEntry(path: $0, contentID: row[1].text) } }
-        while !saved.queue.isEmpty, !QueueEntry.fits(saved.queue) { saved.queue.removeLast() }
+        saved.queue = QueueEntry.fitting(((try? database.execute("SELECT path, content_id FROM queue ORDER BY position LIMIT ?",
+                                                                 [.integer(Int64(QueueEntry.maxEntries))])) ?? [])
+            .compactMap { row in row[0].text.map { QueueEntry(path: $0, contentID: row[1].text) } })
         let values = ((try? database.execute("SELECT key, value FROM playback")) ?? [])
             .reduce(into: [String: String]()) { $0[$1[0].text ?? ""] = $1[1].text }
         if let text = values["current"], let index = Int(text), saved.queue.indices.contains(index) {
