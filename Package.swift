@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "AdRuntime", targets: ["AdRuntime"]),
         .library(name: "AdSources", targets: ["AdSources"]),
         .library(name: "MpvPlayerAdapter", targets: ["MpvPlayerAdapter"]),
+        .library(name: "AdPlayerDaemon", targets: ["AdPlayerDaemon"]),
         .executable(name: "adplayerd", targets: ["adplayerd"]),
         .executable(name: "adplayerctl", targets: ["adplayerctl"]),
     ],
@@ -25,8 +26,9 @@ let package = Package(
                        providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev"])]),
         // MPRIS2 and logind's PrepareForSleep over sd-bus (libsystemd): its vtables are C macros.
         .target(name: "CMpris", path: "Sources/CMpris", linkerSettings: [.linkedLibrary("systemd")]),
-        // accept4 and SO_PEERCRED, which glibc declares only with _GNU_SOURCE (the control socket).
-        .target(name: "CSystem", path: "Sources/CSystem"),
+        // accept4 and SO_PEERCRED, which glibc declares only with _GNU_SOURCE (the control socket);
+        // glibc's malloc tuning; sd_notify and the watchdog (libsystemd).
+        .target(name: "CSystem", path: "Sources/CSystem", linkerSettings: [.linkedLibrary("systemd")]),
         // SQLite, the embedded database: the beacon outbox (R17) and the daemon's state.
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         // libcurl's easy interface: the one bounded HTTP reader (ad sources, post-roll probe, beacons).
@@ -37,15 +39,28 @@ let package = Package(
         .target(name: "AdSources", dependencies: ["AdRuntime", "CCurl"], swiftSettings: strict),
         .target(name: "AdTracking", dependencies: ["CSQLite", "AdRuntime", "AdSources"], swiftSettings: strict),
         .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "CFFmpeg", "AdRuntime"], swiftSettings: strict),
-        .executableTarget(name: "adplayerd", dependencies: ["AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter", "CSystem", "CMpris"],
+        // The control protocol (docs/protocol.md), for the daemon and its clients: commands,
+        // their validation, replies, events, error codes; JSON; the command-line parser.
+        .target(name: "ControlProtocol", dependencies: ["AdRuntime"], swiftSettings: strict),
+        // The daemon as a library: controller, episode policy, state, control socket, desktop.
+        .target(name: "AdPlayerDaemon", dependencies: ["AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter", "CSystem", "CMpris",
+                                                     "ControlProtocol"],
+                swiftSettings: strict),
+        // main (the services in order) and the tool commands.
+        .executableTarget(name: "adplayerd", dependencies: ["AdPlayerDaemon", "AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter",
+                                                            "ControlProtocol"],
                           swiftSettings: strict),
         // The control socket's client: the protocol only (docs/protocol.md).
-        .executableTarget(name: "adplayerctl", swiftSettings: strict),
+        .executableTarget(name: "adplayerctl", dependencies: ["ControlProtocol"], swiftSettings: strict),
         // Test doubles shared by the test targets: a scripted ad source and a recording surface.
         .target(name: "AdTestSupport", dependencies: ["AdRuntime"], swiftSettings: strict),
         .testTarget(name: "AdRuntimeTests", dependencies: ["AdRuntime", "AdTestSupport"], swiftSettings: strict),
         .testTarget(name: "AdSourcesTests", dependencies: ["AdRuntime", "AdSources", "AdTestSupport"], swiftSettings: strict),
         .testTarget(name: "AdTrackingTests", dependencies: ["AdTracking", "AdRuntime", "AdSources", "AdTestSupport"],
+                    swiftSettings: strict),
+        // The daemon's controller, policy, state and protocol in process, on virtual time.
+        .testTarget(name: "AdPlayerDaemonTests", dependencies: ["AdPlayerDaemon", "ControlProtocol", "AdRuntime", "AdSources", "AdTestSupport",
+                                                               "AdTracking"],
                     swiftSettings: strict),
         // The daemon and adplayerctl as processes, through the control socket.
         .testTarget(name: "DaemonTests", dependencies: ["AdRuntime", "AdTestSupport", "AdTracking"], swiftSettings: strict),

@@ -6,6 +6,7 @@ packages=(
   libmpv-dev        # libmpv and its headers (CMpv); FFmpeg's -dev packages come with it (CFFmpeg)
   libsqlite3-dev    # the beacon outbox and the daemon's state (CSQLite)
   libcurl4-openssl-dev # the one bounded HTTP reader (CCurl): ad servers, creatives, beacons
+  zlib1g-dev        # a PNG creative's image data checked to be all there (CFFmpeg)
   systemd           # systemd-analyze: the units in systemd/ are verified by the tests
   libsystemd-dev    # sd-bus: MPRIS2 media controls and logind's PrepareForSleep (CMpris)
   dbus-daemon       # the tests' private buses (dbus-daemon --session)

@@ -1,6 +1,7 @@
 /// A `VideoAds`' state and its decisions, owned by the player's loop (SPEC R18).
 ///
-/// Threading contract: every method runs on `loop` (the `VideoAds` handle hands calls over).
+/// Threading contract: every method runs on `loop` (the `VideoAds` handle hands calls over),
+/// and checks it at its entry. The lifecycles it runs are reached only through it.
 /// Effects of the lifecycles are performed right where they are decided: surface calls and
 /// timers in the same turn; callbacks and events are queued and handed out at the end of the
 /// turn's entry point, in order, one at a time (a callback that calls back in runs its call
@@ -52,6 +53,7 @@ final class AdSession: @unchecked Sendable {
     // MARK: Following the player
 
     func track(_ player: any TrackablePlayer) {
+        loop.assertInLoop()
         defer { flush() }
         guard !destroyed else { return }
         // On the loop, the snapshot and the registration are one step: no change falls between.
@@ -71,6 +73,7 @@ final class AdSession: @unchecked Sendable {
     }
 
     func destroy() {
+        loop.assertInLoop()
         defer { flush() }
         guard !destroyed else { return }
         // What is on screen goes first, then the observation (see `track`).
@@ -94,6 +97,7 @@ final class AdSession: @unchecked Sendable {
     }
 
     func setBackground(_ hidden: Bool) {
+        loop.assertInLoop()
         defer { flush() }
         guard !destroyed, background != hidden else { return }
         background = hidden
@@ -103,6 +107,7 @@ final class AdSession: @unchecked Sendable {
     }
 
     fileprivate func playerChanged(_ player: any TrackablePlayer, _ event: PlayerEvent) {
+        loop.assertInLoop()
         defer { flush() }
         // A change from a player we let go of (already queued for delivery) is dropped.
         guard !destroyed, let tracked = self.player, tracked === player else { return }
@@ -129,6 +134,7 @@ final class AdSession: @unchecked Sendable {
     // MARK: Requests
 
     func request(_ kind: AdKind, completion: @escaping @Sendable (Result<Ad, AdError>) -> Void) {
+        loop.assertInLoop()
         defer { flush() }
         guard !destroyed else {
             callbacks.append { completion(.failure(.destroyed)) }
@@ -138,7 +144,7 @@ final class AdSession: @unchecked Sendable {
         let request = AdRequest(content: content, kind: kind, position: position)
         let id = nextRequest
         nextRequest += 1
-        var pending = PendingRequest(kind: kind, item: boundItemIfCurrent, completion: completion)
+        var pending = PendingRequest(kind: kind, item: boundItemIfCurrent, position: position, completion: completion)
         emit(.requested(kind: kind, contentID: content.id, position: position))
         let timeout = configuration.requestTimeout
         pending.timer = loop.schedule(after: timeout) { [weak self] in
@@ -180,6 +186,7 @@ final class AdSession: @unchecked Sendable {
     }
 
     private func finishRequest(_ id: UInt64, _ result: Result<LoadedCreative?, AdError>) {
+        loop.assertInLoop()
         defer { flush() }
         guard let pending = requests.removeValue(forKey: id) else { return }   // timed out, destroyed
         pending.timer?.cancel()
@@ -194,6 +201,7 @@ final class AdSession: @unchecked Sendable {
         }
         switch outcome {
         case .success(let ad): emit(.loaded(info(ad.id, ad.kind, ad.creative.id), ad.creative))
+        case .failure(.noFill): emit(.noFill(kind: pending.kind, contentID: content.id, position: pending.position))
         case .failure(let error): emit(.error(kind: pending.kind, creativeID: nil, error: error))
         }
         let completion = pending.completion
@@ -203,6 +211,7 @@ final class AdSession: @unchecked Sendable {
     // MARK: Ads
 
     func show(_ id: UInt64, options: ShowOptions, didEnd: @escaping @Sendable (AdEndReason) -> Void) -> Result<Void, AdError> {
+        loop.assertInLoop()
         defer { flush() }
         do throws(AdError) {
             guard !destroyed else { throw .destroyed }
@@ -251,12 +260,14 @@ final class AdSession: @unchecked Sendable {
     }
 
     func close(_ id: UInt64) {
+        loop.assertInLoop()
         defer { flush() }
         run(id) { lifecycle, _ in lifecycle.stop(.closed, cause: nil) }
     }
 
     /// `Ad.withdraw()`: a waiting overlay ends as `seeked`; anything else is left alone.
     func withdraw(_ id: UInt64) {
+        loop.assertInLoop()
         defer { flush() }
         run(id) { lifecycle, _ in
             guard let overlay = lifecycle as? OverlayLifecycle, overlay.isWaiting else { return [] }
@@ -266,10 +277,12 @@ final class AdSession: @unchecked Sendable {
 
     /// An ad object was released: if it was never shown, nothing will ever refer to it.
     func forget(_ id: UInt64) {
+        loop.assertInLoop()
         if ads[id]?.lifecycle == nil { ads[id] = nil }
     }
 
     func postrollReport(_ id: UInt64, _ report: PostrollReporter.Report) {
+        loop.assertInLoop()
         defer { flush() }
         guard var record = ads[id], record.lifecycle is PostrollLifecycle else { return }
         let info = info(id, .postroll, record.presentation.creative.id)
@@ -293,6 +306,7 @@ final class AdSession: @unchecked Sendable {
     }
 
     private func timerFired(_ id: UInt64) {
+        loop.assertInLoop()
         defer { flush() }
         ads[id]?.timer = nil
         run(id) { lifecycle, context in lifecycle.timerFired(context) }
@@ -438,6 +452,8 @@ struct AdRecord {
 struct PendingRequest {
     let kind: AdKind
     let item: PlayerItem?
+    /// The position the request carried (R11).
+    let position: Double
     let completion: @Sendable (Result<Ad, AdError>) -> Void
     var timer: LoopTimer?
     var task: Task<Void, Never>?

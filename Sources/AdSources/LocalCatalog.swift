@@ -79,6 +79,8 @@ public final class LocalCatalog: AdSource {
     public let folder: URL
     public let entries: [Entry]
     private let index: SlotIndex
+    /// Pause ads and post-rolls, by kind (overlays are in `index`).
+    private let rotated: [AdKind: [Entry]]
     private let counters: any FrequencyCounters
     private let rotation = Locked<[String: Int]>([:])  // "content|kind" → next index
 
@@ -95,6 +97,7 @@ public final class LocalCatalog: AdSource {
         }
         entries = try Self.parse(data, file: file)
         index = SlotIndex(entries)
+        rotated = Dictionary(grouping: entries.filter { $0.kind != .overlay }, by: \.kind)
     }
 
     // MARK: The manifest
@@ -260,12 +263,22 @@ public final class LocalCatalog: AdSource {
         if request.kind == .overlay {
             chosen = index.first(for: contentID, atOrAfter: request.position - 0.001) { !capped($0, contentID) }
         } else {
-            let eligible = entries.filter { $0.kind == request.kind && $0.isFor(contentID) && !capped($0, contentID) }
+            let eligible = (rotated[request.kind] ?? []).filter { $0.isFor(contentID) && !capped($0, contentID) }
             chosen = rotate(eligible, key: "\(contentID)|\(request.kind.rawValue)").map { ($0, nil) }
         }
         guard let (entry, slot) = chosen else { return nil }
         counters.increment(content: contentID, entry: entry.id)
         return try creative(entry, slot)
+    }
+
+    /// Whether `ad(for:)` could serve something: a slot at or after `position` (overlays), an
+    /// entry for this episode (pause ads, post-rolls), under their caps. A binary search and
+    /// a lock: cheap enough for the player's loop.
+    public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
+        if kind == .overlay {
+            return index.first(for: content.id, atOrAfter: position - 0.001) { !capped($0, content.id) } != nil
+        }
+        return (rotated[kind] ?? []).contains { $0.isFor(content.id) && !capped($0, content.id) }
     }
 
     private func capped(_ entry: Entry, _ contentID: String) -> Bool {

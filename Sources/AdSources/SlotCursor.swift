@@ -25,4 +25,8 @@ public final class SlotCursor: AdSource {
         if request.kind == .overlay { request.position = max(request.position, from.withLock { $0 }) }
         return try await base.ad(for: request)
     }
+
+    public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
+        base.mayFill(kind, content: content, at: kind == .overlay ? max(position, from.withLock { $0 }) : position)
+    }
 }

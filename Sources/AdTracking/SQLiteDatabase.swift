@@ -1,3 +1,4 @@
+import AdRuntime
 import CSQLite
 import Foundation
 
@@ -30,6 +31,12 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
 package final class SQLiteDatabase {
     private var db: OpaquePointer?
     package let path: String
+    /// The one thread allowed to use it, once confined (`confineToCurrentThread`).
+    private let owner = Locked<pthread_t?>(nil)
+
+    /// From now on only the calling thread may use this connection: debug builds trap on a
+    /// call from any other (a connection opened `NOMUTEX` must never be used by two threads).
+    package func confineToCurrentThread() { owner.withLock { $0 = pthread_self() } }
 
     /// Opens (creating if needed) `path` in WAL mode with full fsync: a row that
     /// `execute` returned from is on disk, also across `kill -9` and power loss. Read-only:
@@ -92,6 +99,8 @@ package final class SQLiteDatabase {
 
     @discardableResult
     package func execute(_ sql: String, _ parameters: [SQLiteValue] = []) throws -> [[SQLiteValue]] {
+        assert(owner.withLock { $0.map { pthread_equal($0, pthread_self()) != 0 } ?? true },
+               "SQLite connection \(path) used off the thread it is confined to")
         var statement: OpaquePointer?
         try check(sqlite3_prepare_v2(db, sql, -1, &statement, nil))
         defer { sqlite3_finalize(statement) }

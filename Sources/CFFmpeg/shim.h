@@ -6,6 +6,8 @@
 #include <libswscale/swscale.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/error.h>
+/* zlib (libavformat's own dependency): a PNG's image data is checked to be all there. */
+#include <zlib.h>
 
 /* AVERROR(EAGAIN) and AVERROR_EOF are macros Swift cannot import. */
 static inline int cffmpeg_error_again(void) { return AVERROR(EAGAIN); }

@@ -17,9 +17,10 @@
 
 typedef struct pending {
     struct pending *next;
-    int seeked;
+    enum { PENDING_CHANGED, PENDING_SEEKED, PENDING_REPLY } what;
     int64_t position;
-    char names[256];
+    sd_bus_message *reply;    /* PENDING_REPLY: the call to answer (a reference we hold) */
+    char names[256];          /* PENDING_CHANGED: the properties; PENDING_REPLY: the error, or "" */
 } pending;
 
 struct mpris_service {
@@ -72,11 +73,16 @@ static const sd_bus_vtable root_vtable[] = {
 
 /* ---- org.mpris.MediaPlayer2.Player ---- */
 
+/* A method call (m) is answered later, through mpris_reply(), once the player's loop has run
+   it: the bus thread goes on serving meanwhile. A property write (m NULL) is answered now. */
 static int command(mpris_service *s, sd_bus_message *m, sd_bus_error *e, int which, int64_t argument, double value, const char *text) {
     char message[512] = "";
-    if (s->callbacks.command(s->context, which, argument, value, text, message, sizeof message) < 0)
+    if (m) sd_bus_message_ref(m);
+    if (s->callbacks.command(s->context, which, argument, value, text, m, message, sizeof message) < 0) {
+        if (m) sd_bus_message_unref(m);
         return sd_bus_error_set(e, SD_BUS_ERROR_FAILED, message[0] ? message : "refused");
-    return m ? sd_bus_reply_method_return(m, "") : 0;
+    }
+    return 1;   /* handled: the answer comes with mpris_reply() (sd-bus sends none by itself) */
 }
 
 #define SIMPLE_METHOD(fn, which) \
@@ -288,8 +294,13 @@ static void wake(mpris_service *s) {
     (void)ignored;
 }
 
+static void discard(pending *p) {
+    if (p->reply) sd_bus_message_unref(p->reply);
+    free(p);
+}
+
 static void enqueue(mpris_service *s, pending *p) {
-    if (!s->session) { free(p); return; }   /* no MPRIS: nobody to tell */
+    if (!s->session) { discard(p); return; }   /* no MPRIS: nobody to tell */
     pthread_mutex_lock(&s->lock);
     pending **tail = &s->queue;
     while (*tail) tail = &(*tail)->next;
@@ -301,6 +312,7 @@ static void enqueue(mpris_service *s, pending *p) {
 void mpris_properties_changed(mpris_service *s, const char *names) {
     pending *p = calloc(1, sizeof *p);
     if (!p) return;
+    p->what = PENDING_CHANGED;
     snprintf(p->names, sizeof p->names, "%s", names);
     enqueue(s, p);
 }
@@ -308,8 +320,17 @@ void mpris_properties_changed(mpris_service *s, const char *names) {
 void mpris_seeked(mpris_service *s, int64_t position_us) {
     pending *p = calloc(1, sizeof *p);
     if (!p) return;
-    p->seeked = 1;
+    p->what = PENDING_SEEKED;
     p->position = position_us;
+    enqueue(s, p);
+}
+
+void mpris_reply(mpris_service *s, void *reply, const char *error) {
+    pending *p = calloc(1, sizeof *p);
+    if (!p) return;   /* out of memory: the caller gets no answer (sd-bus objects are the bus thread's) */
+    p->what = PENDING_REPLY;
+    p->reply = reply;
+    snprintf(p->names, sizeof p->names, "%s", error ? error : "");
     enqueue(s, p);
 }
 
@@ -327,7 +348,10 @@ static void emit_pending(mpris_service *s) {
     pthread_mutex_unlock(&s->lock);
     while (p) {
         pending *next = p->next;
-        if (p->seeked) {
+        if (p->what == PENDING_REPLY) {
+            if (p->names[0]) sd_bus_reply_method_errorf(p->reply, SD_BUS_ERROR_FAILED, "%s", p->names);
+            else sd_bus_reply_method_return(p->reply, "");
+        } else if (p->what == PENDING_SEEKED) {
             sd_bus_emit_signal(s->session, PATH, PLAYER, "Seeked", "x", p->position);
         } else {
             char *names[32];
@@ -337,7 +361,7 @@ static void emit_pending(mpris_service *s) {
             names[count] = NULL;
             if (count > 0) sd_bus_emit_properties_changed_strv(s->session, PATH, PLAYER, names);
         }
-        free(p);
+        discard(p);
         p = next;
     }
 }
@@ -383,7 +407,7 @@ void mpris_close(mpris_service *s) {
     if (s->session) sd_bus_flush_close_unref(s->session);
     if (s->system) sd_bus_flush_close_unref(s->system);
     pending *p = s->queue;
-    while (p) { pending *next = p->next; free(p); p = next; }
+    while (p) { pending *next = p->next; discard(p); p = next; }
     if (s->wake[0] >= 0) close(s->wake[0]);
     if (s->wake[1] >= 0) close(s->wake[1]);
     pthread_mutex_destroy(&s->lock);

@@ -4,8 +4,4 @@
 #define MPV_ENABLE_DEPRECATED 0
 #include <mpv/client.h>
 #include <locale.h>
-#include <sys/prctl.h>
-
-/* Names the calling thread (prctl is variadic, which Swift cannot call). */
-static inline void cmpv_name_this_thread(const char *name) { prctl(PR_SET_NAME, name, 0, 0, 0); }
 #endif

@@ -4,7 +4,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stddef.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <systemd/sd-daemon.h>
 
 int csystem_accept_nonblocking(int fd) {
     return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -27,4 +29,22 @@ int csystem_limit_malloc_arenas(int count) {
 int csystem_batch_this_thread(void) {
     struct sched_param param = { .sched_priority = 0 };
     return pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);
+}
+
+int csystem_notify(const char *state) {
+    return sd_notify(0, state);
+}
+
+int csystem_watchdog(uint64_t *usec) {
+    return sd_watchdog_enabled(0, usec);
+}
+
+long csystem_raise_file_limit(void) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+    if (limit.rlim_cur < limit.rlim_max) {
+        limit.rlim_cur = limit.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+    }
+    return (long)limit.rlim_cur;
 }

@@ -1,3 +1,4 @@
+import AdRuntime
 import CFFmpeg
 import Foundation
 
@@ -57,29 +58,14 @@ public enum ImageDecoder {
         return try scale(image, width: width, height: height, path: path)
     }
 
-    /// The bytes of a creative file: opened without blocking (`O_NONBLOCK`), a regular file of
-    /// at most `maxFileBytes`, size taken from the open file itself.
+    /// The bytes of a creative file, through `SafeFile` (the one file check): a regular file of
+    /// at most `maxFileBytes`, opened without blocking, its size taken from the open file.
     public static func readFile(_ path: String) throws(ImageDecodeError) -> [UInt8] {
-        func fail(_ reason: String) -> ImageDecodeError { ImageDecodeError(path: path, reason: reason) }
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { throw fail("cannot open the file: \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { throw fail("cannot read the file's status") }
-        guard (info.st_mode & S_IFMT) == S_IFREG else { throw fail("not a regular file") }
-        let size = Int(info.st_size)
-        guard size > 0 else { throw fail("the file is empty") }
-        guard size <= maxFileBytes else { throw fail("the file is \(size) bytes; the limit is \(maxFileBytes)") }
-        var bytes = [UInt8](repeating: 0, count: size)
-        var filled = 0
-        while filled < size {
-            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + filled, size - filled) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { break }
-            filled += n
+        do {
+            return Array(try SafeFile.read(path, maxBytes: maxFileBytes))
+        } catch {
+            throw ImageDecodeError(path: path, reason: error.reason)
         }
-        guard filled == size else { throw fail("the file could not be read in full") }
-        return bytes
     }
 
     /// The format and size `data`'s header claims, checked against the limits.
@@ -128,6 +114,7 @@ public enum ImageDecoder {
     public static func decode(_ data: [UInt8], path: String) throws(ImageDecodeError) -> BGRAImage {
         func fail(_ reason: String) -> ImageDecodeError { ImageDecodeError(path: path, reason: reason) }
         let probed = try probe(data, path: path)
+        try ImageIntegrity.check(data, format: probed.format, path: path)
         guard let codec = avcodec_find_decoder(probed.format == .png ? AV_CODEC_ID_PNG : AV_CODEC_ID_MJPEG) else {
             throw fail("no decoder for it")
         }
@@ -135,6 +122,10 @@ public enum ImageDecoder {
         defer { var c: UnsafeMutablePointer<AVCodecContext>? = context; avcodec_free_context(&c) }
         context.pointee.max_pixels = Int64(maxPixels)
         context.pointee.thread_count = 1
+        // Decoded completely and checked, or refused: CRCs checked, and any error — a lying
+        // header, missing rows, a bad checksum — fails the decode instead of giving half an
+        // image (FFmpeg otherwise conceals it and returns what it has).
+        context.pointee.err_recognition = AV_EF_CRCCHECK | AV_EF_BITSTREAM | AV_EF_BUFFER | AV_EF_EXPLODE
         guard avcodec_open2(context, codec, nil) == 0 else { throw fail("the decoder refused it") }
         guard let frame = av_frame_alloc() else { throw fail("out of memory") }
         defer { var f: UnsafeMutablePointer<AVFrame>? = frame; av_frame_free(&f) }
@@ -246,5 +237,106 @@ public enum ImageDecoder {
             }
         }
         return BGRAImage(width: output.width, height: output.height, pixels: pixels)
+    }
+}
+
+/// A creative's bytes checked to be whole before they are decoded: FFmpeg conceals damage and
+/// hands back what it has (a PNG whose data ends after half its rows decodes "fine", the rest
+/// left blank), so a PNG is walked chunk by chunk — every CRC right, an IHDR, IDAT data that
+/// inflates to every row the header promises, an IEND — and a JPEG must end with its EOI
+/// marker. Anything else is refused as corrupt: never half an image on screen.
+enum ImageIntegrity {
+    static func check(_ data: [UInt8], format: ImageDecoder.Format, path: String) throws(ImageDecodeError) {
+        func fail(_ reason: String) -> ImageDecodeError { ImageDecodeError(path: path, reason: "the image data is corrupt: \(reason)") }
+        switch format {
+        case .jpeg:
+            var end = data.count
+            while end > 2, data[end - 1] == 0 { end -= 1 }   // zero padding after the image is harmless
+            guard end >= 4, data[end - 2] == 0xFF, data[end - 1] == 0xD9 else { throw fail("the JPEG has no end-of-image marker (truncated)") }
+        case .png:
+            try checkPNG(data, fail)
+        }
+    }
+
+    private static func checkPNG(_ b: [UInt8], _ fail: (String) -> ImageDecodeError) throws(ImageDecodeError) {
+        var at = 8
+        var header: (width: Int, height: Int, bits: Int, color: Int, interlaced: Bool)?
+        var idat: [UInt8] = []
+        var ended = false
+        while at + 12 <= b.count, !ended {
+            let length = Int(b[at]) << 24 | Int(b[at + 1]) << 16 | Int(b[at + 2]) << 8 | Int(b[at + 3])
+            guard length >= 0, at + 12 + length <= b.count else { throw fail("a chunk runs past the end of the file") }
+            let type = Array(b[(at + 4)..<(at + 8)])
+            let stored = UInt32(b[at + 8 + length]) << 24 | UInt32(b[at + 9 + length]) << 16 | UInt32(b[at + 10 + length]) << 8
+                | UInt32(b[at + 11 + length])
+            let computed = b[(at + 4)..<(at + 8 + length)].withUnsafeBytes { UInt32(crc32(0, $0.baseAddress, UInt32($0.count))) }
+            guard stored == computed else { throw fail("chunk \(String(decoding: type, as: UTF8.self)) has a bad CRC") }
+            let body = b[(at + 8)..<(at + 8 + length)]
+            switch String(decoding: type, as: UTF8.self) {
+            case "IHDR":
+                guard length == 13 else { throw fail("a bad IHDR") }
+                let s = body.startIndex
+                header = (Int(b[s]) << 24 | Int(b[s + 1]) << 16 | Int(b[s + 2]) << 8 | Int(b[s + 3]),
+                          Int(b[s + 4]) << 24 | Int(b[s + 5]) << 16 | Int(b[s + 6]) << 8 | Int(b[s + 7]),
+                          Int(b[s + 8]), Int(b[s + 9]), b[s + 12] == 1)
+            case "IDAT": idat += body
+            case "IEND": ended = true
+            default: break
+            }
+            at += 12 + length
+        }
+        guard let header else { throw fail("no IHDR") }
+        guard ended else { throw fail("no IEND (truncated)") }
+        let channels: Int
+        switch header.color {
+        case 0, 3: channels = 1
+        case 2: channels = 3
+        case 4: channels = 2
+        case 6: channels = 4
+        default: throw fail("an unknown colour type \(header.color)")
+        }
+        let bitsPerPixel = channels * header.bits
+        func rowBytes(_ width: Int) -> Int { (width * bitsPerPixel + 7) / 8 }
+        var expected = 0
+        if header.interlaced {
+            // Adam7: seven passes, each (starting column, step) × (starting row, step).
+            for (x0, dx, y0, dy) in [(0, 8, 0, 8), (4, 8, 0, 8), (0, 4, 4, 8), (2, 4, 0, 4), (0, 2, 2, 4), (1, 2, 0, 2), (0, 1, 1, 2)] {
+                let w = (header.width - x0 + dx - 1) / dx, h = (header.height - y0 + dy - 1) / dy
+                if w > 0 && h > 0 { expected += h * (1 + rowBytes(w)) }
+            }
+        } else {
+            expected = header.height * (1 + rowBytes(header.width))
+        }
+        let inflated = try inflatedSize(idat, atMost: expected + 1, fail)
+        guard inflated >= expected else {
+            throw fail("its data holds \(inflated) of the \(expected) bytes its \(header.width)×\(header.height) header promises (rows are missing)")
+        }
+    }
+
+    /// How many bytes `data` inflates to, counting at most `limit` (nothing is kept).
+    private static func inflatedSize(_ data: [UInt8], atMost limit: Int, _ fail: (String) -> ImageDecodeError) throws(ImageDecodeError) -> Int {
+        var stream = z_stream()
+        guard inflateInit_(&stream, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else { throw fail("zlib could not start") }
+        defer { inflateEnd(&stream) }
+        var total = 0
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        var input = data
+        var status = Z_OK
+        input.withUnsafeMutableBufferPointer { inputBuffer in
+            stream.next_in = inputBuffer.baseAddress
+            stream.avail_in = UInt32(inputBuffer.count)
+            chunk.withUnsafeMutableBufferPointer { out in
+                while total < limit {
+                    stream.next_out = out.baseAddress
+                    stream.avail_out = UInt32(out.count)
+                    status = inflate(&stream, Z_NO_FLUSH)
+                    total += out.count - Int(stream.avail_out)
+                    if status != Z_OK { break }
+                    if stream.avail_in == 0 && stream.avail_out != 0 { break }
+                }
+            }
+        }
+        guard status == Z_OK || status == Z_STREAM_END || status == Z_BUF_ERROR else { throw fail("its image data does not inflate") }
+        return total
     }
 }

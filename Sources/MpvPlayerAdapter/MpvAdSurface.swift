@@ -29,47 +29,87 @@ public struct AdRect: Sendable, Equatable {
 /// - **HTML** (a UI shell draws it): the overlay box, announced with its geometry.
 /// Everything is placed again when the output's size changes.
 public enum AdPlacement {
+    /// The largest canvas ads are placed on. mpv aborts the whole process on a bitmap side
+    /// over 65535 (`Invalid OSD / subtitle bitmap size`), and a pause ad is one bitmap the size
+    /// of the canvas: headless, the canvas is the video's display size, which a file made with
+    /// `-aspect 255:1` makes 91,800 px wide. A larger output is scaled down, aspect kept, to at
+    /// most 4096 px a side and 3840 × 2160 pixels (a 4K screen's OSD is placed as it is).
+    public static let maxCanvasSide = 4096
+    public static let maxCanvasPixels = 3840 * 2160
+
+    /// `output` bounded as above (each side at least 1): the one size every placement, bitmap
+    /// and `osd-overlay` resolution is computed from.
+    public static func canvas(_ output: (width: Int, height: Int)) -> (width: Int, height: Int) {
+        let width = max(1, output.width), height = max(1, output.height)
+        let bySide = Double(maxCanvasSide) / Double(max(width, height))
+        let byArea = (Double(maxCanvasPixels) / (Double(width) * Double(height))).squareRoot()
+        let scale = min(1, bySide, byArea)
+        guard scale < 1 else { return (width, height) }
+        return (max(1, min(maxCanvasSide, Int(Double(width) * scale))), max(1, min(maxCanvasSide, Int(Double(height) * scale))))
+    }
+
+    /// Whether a bitmap at (x, y) of w × h may be handed to mpv's `overlay-add`: each side
+    /// within 1…`maxCanvasSide`, placed within a canvas's reach. Checked before every `overlay-add`.
+    public static func isDrawable(x: Int, y: Int, width: Int, height: Int) -> Bool {
+        (1...maxCanvasSide).contains(width) && (1...maxCanvasSide).contains(height)
+            && (-maxCanvasSide...maxCanvasSide).contains(x) && (-maxCanvasSide...maxCanvasSide).contains(y)
+    }
+
     public static func margin(_ output: (width: Int, height: Int)) -> Int { max(1, output.height * 3 / 100) }
 
     public static func overlay(source: (width: Int, height: Int), output: (width: Int, height: Int)) -> AdRect {
-        let size = fit(source, into: (output.width / 4, output.height / 4), maxScale: 2)
+        let size = fit(source, into: (max(1, output.width / 4), max(1, output.height / 4)), maxScale: 2)
         let m = margin(output)
         return AdRect(x: output.width - m - size.width, y: output.height - m - size.height, width: size.width, height: size.height)
     }
 
     public static func pauseAd(source: (width: Int, height: Int), output: (width: Int, height: Int)) -> AdRect {
-        let size = fit(source, into: (output.width * 6 / 10, output.height * 6 / 10), maxScale: 4)
+        let size = fit(source, into: (max(1, output.width * 6 / 10), max(1, output.height * 6 / 10)), maxScale: 4)
         return AdRect(x: (output.width - size.width) / 2, y: (output.height - size.height) / 2, width: size.width, height: size.height)
     }
 
-    /// The box an overlay occupies when its size is not known (HTML).
+    /// The box an overlay occupies when its size is not known (HTML, text).
     public static func overlayBox(output: (width: Int, height: Int)) -> AdRect {
         let m = margin(output)
         return AdRect(x: output.width * 3 / 4 - m, y: output.height * 3 / 4 - m, width: output.width / 4, height: output.height / 4)
     }
 
+    /// The box a pause ad's text is drawn in: 60 % of the output, centred.
+    public static func pauseBox(output: (width: Int, height: Int)) -> AdRect {
+        AdRect(x: output.width * 2 / 10, y: output.height * 2 / 10, width: output.width * 6 / 10, height: output.height * 6 / 10)
+    }
+
     static func fit(_ source: (width: Int, height: Int), into box: (width: Int, height: Int), maxScale: Double) -> (width: Int, height: Int) {
-        let scale = min(Double(box.width) / Double(source.width), Double(box.height) / Double(source.height), maxScale)
+        let scale = min(Double(box.width) / Double(max(1, source.width)), Double(box.height) / Double(max(1, source.height)), maxScale)
         return (max(1, Int((Double(source.width) * scale).rounded())), max(1, Int((Double(source.height) * scale).rounded())))
     }
 }
 
 /// Text for mpv's ASS renderer, shown as written: a creative cannot inject override tags
-/// (`{\an5}`) or escapes (`\N`). As mpv does for its own OSD: `{` becomes `\{`, and every
-/// backslash is followed by U+2060 WORD JOINER so that it starts no escape. A real line
-/// break becomes `\N`.
+/// (`{\an5}`) or escapes (`\N`, `\h`). Escaped per Unicode scalar, never per character — a
+/// `{` or `\` joined to a prepended mark (U+0600 before it) is one character to Swift but
+/// still a brace or a backslash to libass. As mpv does for its own OSD: `{` becomes `\{`,
+/// and every backslash is followed by U+2060 WORD JOINER so that it starts no escape. Line
+/// breaks (`\n`, `\r\n`, `\r`, U+2028, U+2029) become `\N`; other control characters a space.
 public func assEscape(_ text: String) -> String {
-    var out = ""
-    for character in text {
-        switch character {
-        case "\\": out += "\\\u{2060}"
-        case "{": out += "\\{"
-        case "\n": out += "\\N"
-        case "\r": continue
-        default: out.append(character)
+    var out = String.UnicodeScalarView()
+    var afterCR = false
+    for scalar in text.unicodeScalars {
+        defer { afterCR = scalar == "\r" }
+        switch scalar {
+        case "\\": out.append(contentsOf: "\\\u{2060}".unicodeScalars)
+        case "{": out.append(contentsOf: "\\{".unicodeScalars)
+        case "\n" where afterCR: continue   // the second half of \r\n
+        case "\r", "\n", "\u{2028}", "\u{2029}": out.append(contentsOf: "\\N".unicodeScalars)
+        default:
+            if scalar.value < 0x20 || scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value) {
+                out.append(" ")
+            } else {
+                out.append(scalar)
+            }
         }
     }
-    return out
+    return String(out)
 }
 
 /// An HTML creative for a UI shell to render over mpv's window (mpv cannot draw HTML).
@@ -130,7 +170,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         self.onHTML = onHTML
         output = Locked((1280, 720))
         try? loop.sync { [self] in
-            output.withLock { $0 = player.outputSize }
+            output.withLock { $0 = AdPlacement.canvas(player.outputSize) }
             player.attach(self)
         }
     }
@@ -148,17 +188,24 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
             }
             let size = output.withLock { $0 }
             let kind = creative.kind
-            return await withCheckedContinuation { continuation in
+            // The pixels cross threads through a `Handover` (a pthread mutex), not through the
+            // continuation alone: whoever reads them — the awaiting task, then the loop — is
+            // ordered after the renderer's writes in a way ThreadSanitizer sees, whatever
+            // executor the awaiting task runs on.
+            let prepared = Handover<PreparedCreative>()
+            await withCheckedContinuation { continuation in
                 renderer.execute {
                     do {
                         let source = try ImageDecoder.decode(ImageDecoder.readFile(location), path: location)
                         let bitmap = try Self.render(source, kind: kind, output: size, path: location)
-                        continuation.resume(returning: PreparedCreative(PreparedImage(path: location, source: source, bitmap: bitmap)))
+                        prepared.fulfil(PreparedCreative(PreparedImage(path: location, source: source, bitmap: bitmap)))
                     } catch {
-                        continuation.resume(returning: PreparedCreative(PreparedFailure(message: "\(error)")))
+                        prepared.fulfil(PreparedCreative(PreparedFailure(message: "\(error)")))
                     }
+                    continuation.resume()
                 }
             }
+            return prepared.current!
         case .video(let location):
             if location.contains("://") {
                 let scheme = location.prefix { $0 != ":" }.lowercased()
@@ -281,6 +328,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     // MARK: From the player (on the loop)
 
     func adPlayback(_ event: MpvPlayerMapping.AdPlayback) {
+        loop.assertInLoop()
         guard let current = postroll, let entry = current.entry else { return }
         switch event {
         case .started:
@@ -302,7 +350,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     }
 
     func outputResized(width: Int, height: Int) {
-        output.withLock { $0 = (width, height) }
+        loop.assertInLoop()
+        output.withLock { $0 = AdPlacement.canvas((width, height)) }
         for entry in shown.values.sorted(by: { $0.slot < $1.slot }) {
             try? draw(entry)
         }
@@ -317,15 +366,19 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         switch entry.drawn {
         case .image(let image):
             if image.bitmap.output == size {
-                putUp(image.bitmap, slot: entry.slot, handle)
+                guard putUp(image.bitmap, slot: entry.slot, handle) else {
+                    throw PreparedFailure(message: "\(image.path): a bitmap of \(image.bitmap.image.width)×\(image.bitmap.image.height) cannot be drawn")
+                }
             } else {
                 renderAgain(entry, image, for: size)
             }
         case .text(let text):
-            let m = AdPlacement.margin(size)
+            // Drawn inside its box and clipped to it: however long, it never leaves the box.
+            let box = pause ? AdPlacement.pauseBox(output: size) : AdPlacement.overlayBox(output: size)
+            let clip = "\\clip(\(box.x),\(box.y),\(box.x + box.width),\(box.y + box.height))"
             let events = pause
-                ? Self.dimEvent(size) + "\n{\\an5\\pos(\(size.width / 2),\(size.height / 2))\\fs\(size.height * 7 / 100)\\bord3\\shad0}" + assEscape(text)
-                : "{\\an3\\pos(\(size.width - m),\(size.height - m))\\fs\(size.height * 45 / 1000)\\bord2\\shad0}" + assEscape(text)
+                ? Self.dimEvent(size) + "\n{\\an5\\pos(\(size.width / 2),\(size.height / 2))\\fs\(size.height * 7 / 100)\\bord3\\shad0\(clip)}" + assEscape(text)
+                : "{\\an3\\pos(\(box.x + box.width),\(box.y + box.height))\\fs\(size.height * 45 / 1000)\\bord2\\shad0\(clip)}" + assEscape(text)
             try ass(handle, slot: entry.slot, events, size)
             nudgeRedraw()
         case .html(let url):
@@ -339,8 +392,12 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     /// `overlay-add`, asynchronous: the call costs ~20 µs where a synchronous one waits for
     /// mpv's core (~0.6 ms while it decodes; notes §7b). mpv copies the pixels when it runs
     /// the command; they are kept until it answers.
-    private func putUp(_ bitmap: RenderedBitmap, slot: Int, _ handle: MpvHandle) {
+    @discardableResult
+    private func putUp(_ bitmap: RenderedBitmap, slot: Int, _ handle: MpvHandle) -> Bool {
         let image = bitmap.image
+        // Never a value mpv aborts on: every bitmap is checked here, before `overlay-add`.
+        guard AdPlacement.isDrawable(x: bitmap.origin.x, y: bitmap.origin.y, width: image.width, height: image.height),
+              image.pixels.count == image.width * image.height * 4 else { return false }
         let address = image.pixels.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) }
         handle.commandAsync(node: [
             "name": .string("overlay-add"), "id": .int(Int64(slot)),
@@ -349,6 +406,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
             "w": .int(Int64(image.width)), "h": .int(Int64(image.height)), "stride": .int(Int64(image.width * 4)),
         ], keepAlive: image)
         nudgeRedraw()   // a pause ad goes up over a paused frame
+        return true
     }
 
     /// Renders `image` for a new output size off the loop, then puts it up from the loop if

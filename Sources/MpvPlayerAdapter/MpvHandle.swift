@@ -63,7 +63,10 @@ final class MpvHandle: PlayerLoop, @unchecked Sendable {
 
     /// Creates and initializes a core with `options` (applied in order, then `lockedOptions`)
     /// and asks for log messages at `logLevel` and above.
-    init(options: [(String, String)], logLevel: String = "warn") throws {
+    private let offLoopCalls: OffLoopCalls?
+
+    init(options: [(String, String)], logLevel: String = "warn", offLoopCalls: OffLoopCalls? = nil) throws {
+        self.offLoopCalls = offLoopCalls
         // mpv refuses to start unless numbers are formatted the C way (notes §2.1).
         setlocale(LC_NUMERIC, "C")
         guard let raw = mpv_create() else { throw MpvError(code: -2, operation: "mpv_create") }
@@ -96,11 +99,8 @@ final class MpvHandle: PlayerLoop, @unchecked Sendable {
         self.handler = handler
         shared.withLock { shared in
             precondition(shared.thread == nil && !shared.closing, "MpvHandle.start: already started or shut down")
-            let context = Unmanaged.passRetained(self).toOpaque()
-            var thread = pthread_t()
-            let rc = pthread_create(&thread, nil, mpvLoopThreadMain, context)
-            precondition(rc == 0, "pthread_create failed: \(rc)")
-            shared.thread = thread
+            // The thread holds the handle while it runs (see `deinit`).
+            shared.thread = startThread(named: "mpv-events", detached: false) { [self] in run() }
         }
     }
 
@@ -119,14 +119,18 @@ final class MpvHandle: PlayerLoop, @unchecked Sendable {
 
     func now() -> UInt64 { MonotonicTime.now() }
 
-    func schedule(after seconds: Double, _ action: @escaping () -> Void) -> LoopTimer {
-        assertInLoop()
-        return timers.add(deadline: now() &+ LoopTime.nanoseconds(seconds), action)
+    func reportOffLoop(_ function: String, file: StaticString, line: UInt) {
+        guard let offLoopCalls else { return assertionFailure("\(function) called off the player's loop", file: file, line: line) }
+        offLoopCalls.record("\(file):\(line) \(function)")
     }
 
-    fileprivate func run() {
+    func schedule(after seconds: Double, _ action: @escaping () -> Void) -> LoopTimer {
+        assertInLoop()
+        return timers.add(deadline: now() &+ LoopTime.nanoseconds(seconds), on: self, action)
+    }
+
+    private func run() {
         pthread_setspecific(loopKey, Unmanaged.passUnretained(self).toOpaque())
-        cmpv_name_this_thread("mpv-events")
         while true {
             runHandedOver()
             while let due = timers.popDue(now()) { due.action() }
@@ -362,14 +366,6 @@ private let loopKey: pthread_key_t = {
     pthread_key_create(&key, nil)
     return key
 }()
-
-/// Entry point of the loop thread. A free function, not a closure formed in an isolated
-/// context, so that Swift inserts no executor check into it (notes/libmpv.md §6.2.1).
-private func mpvLoopThreadMain(_ context: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    guard let context else { return nil }
-    Unmanaged<MpvHandle>.fromOpaque(context).takeRetainedValue().run()
-    return nil
-}
 
 /// Another client of a core; see `MpvPlayer.makeForeignClient(name:)`. It never reads its
 /// events. Threading: any thread. `close()` (or release) destroys it.

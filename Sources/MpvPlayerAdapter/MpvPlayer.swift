@@ -27,6 +27,9 @@ public struct MpvPlayerConfiguration: Sendable {
     /// mpv's network timeout (seconds): how long a post-roll on a server that stops answering
     /// mid-stream can stall before it fails (mpv's default is 60).
     public var networkTimeout = 5.0
+    /// Tests of the loop-affinity checks: a loop-only entry point called off the loop is
+    /// recorded here instead of trapping (debug builds; the checks are compiled out of release).
+    public var offLoopCalls: OffLoopCalls?
 
     public init() {}
 
@@ -69,7 +72,7 @@ public final class MpvPlayer: TrackablePlayer {
 
     public init(configuration: MpvPlayerConfiguration = MpvPlayerConfiguration(),
                 onLog: @escaping @Sendable (MpvLogMessage) -> Void = { _ in }) throws {
-        handle = try MpvHandle(options: configuration.mpvOptions, logLevel: configuration.logLevel)
+        handle = try MpvHandle(options: configuration.mpvOptions, logLevel: configuration.logLevel, offLoopCalls: configuration.offLoopCalls)
         var mapping = MpvPlayerMapping()
         mapping.backstopEnabled = !configuration.untimed
         mapping.keepOpenPause = configuration.keepOpen && configuration.keepOpenPause
@@ -103,7 +106,7 @@ public final class MpvPlayer: TrackablePlayer {
     /// `handler` runs on the loop when mpv's window is minimized or restored (the output is
     /// hidden: the seed's "app goes to the background", R13; never with `vo=null`, which has
     /// no window) and when the item's duration becomes known or changes.
-    public func onDetailChange(_ handler: @escaping @Sendable (MpvDetailChange) -> Void) {
+    public func onMpvDetailChange(_ handler: @escaping @Sendable (MpvDetailChange) -> Void) {
         try? loop.sync { core.detailChanged = handler }
     }
 
@@ -228,28 +231,28 @@ public final class MpvPlayer: TrackablePlayer {
 
     // MARK: Files
 
+    /// A local file mpv may open: `SafeFile`'s check (a readable regular file, symlinks
+    /// resolved), and not empty. URLs are mpv's to open.
     static func checkLocalFile(_ path: String) throws {
         if path.contains("://") { return }
-        var info = stat()
-        let entry: Int64 = -1
-        guard stat(path, &info) == 0 else {
-            throw PlayerFailure(entry: entry, path: path, code: "not-found", message: "no such file: \(path)")
+        let checked: SafeFile.Checked
+        do {
+            checked = try SafeFile.check(path)
+        } catch {
+            let code = switch error.kind {
+            case .missing: "not-found"
+            case .notRegular: "not-a-file"
+            default: "not-readable"
+            }
+            throw PlayerFailure(entry: -1, path: path, code: code, message: error.description)
         }
-        guard (info.st_mode & S_IFMT) == S_IFREG else {
-            throw PlayerFailure(entry: entry, path: path, code: "not-a-file", message: "not a regular file: \(path)")
-        }
-        guard access(path, R_OK) == 0 else {
-            throw PlayerFailure(entry: entry, path: path, code: "not-readable", message: "not readable: \(path)")
-        }
-        guard info.st_size > 0 else {
-            throw PlayerFailure(entry: entry, path: path, code: "empty", message: "empty file: \(path)")
-        }
+        guard checked.size > 0 else { throw PlayerFailure(entry: -1, path: path, code: "empty", message: "empty file: \(path)") }
     }
 }
 
 /// The player's state on its loop: the mapping, the feed, the ads' surface.
 ///
-/// Threading contract: loop-only (every method runs on `handle`'s loop).
+/// Threading contract: loop-only (every method runs on `handle`'s loop, and checks it).
 final class PlayerCore: @unchecked Sendable {
     // @unchecked: every stored var is touched only on the loop.
     let handle: MpvHandle
@@ -279,6 +282,7 @@ final class PlayerCore: @unchecked Sendable {
     }
 
     func handle(_ event: MpvEvent, receivedAt: UInt64) {
+        handle.assertInLoop()
         if case .log(let message) = event {
             onLog(message)
             return
@@ -300,6 +304,7 @@ final class PlayerCore: @unchecked Sendable {
     }
 
     func setPaused(_ paused: Bool) throws {
+        handle.assertInLoop()
         try handle.set("pause", paused)
         publish(mapping.applyOwnPause(paused, now: handle.now()))
     }
@@ -309,6 +314,7 @@ final class PlayerCore: @unchecked Sendable {
     private var pendingSeek: (seconds: Double, relative: Bool)?
 
     func seek(_ seconds: Double, relative: Bool) {
+        handle.assertInLoop()
         if mapping.isLoadingItem {
             switch (pendingSeek, relative) {
             case (let pending?, true): pendingSeek = (pending.seconds + seconds, pending.relative)
@@ -327,6 +333,7 @@ final class PlayerCore: @unchecked Sendable {
 
     func load(_ path: String, mode: MpvPlayer.LoadMode, options: [String: String],
               completion: @escaping (Result<Int64, MpvError>) -> Void) {
+        handle.assertInLoop()
         var args = ["loadfile", path, mode.rawValue]
         if !options.isEmpty {
             args.append(options.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))
@@ -344,6 +351,7 @@ final class PlayerCore: @unchecked Sendable {
     }
 
     func playAd(_ location: String, completion: @escaping (Result<Int64, MpvError>) -> Void) {
+        handle.assertInLoop()
         handle.commandAsync(["loadfile", location, "replace", "speed=1,pause=no,keep-open=no,loop-file=no"]) { [weak self] result in
             completion(result.flatMap { value in
                 guard let entry = value["playlist_entry_id"]?.int else {
@@ -356,6 +364,7 @@ final class PlayerCore: @unchecked Sendable {
     }
 
     func stopAd(_ entry: Int64) {
+        handle.assertInLoop()
         if mapping.isAdPending(entry) { handle.commandAsync(["stop"]) }
     }
 

@@ -1,3 +1,4 @@
+import ControlProtocol
 import Foundation
 
 /// The client side of the control protocol (docs/protocol.md): newline-delimited JSON over
@@ -9,8 +10,8 @@ final class ControlClient {
     }
 
     private let fd: Int32
-    private var buffer = Data()
-    private var nextID = 1
+    private var buffer: [UInt8] = []
+    private var nextID: Int64 = 1
 
     /// Connects to `path`; a clear failure when the daemon is not running.
     init(path: String) throws {
@@ -43,30 +44,28 @@ final class ControlClient {
 
     deinit { close(fd) }
 
-    /// Sends a command and returns its reply (events that arrive first are handed to `onEvent`).
-    func call(_ command: String, _ args: [String: Any] = [:], onEvent: ([String: Any]) -> Void = { _ in }) throws -> [String: Any] {
+    /// Sends a request and returns its reply (events that arrive first are handed to `onEvent`).
+    func call(_ request: Request, onEvent: (JSONValue) -> Void = { _ in }) throws -> JSONValue {
         let id = nextID
         nextID += 1
-        var request: [String: Any] = ["id": id, "cmd": command]
-        if !args.isEmpty { request["args"] = args }
-        try send(request)
+        try send(request.json(id: id).line())
         while true {
             let message = try readMessage()
             if message["event"] != nil {
                 onEvent(message)
                 continue
             }
-            if (message["id"] as? NSNumber)?.intValue == id || message["id"] is NSNull { return message }
+            if message["id"]?.integer == id || message["id"] == .null { return message }
         }
     }
 
     /// Reads the next message (for following events).
-    func readMessage() throws -> [String: Any] {
+    func readMessage() throws -> JSONValue {
         while true {
             if let newline = buffer.firstIndex(of: 10) {
-                let line = buffer[buffer.startIndex..<newline]
-                buffer = Data(buffer[(newline + 1)...])
-                guard let object = try? JSONSerialization.jsonObject(with: Data(line)) as? [String: Any] else {
+                let line = buffer[..<newline]
+                defer { buffer.removeFirst(newline + 1) }
+                guard let object = try? JSONValue.parse(line), object.object != nil else {
                     throw Failure(description: "the daemon sent something that is not a JSON object")
                 }
                 return object
@@ -80,9 +79,7 @@ final class ControlClient {
         }
     }
 
-    private func send(_ object: [String: Any]) throws {
-        var data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-        data.append(10)
+    private func send(_ data: [UInt8]) throws {
         try data.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {

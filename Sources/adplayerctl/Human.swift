@@ -1,74 +1,86 @@
+import ControlProtocol
 import Foundation
 
 /// The daemon's answers and events as lines a person reads.
 enum Human {
-    static func error(_ reply: [String: Any]) -> String {
-        let error = reply["error"] as? [String: Any] ?? [:]
-        return "\(error["message"] as? String ?? "error") [\(error["code"] as? String ?? "?")]"
+    static func error(_ reply: JSONValue) -> String {
+        let error = reply["error"]
+        return "\(error?["message"]?.string ?? "error") [\(error?["code"]?.string ?? "?")]"
     }
 
-    static func result(_ command: String, _ result: [String: Any]) -> String {
-        switch command {
-        case "version":
-            return "protocol \(result["protocol"] ?? "?")"
-        case "open":
-            return "playing \(result["path"] as? String ?? "?") (\(result["content_id"] as? String ?? "?"))"
-        case "queue":
-            return "queued \(result["queued"] ?? 0); \((result["queue"] as? [Any])?.count ?? 0) in the queue"
+    static func result(_ request: Request, _ result: JSONValue) -> String {
+        switch request {
+        case .version:
+            return "protocol \(result["protocol"]?.integer.map(String.init) ?? "?")"
+        case .open:
+            return "playing \(result["path"]?.string ?? "?") (\(result["content_id"]?.string ?? "?"))"
+        case .queue:
+            return "queued \(result["queued"]?.integer ?? 0); \(result["queue"]?.array?.count ?? 0) in the queue"
+        case .metrics:
+            return ControlProtocol.adKinds.map { kind in
+                let k = result[kind]
+                func n(_ key: String) -> Int64 { k?[key]?.integer ?? 0 }
+                return "\(kind.padding(toLength: 9, withPad: " ", startingAt: 0)) requested \(n("requested")), filled \(n("filled")), "
+                    + "no fill \(n("nofill")), errors \(n("errors")), started \(n("started"))"
+            }.joined(separator: "\n")
         default:
             return status(result)
         }
     }
 
-    static func status(_ s: [String: Any]) -> String {
+    static func status(_ s: JSONValue) -> String {
         var lines: [String] = []
-        let playing = s["playing"] as? Bool == true
-        if let item = s["item"] as? [String: Any] {
-            let path = item["path"] as? String ?? "?"
-            let rate = (s["rate"] as? NSNumber)?.doubleValue ?? 0
-            lines.append("\(playing ? "playing" : "paused ")  \(path) (\(item["content_id"] as? String ?? "?"))  at \(time((s["position"] as? NSNumber)?.doubleValue ?? 0))"
+        let playing = s["playing"]?.bool == true
+        if let item = s["item"], item != .null {
+            let path = item["path"]?.string ?? "?"
+            let rate = s["rate"]?.number ?? 0
+            lines.append("\(playing ? "playing" : "paused ")  \(path) (\(item["content_id"]?.string ?? "?"))  at \(time(s["position"]?.number ?? 0))"
                          + (playing ? String(format: ", %.2fx", rate) : ""))
         } else {
             lines.append("stopped")
         }
-        if let ad = s["ad"] as? [String: Any] {
-            lines.append("ad       \(ad["kind"] as? String ?? "?") \(ad["ad_id"] as? String ?? "?")")
+        if let ad = s["ad"], ad != .null {
+            lines.append("ad       \(ad["kind"]?.string ?? "?") \(ad["ad_id"]?.string ?? "?")")
         }
-        let queue = s["queue"] as? [String] ?? []
-        let current = (s["current"] as? NSNumber)?.intValue
+        let queue = s["queue"]?.array?.compactMap(\.string) ?? []
+        let current = s["current"]?.integer.map(Int.init)
         lines.append("queue    \(queue.count) episode\(queue.count == 1 ? "" : "s")" + (current.map { ", playing number \($0 + 1)" } ?? ""))
         for (index, path) in queue.enumerated() { lines.append("  \(index == current ? ">" : " ") \(index + 1). \(path)") }
         var flags: [String] = []
-        if s["loop"] as? Bool == true { flags.append("looping") }
-        if s["background"] as? Bool == true { flags.append("in the background") }
+        if s["loop"]?.bool == true { flags.append("looping") }
+        if s["background"]?.bool == true { flags.append("in the background") }
         if !flags.isEmpty { lines.append(flags.joined(separator: ", ")) }
         return lines.joined(separator: "\n")
     }
 
-    static func event(_ e: [String: Any]) -> String {
-        let name = e["event"] as? String ?? "?"
-        func n(_ key: String) -> String { (e[key] as? NSNumber).map { String(format: "%.2f", $0.doubleValue) } ?? "?" }
-        func s(_ key: String) -> String { e[key] as? String ?? "?" }
+    static func event(_ e: JSONValue) -> String {
+        func n(_ key: String) -> String { e[key]?.number.map { String(format: "%.2f", $0) } ?? "?" }
+        func s(_ key: String) -> String { e[key]?.string ?? "?" }
         let clock = Date().formatted(.iso8601.time(includingFractionalSeconds: true))
-        let text: String = switch name {
-        case "player.item": (e["path"] as? String).map { "item \($0)" } ?? "item none"
-        case "player.playing": "playing at \(n("rate"))x from \(n("position")) s"
-        case "player.paused": "paused at \(n("position")) s"
-        case "player.seeked": "seeked \(n("from")) s -> \(n("to")) s"
-        case "player.rate": "rate \(n("rate"))x"
-        case "player.ended": "ended \(s("path")) at \(n("position")) s"
-        case "ad.requested": "ad requested: \(s("kind")) at \(n("position")) s"
-        case "ad.loaded": "ad loaded: \(s("kind")) \(s("ad_id"))"
-        case "ad.started": "ad started: \(s("kind")) \(s("ad_id"))"
-        case "ad.quartile": "ad \(s("ad_id")): quartile \(e["quartile"] ?? "?")/4"
-        case "ad.paused", "ad.resumed": "ad \(s("ad_id")) \(name == "ad.paused" ? "paused" : "resumed")"
-        case "ad.html": "ad html \(s("action")): \(s("url"))"
-        case "player.failed": "failed \(s("path")): \(s("message"))"
-        case "player.background": (e["background"] as? Bool == true) ? "output hidden (background)" : "output shown (foreground)"
-        case "ad.ended": "ad ended: \(s("kind")) \(s("ad_id")): \(s("reason"))" + ((e["latency_us"] as? NSNumber).map { " (\($0) µs after the player's change)" } ?? "")
-        case "ad.error": "ad error: \(s("kind"))\((e["ad_id"] as? String).map { " " + $0 } ?? ""): \(s("message")) [\(s("code"))]"
-        case "beacon.sent": "beacon sent \(s("url"))"
-        default: (try? JSONSerialization.data(withJSONObject: e, options: [.sortedKeys])).map { String(decoding: $0, as: UTF8.self) } ?? name
+        let text: String
+        switch e["event"]?.string.flatMap(EventName.init(rawValue:)) {
+        case .playerItem?: text = e["path"]?.string.map { "item \($0)" } ?? "item none"
+        case .playerPlaying?: text = "playing at \(n("rate"))x from \(n("position")) s"
+        case .playerPaused?: text = "paused at \(n("position")) s"
+        case .playerSeeked?: text = "seeked \(n("from")) s -> \(n("to")) s"
+        case .playerRate?: text = "rate \(n("rate"))x"
+        case .playerEnded?: text = "ended \(s("path")) at \(n("position")) s"
+        case .playerFailed?: text = "failed \(s("path")): \(s("message"))"
+        case .playerBackground?: text = e["background"]?.bool == true ? "output hidden (background)" : "output shown (foreground)"
+        case .adRequested?: text = "ad requested: \(s("kind")) at \(n("position")) s"
+        case .adNoFill?: text = "ad no fill: \(s("kind")) at \(n("position")) s"
+        case .adLoaded?: text = "ad loaded: \(s("kind")) \(s("ad_id"))"
+        case .adStarted?: text = "ad started: \(s("kind")) \(s("ad_id"))"
+        case .adQuartile?: text = "ad \(s("ad_id")): quartile \(e["quartile"]?.integer.map(String.init) ?? "?")/4"
+        case .adPaused?: text = "ad \(s("ad_id")) paused"
+        case .adResumed?: text = "ad \(s("ad_id")) resumed"
+        case .adHTML?: text = "ad html \(s("action")): \(s("url"))"
+        case .adEnded?:
+            text = "ad ended: \(s("kind")) \(s("ad_id")): \(s("reason"))"
+                + (e["latency_us"]?.integer.map { " (\($0) µs after the player's change)" } ?? "")
+        case .adError?: text = "ad error: \(s("kind"))\(e["ad_id"]?.string.map { " " + $0 } ?? ""): \(s("message")) [\(s("code"))]"
+        case .beaconSent?: text = "beacon sent \(s("url"))"
+        case nil: text = e.text
         }
         return "\(clock)  \(text)"
     }

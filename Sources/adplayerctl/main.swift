@@ -1,3 +1,4 @@
+import ControlProtocol
 import Foundation
 
 // adplayerctl: controls adplayerd through its control socket (docs/protocol.md).
@@ -17,6 +18,7 @@ let usage = """
       loop on|off                  loop the episode that plays
       background | foreground      the output is hidden / shown again (R13)
       close-ad                     the viewer dismisses the overlay or pause ad on screen
+      metrics                      what the ads did since the daemon started, by kind
       events [NAME...]             follow the event stream (names or prefixes: player.* ad.ended)
       version                      the daemon's protocol version
     """
@@ -26,30 +28,20 @@ func fail(_ message: String, code: Int32) -> Never {
     exit(code)
 }
 
-var arguments = Array(CommandLine.arguments.dropFirst())
-var socketPath: String?
-var json = false
-var positional: [String] = []
-var options: [String: String] = [:]
-while !arguments.isEmpty {
-    let argument = arguments.removeFirst()
-    switch argument {
-    case "--socket":
-        guard !arguments.isEmpty else { fail("--socket needs a path", code: 2) }
-        socketPath = arguments.removeFirst()
-    case "--json": json = true
-    case "--content-id", "--start":
-        guard !arguments.isEmpty else { fail("\(argument) needs a value", code: 2) }
-        options[argument] = arguments.removeFirst()
-    case "-h", "--help":
-        print(usage)
-        exit(0)
-    default:
-        positional.append(argument)
-    }
+let parsed: CommandLineArguments
+do {
+    parsed = try CommandLineArguments(Array(CommandLine.arguments.dropFirst()),
+                                      spec: ["socket": .value, "json": .flag, "content-id": .value, "start": .value, "help": .flag])
+} catch {
+    fail("\(error)\n\n\(usage)", code: 2)
 }
-guard let command = positional.first else { fail("a command is needed\n\n\(usage)", code: 2) }
-let rest = Array(positional.dropFirst())
+if parsed.flag("help") {
+    print(usage)
+    exit(0)
+}
+guard let command = parsed.positional.first else { fail("a command is needed\n\n\(usage)", code: 2) }
+let rest = Array(parsed.positional.dropFirst())
+let json = parsed.flag("json")
 
 func number(_ text: String, _ what: String) -> Double {
     guard let value = Double(text), value.isFinite else { fail("\(what): \"\(text)\" is not a number", code: 2) }
@@ -60,65 +52,78 @@ func absolute(_ path: String) -> String {
     path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
 }
 
-var args: [String: Any] = [:]
-switch command {
-case "status", "play", "pause", "toggle", "next", "previous", "stop", "clear", "background", "foreground", "close-ad", "version":
+func noArguments(_ request: Request) -> Request {
     guard rest.isEmpty else { fail("\(command) takes no arguments", code: 2) }
+    return request
+}
+
+/// The command line as a request of the protocol (its arguments are checked again, and
+/// bounded, by the daemon: `Commands.decode`).
+let request: Request
+switch command {
+case "status": request = noArguments(.status)
+case "play": request = noArguments(.play)
+case "pause": request = noArguments(.pause)
+case "toggle": request = noArguments(.toggle)
+case "next": request = noArguments(.next)
+case "previous": request = noArguments(.previous)
+case "stop": request = noArguments(.stop)
+case "clear": request = noArguments(.clear)
+case "background": request = noArguments(.background)
+case "foreground": request = noArguments(.foreground)
+case "close-ad": request = noArguments(.closeAd)
+case "metrics": request = noArguments(.metrics)
+case "version": request = noArguments(.version)
 case "open":
     guard rest.count == 1 else { fail("open takes one FILE", code: 2) }
-    args["path"] = absolute(rest[0])
-    if let id = options["--content-id"] { args["content_id"] = id }
-    if let start = options["--start"] { args["start"] = number(start, "--start") }
+    request = .open(path: absolute(rest[0]), contentID: parsed.value("content-id"),
+                    start: parsed.value("start").map { number($0, "--start") })
 case "queue":
     guard !rest.isEmpty else { fail("queue needs at least one FILE", code: 2) }
-    args["paths"] = rest.map(absolute)
+    request = .queue(paths: rest.map(absolute))
 case "seek":
     guard rest.count == 1 else { fail("seek takes SECONDS, +SECONDS or -SECONDS", code: 2) }
-    if rest[0].hasPrefix("+") || rest[0].hasPrefix("-") {
-        args["by"] = number(rest[0], "seek")
-    } else {
-        args["to"] = number(rest[0], "seek")
-    }
+    let offset = rest[0].hasPrefix("+") || rest[0].hasPrefix("-")
+    request = .seek(offset ? .by(number(rest[0], "seek")) : .to(number(rest[0], "seek")))
 case "speed":
     guard rest.count == 1 else { fail("speed takes X", code: 2) }
-    args["value"] = number(rest[0], "speed")
+    request = .speed(number(rest[0], "speed"))
 case "loop":
     guard rest.count == 1, ["on", "off"].contains(rest[0]) else { fail("loop takes on or off", code: 2) }
-    args["on"] = rest[0] == "on"
+    request = .loop(rest[0] == "on")
 case "events":
-    break
+    request = .subscribe(events: rest.isEmpty ? nil : rest)
 default:
     fail("unknown command \(command)\n\n\(usage)", code: 2)
 }
 
 let client: ControlClient
 do {
-    client = try ControlClient(path: ControlClient.socketPath(socketPath))
+    client = try ControlClient(path: ControlClient.socketPath(parsed.value("socket")))
 } catch {
     fail("\(error)", code: 1)
 }
 
-func printJSON(_ object: Any) {
-    let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data()
-    FileHandle.standardOutput.write(data + Data("\n".utf8))
+func write(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }
 
 do {
+    let reply = try client.call(request)
+    let ok = reply["ok"]?.bool == true
     if command == "events" {
-        let reply = try client.call("subscribe", rest.isEmpty ? [:] : ["events": rest])
-        guard reply["ok"] as? Bool == true else { fail(Human.error(reply), code: 1) }
+        guard ok else { fail(Human.error(reply), code: 1) }
         while true {
             let event = try client.readMessage()
-            if json { printJSON(event) } else { FileHandle.standardOutput.write(Data((Human.event(event) + "\n").utf8)) }
+            write(json ? event.text : Human.event(event))
         }
     }
-    let reply = try client.call(command, args)
     if json {
-        printJSON(reply)
-    } else if reply["ok"] as? Bool == true {
-        print(Human.result(command, reply["result"] as? [String: Any] ?? [:]))
+        write(reply.text)
+    } else if ok {
+        write(Human.result(request, reply["result"] ?? .object([:])))
     }
-    if reply["ok"] as? Bool != true {
+    if !ok {
         if !json { FileHandle.standardError.write(Data("adplayerctl: \(Human.error(reply))\n".utf8)) }
         exit(1)
     }

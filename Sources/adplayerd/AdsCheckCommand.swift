@@ -1,5 +1,6 @@
 import AdRuntime
 import AdSources
+import ControlProtocol
 import Foundation
 import MpvPlayerAdapter
 
@@ -42,23 +43,11 @@ struct AdsCheckCommand {
     let arguments: [String]
 
     func run() throws -> Int32 {
-        var json = false
-        var content = "episode"
-        var source: String?
-        var rest = arguments[...]
-        while let arg = rest.popFirst() {
-            switch arg {
-            case "--json": json = true
-            case "--content":
-                guard let value = rest.popFirst() else { throw UsageError(message: "--content needs an id") }
-                content = value
-            default:
-                if arg.hasPrefix("-") { throw UsageError(message: "unknown option \(arg)") }
-                guard source == nil else { throw UsageError(message: "one SOURCE only") }
-                source = arg
-            }
-        }
-        guard let source else { throw UsageError(message: "ads-check needs a SOURCE") }
+        let parsed = try CommandLineArguments(arguments, spec: ["json": .flag, "content": .value])
+        let json = parsed.flag("json")
+        let content = parsed.value("content") ?? "episode"
+        guard parsed.positional.count <= 1 else { throw UsageError("one SOURCE only") }
+        guard let source = parsed.positional.first else { throw UsageError("ads-check needs a SOURCE") }
         var report: Report
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
@@ -66,7 +55,7 @@ struct AdsCheckCommand {
         } else if source.hasPrefix("http://") || source.hasPrefix("https://") || FileManager.default.fileExists(atPath: source) {
             report = checkVAST(source, content: content)
         } else {
-            throw UsageError(message: "\(source) is neither a folder, a file nor an http(s) URL")
+            throw UsageError("\(source) is neither a folder, a file nor an http(s) URL")
         }
         if json {
             let encoder = JSONEncoder()
@@ -176,24 +165,13 @@ struct AdsCheckCommand {
     }
 }
 
-/// Runs async work from synchronous command-line code.
+/// Runs async work from synchronous command-line code (never on the player's loop).
 enum Blocking {
     static func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) -> Result<T, any Error> {
-        let box = ResultBox<T>()
-        let done = DispatchSemaphore(value: 0)
+        let done = Handover<Unchecked<Result<T, any Error>>>()
         Task {
-            do { box.set(.success(try await body())) } catch { box.set(.failure(error)) }
-            done.signal()
+            do { done.fulfil(Unchecked(.success(try await body()))) } catch { done.fulfil(Unchecked(.failure(error))) }
         }
-        done.wait()
-        return box.get()!
+        return done.wait()!.value
     }
-}
-
-final class ResultBox<T: Sendable>: @unchecked Sendable {
-    // @unchecked: `value` is only touched under `lock`.
-    private let lock = NSLock()
-    private var value: Result<T, any Error>?
-    func set(_ value: Result<T, any Error>) { lock.withLock { self.value = value } }
-    func get() -> Result<T, any Error>? { lock.withLock { value } }
 }

@@ -1,5 +1,6 @@
 import AdRuntime
 import AdTracking
+import ControlProtocol
 import Foundation
 
 /// `adplayerd beacons add|flush|status --state-dir DIR …`: the tracking outbox (R17) by hand,
@@ -15,29 +16,17 @@ struct BeaconsCommand {
     let arguments: [String]
 
     func run() throws -> Int32 {
-        var rest = arguments[...]
-        guard let action = rest.popFirst(), ["add", "flush", "status"].contains(action) else {
-            throw UsageError(message: "beacons needs add, flush or status")
+        let parsed = try CommandLineArguments(arguments, spec: ["state-dir": .value, "base-delay": .value, "max-delay": .value,
+                                                                 "concurrency": .value])
+        guard let action = parsed.positional.first, ["add", "flush", "status"].contains(action) else {
+            throw UsageError("beacons needs add, flush or status")
         }
-        var stateDir: String?
-        var urls: [String] = []
+        let urls = Array(parsed.positional.dropFirst())
         var configuration = BeaconOutbox.Configuration()
-        while let arg = rest.popFirst() {
-            switch arg {
-            case "--state-dir": stateDir = rest.popFirst()
-            case "--base-delay": configuration.baseDelay = try seconds(rest.popFirst(), arg)
-            case "--max-delay": configuration.maxDelay = try seconds(rest.popFirst(), arg)
-            case "--concurrency":
-                guard let text = rest.popFirst(), let n = Int(text), (1...64).contains(n) else {
-                    throw UsageError(message: "--concurrency needs a whole number from 1 to 64")
-                }
-                configuration.concurrency = n
-            default:
-                if arg.hasPrefix("-") { throw UsageError(message: "unknown option \(arg)") }
-                urls.append(arg)
-            }
-        }
-        guard let stateDir else { throw UsageError(message: "--state-dir is required") }
+        if let text = parsed.value("base-delay") { configuration.baseDelay = try seconds(text, "--base-delay") }
+        if let text = parsed.value("max-delay") { configuration.maxDelay = try seconds(text, "--max-delay") }
+        if let n = try parsed.integer("concurrency", in: 1...64) { configuration.concurrency = n }
+        guard let stateDir = parsed.value("state-dir") else { throw UsageError("--state-dir is required") }
         let path = stateDir + "/adplayerd.sqlite"
         if action == "status" {
             // Read only: works on a read-only state folder, and creates nothing.
@@ -59,7 +48,7 @@ struct BeaconsCommand {
         }, onWarning: { FileHandle.standardError.write(Data("<4>adplayerd: \($0)\n".utf8)) })
         switch action {
         case "add":
-            guard !urls.isEmpty else { throw UsageError(message: "add needs at least one URL") }
+            guard !urls.isEmpty else { throw UsageError("add needs at least one URL") }
             try outbox.enqueue(urls)
             print("queued \(urls.count); pending \(try outbox.pendingCount())")
         case "flush":
@@ -71,12 +60,11 @@ struct BeaconsCommand {
         return 0
     }
 
-    private func seconds(_ value: String?, _ option: String) throws -> Double {
-        guard let value else { throw UsageError(message: "\(option) needs a number of seconds") }
+    private func seconds(_ value: String, _ option: String) throws -> Double {
         do {
             return try Seconds.parse(value, .duration, field: option)
         } catch {
-            throw UsageError(message: "\(error)")
+            throw UsageError("\(error)")
         }
     }
 }

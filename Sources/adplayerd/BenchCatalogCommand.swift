@@ -1,5 +1,6 @@
 import AdRuntime
 import AdSources
+import ControlProtocol
 import Foundation
 
 /// `adplayerd bench-catalog [--slots N]`: a catalog of N overlay slots (default 100,000) over
@@ -13,19 +14,9 @@ struct BenchCatalogCommand {
     let arguments: [String]
 
     func run() throws -> Int32 {
-        var slots = 100_000
-        var rest = arguments[...]
-        while let arg = rest.popFirst() {
-            switch arg {
-            case "--slots":
-                guard let value = rest.popFirst(), let n = Int(value), (1...LocalCatalog.maxSlots).contains(n) else {
-                    throw UsageError(message: "--slots needs a count from 1 to \(LocalCatalog.maxSlots)")
-                }
-                slots = n
-            default:
-                throw UsageError(message: "unknown option \(arg)")
-            }
-        }
+        let parsed = try CommandLineArguments(arguments, spec: ["slots": .value])
+        guard parsed.positional.isEmpty else { throw UsageError("bench-catalog takes no files") }
+        let slots = try parsed.integer("slots", in: 1...LocalCatalog.maxSlots) ?? 100_000
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("adplayerd-bench-catalog-\(getpid())")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -1,4 +1,5 @@
 import AdRuntime
+import ControlProtocol
 import Foundation
 @_spi(Foreign) @_spi(Bench) import MpvPlayerAdapter
 
@@ -21,26 +22,13 @@ struct BenchCommand {
     let arguments: [String]
 
     func run() throws -> Int32 {
-        var rounds = 1000
+        let parsed = try CommandLineArguments(arguments, spec: ["rounds": .value, "idle": .value])
+        let rounds = try parsed.integer("rounds", in: 1...100_000) ?? 1000
         var idle = 10.0
-        var file: String?
-        var rest = arguments[...]
-        while let arg = rest.popFirst() {
-            switch arg {
-            case "--rounds":
-                guard let value = rest.popFirst(), let n = Int(value), (1...100_000).contains(n) else {
-                    throw UsageError(message: "--rounds needs a count from 1 to 100000")
-                }
-                rounds = n
-            case "--idle":
-                guard let value = rest.popFirst() else { throw UsageError(message: "--idle needs seconds") }
-                do { idle = try Seconds.parse(value, .duration, field: "--idle") } catch { throw UsageError(message: "\(error)") }
-            default:
-                if arg.hasPrefix("-") { throw UsageError(message: "unknown option \(arg)") }
-                file = arg
-            }
+        if let text = parsed.value("idle") {
+            do { idle = try Seconds.parse(text, .duration, field: "--idle") } catch { throw UsageError("\(error)") }
         }
-        guard let file else { throw UsageError(message: "bench-latency needs a media FILE") }
+        guard parsed.positional.count == 1, let file = parsed.positional.first else { throw UsageError("bench-latency needs a media FILE") }
         let overlayImage = URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent("overlay.png").path
         let player = try MpvPlayer()
         defer { player.shutdown() }
@@ -52,7 +40,7 @@ struct BenchCommand {
         defer { observation.cancel() }
         try player.setLoop(true)
         try player.load(file)
-        guard pauses.waitUntilPlaying(player) else { throw UsageError(message: "\(file) does not play") }
+        guard pauses.waitUntilPlaying(player) else { throw UsageError("\(file) does not play") }
 
         print("bench-latency: \(rounds) pauses per overlay kind, \(file)")
         for (name, content) in [("text overlay", AdCreativeContent.text("Sponsored · bench")),

@@ -1,6 +1,9 @@
+import AdPlayerDaemon
 import AdRuntime
 import AdSources
 import AdTracking
+import ControlProtocol
+import CSystem
 import Foundation
 import MpvPlayerAdapter
 
@@ -11,8 +14,9 @@ import MpvPlayerAdapter
 ///
 /// SIGTERM/SIGINT (and SIGQUIT) stop it in reverse order — ads ended, positions saved, the
 /// outbox given 2 s to deliver, mpv shut down (R5) — and it exits 0; a second signal exits at
-/// once. SIGHUP reloads the configuration file and the ad source. Configuration:
-/// docs/configuration.md; protocol: docs/protocol.md.
+/// once. SIGHUP reloads the configuration file and the ad source; a burst of them is one
+/// reload, and a stop goes ahead of any reload still waiting (`DaemonRequests`).
+/// Configuration: docs/configuration.md; protocol: docs/protocol.md.
 struct DaemonCommand {
     static let usage = """
         usage: adplayerd [--config FILE] [--library DIR]... [--ads SOURCE] [--state-dir DIR] [--socket PATH]
@@ -23,21 +27,16 @@ struct DaemonCommand {
 
     let arguments: [String]
 
-    private enum Message: Sendable {
-        case stop(Int32)
-        case reload
-    }
-
     func run() throws -> Int32 {
         var configuration = try Configuration.load(arguments: arguments)
         let log = Logger(level: configuration.logLevel)
         let notifier = SystemdNotifier()
-        let mailbox = Mailbox<Message>()
+        let requests = DaemonRequests()
         let stopping = Locked(false)
         Signals.watch { signal in
             switch signal {
             case SIGHUP:
-                mailbox.post(.reload)
+                requests.reload()
             default:
                 let again = stopping.withLock { stopping -> Bool in
                     defer { stopping = true }
@@ -45,10 +44,13 @@ struct DaemonCommand {
                 }
                 if again { _exit(1) }   // a second signal: at once
                 log.notice("\(Signals.name(signal)): stopping")
-                mailbox.post(.stop(0))
+                requests.stop()
             }
         }
         log.notice("adplayerd starting (pid \(getpid()))")
+        // Clients, files and mpv's threads all take descriptors: the soft limit up to the hard one.
+        let files = csystem_raise_file_limit()
+        if files >= 0 && files < 256 { log.warning("only \(files) file descriptors may be open (ulimit -n): clients may wait") }
 
         // 1. The state store (the outbox shares its file). A state folder that cannot be used
         //    costs persistence, never playback.
@@ -56,7 +58,7 @@ struct DaemonCommand {
         var durable = true
         do {
             try FileManager.default.createDirectory(atPath: configuration.stateDir, withIntermediateDirectories: true)
-            guard access(configuration.stateDir, W_OK) == 0 else { throw UsageError(message: "\(configuration.stateDir) is not writable") }
+            guard access(configuration.stateDir, W_OK) == 0 else { throw UsageError("\(configuration.stateDir) is not writable") }
         } catch {
             log.error("state: \(error); running without a state folder: nothing will survive a restart")
             durable = false
@@ -88,15 +90,15 @@ struct DaemonCommand {
         // 3. The ad runtime: HTTP, the outbox, the source.
         let http = BoundedHTTP(threads: 4)
         let server = Locked<ControlServer?>(nil)
-        let broadcast: @Sendable (String, JSONValue) -> Void = { name, event in server.withLock { $0 }?.broadcast(name, event) }
+        let broadcast: @Sendable (ControlEvent) -> Void = { event in server.withLock { $0 }?.broadcast(event) }
         // HTML creatives (the slots API's) are for a UI shell to draw: announced on the socket.
         let surface = MpvAdSurface(player: player) { announcement in
-            broadcast("ad.html", Self.describe(announcement))
+            broadcast(Self.describe(announcement))
         }
         let outbox = try BeaconOutbox(path: durable ? statePath : ":memory:", sender: HTTPBeaconSender(fetcher: http), onEvent: { event in
             switch event {
             case .sent(let url, let attempts):
-                broadcast("beacon.sent", ["event": "beacon.sent", "url": .string(url), "attempts": .int(attempts)])
+                broadcast(.beaconSent(url: url, attempts: attempts))
             case .retrying(let url, let attempts, let reason, _):
                 log.info("beacon \(url): attempt \(attempts) failed (\(reason)); it will be retried")
             case .dropped(let url, let age):
@@ -170,7 +172,7 @@ struct DaemonCommand {
         // Run until stopped; SIGHUP reloads.
         var exitCode: Int32 = 0
         waiting: while true {
-            switch mailbox.next() {
+            switch requests.next() {
             case .stop(let code):
                 exitCode = code
                 break waiting
@@ -211,15 +213,13 @@ struct DaemonCommand {
         return exitCode
     }
 
-    static func describe(_ announcement: HTMLCreativeAnnouncement) -> JSONValue {
-        func rect(_ r: AdRect) -> JSONValue { ["x": .int(r.x), "y": .int(r.y), "width": .int(r.width), "height": .int(r.height)] }
+    static func describe(_ announcement: HTMLCreativeAnnouncement) -> ControlEvent {
+        func rect(_ r: AdRect) -> [String: JSONValue] { ["x": .int(r.x), "y": .int(r.y), "width": .int(r.width), "height": .int(r.height)] }
         switch announcement {
         case .show(let id, let url, let place, let output, let duration, _, let creativeID):
-            return ["event": "ad.html", "action": "show", "kind": "overlay", "ad_id": .string(creativeID),
-                    "instance": .string(String(id, radix: 16)), "url": .string(url), "rect": rect(place), "output": rect(output),
-                    "duration": duration.map { .number($0) } ?? .null]
+            return .adHTMLShow(instance: id, adID: creativeID, url: url, rect: rect(place), output: rect(output), duration: duration)
         case .hide(let id):
-            return ["event": "ad.html", "action": "hide", "kind": "overlay", "ad_id": .null, "instance": .string(String(id, radix: 16))]
+            return .adHTMLHide(instance: id)
         }
     }
 

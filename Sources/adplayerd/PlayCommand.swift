@@ -1,13 +1,10 @@
+import AdPlayerDaemon
 import AdRuntime
 import AdSources
 import AdTracking
+import ControlProtocol
 import Foundation
 import MpvPlayerAdapter
-
-struct UsageError: Error, CustomStringConvertible {
-    let message: String
-    var description: String { message }
-}
 
 /// `adplayerd play [--vo VO] [--ao AO] [--ads SOURCE] [--state-dir DIR] [--pause-ad-delay S] [--demo] FILE…`:
 /// plays the files one after another in the foreground, with the daemon's ad policy, and
@@ -25,33 +22,24 @@ struct PlayCommand {
         var pauseAdDelay = 1.0
 
         static func parse(_ args: [String]) throws -> Options {
+            let parsed = try CommandLineArguments(args, spec: ["vo": .value, "ao": .value, "demo": .flag, "ads": .value,
+                                                               "state-dir": .value, "pause-ad-delay": .value, "help": .flag])
+            if parsed.flag("help") { throw UsageError("help") }
             var options = Options()
-            var rest = args[...]
-            while let arg = rest.popFirst() {
-                func value() throws -> String {
-                    guard let value = rest.popFirst() else { throw UsageError(message: "\(arg) needs a value") }
-                    return value
-                }
-                switch arg {
-                case "--vo": options.vo = try value()
-                case "--ao": options.ao = try value()
-                case "--demo": options.demo = true
-                case "--ads": options.ads = try value()
-                case "--state-dir": options.stateDir = try value()
-                case "--pause-ad-delay":
-                    do {
-                        options.pauseAdDelay = try Seconds.parse(try value(), .delay, field: "--pause-ad-delay")
-                    } catch let error as SecondsError {
-                        throw UsageError(message: "\(error)")
-                    }
-                case "-h", "--help": throw UsageError(message: "help")
-                case "--": options.files += rest; rest = []
-                default:
-                    if arg.hasPrefix("-") { throw UsageError(message: "unknown option \(arg)") }
-                    options.files.append(arg)
+            options.vo = parsed.value("vo") ?? options.vo
+            options.ao = parsed.value("ao") ?? options.ao
+            options.demo = parsed.flag("demo")
+            options.ads = parsed.value("ads")
+            options.stateDir = parsed.value("state-dir")
+            if let text = parsed.value("pause-ad-delay") {
+                do {
+                    options.pauseAdDelay = try Seconds.parse(text, .delay, field: "--pause-ad-delay")
+                } catch {
+                    throw UsageError("\(error)")
                 }
             }
-            if options.files.isEmpty { throw UsageError(message: "no file to play") }
+            options.files = parsed.positional
+            if options.files.isEmpty { throw UsageError("no file to play") }
             return options
         }
     }
@@ -72,12 +60,12 @@ struct PlayCommand {
 
     func run() throws -> Int32 {
         let log = Logger(level: .warning)
-        let done = Mailbox<Int32>()
+        let done = BlockingQueue<Int32>()
         let stopping = Locked(false)
         Signals.watch { signal in
             guard signal != SIGHUP else { return }
             if stopping.withLock({ s in defer { s = true }; return s }) { _exit(1) }
-            done.post(0)   // an orderly stop: exit 0 (1 if a file could not be played)
+            done.put(0)   // an orderly stop: exit 0 (1 if a file could not be played)
         }
         // Files given here are checked as the daemon checks its library's: regular files.
         var files: [String] = []
@@ -135,9 +123,9 @@ struct PlayCommand {
         adsConfiguration.executor = workers
         let controller = Controller(player: player, surface: surface, store: store, log: log, source: source?.source,
                                     pauseAdDelay: options.pauseAdDelay, adsConfiguration: adsConfiguration,
-                                    emit: { name, _ in if name == "player.failed" { failed.withLock { $0 += 1 } } },
+                                    emit: { event in if event.name == .playerFailed { failed.withLock { $0 += 1 } } },
                                     onAdEvent: { event in printer.print(event); reporter?.record(event) })
-        controller.onQueueDone = { done.post(0) }
+        controller.onQueueDone = { done.put(0) }
         let timeline = TimelineObserver(printer)   // observers are held weakly: keep it
         let observation = player.addObserver(timeline)
         defer {
@@ -150,7 +138,7 @@ struct PlayCommand {
         }
         if options.demo { runDemo(player, printer) }
 
-        let code = done.next()
+        let code = done.take() ?? 0
         stopping.withLock { $0 = true }
         try? player.loop.sync { controller.stop() }
         reporter?.flush()

@@ -1,3 +1,4 @@
+import AdPlayerDaemon
 import AdRuntime
 import Foundation
 
@@ -25,6 +26,7 @@ final class TimelinePrinter: Sendable {
         let text: String
         switch event {
         case .requested(let kind, let content, let position): text = "ad request  \(kind.rawValue) for \(content) at \(format(position))s"
+        case .noFill(let kind, _, _): text = "ad no fill  \(kind.rawValue): the source had nothing"
         case .loaded(let info, _): text = "ad loaded   \(info.kind.rawValue) \(info.creativeID)"
         case .started(let info): text = "ad started  \(info.kind.rawValue) \(info.creativeID)"
         case .quartile(let info, let q): text = "ad quartile \(info.creativeID) \(q)/4"

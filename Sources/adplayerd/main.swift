@@ -1,4 +1,6 @@
+import AdPlayerDaemon
 import AdRuntime
+import ControlProtocol
 import CSystem
 import Foundation
 

@@ -122,8 +122,8 @@ final class BeaconOutboxTests: XCTestCase {
     /// The daemon's process is killed with SIGKILL mid-delivery and started again: every
     /// beacon arrives, none more than twice.
     func testKillNineMidDeliveryLosesNothing() throws {
-        let binary = repositoryRoot.appendingPathComponent(".build/debug/adplayerd").path
-        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: binary), "build adplayerd first (swift build)")
+        let binary = Executables.adplayerd
+        XCTAssertTrue(FileManager.default.isExecutableFile(atPath: binary), "build adplayerd first (swift build --build-tests)")
         let names = (0..<300).map { "k\($0)" }
         try run(binary, ["beacons", "add", "--state-dir", directory.path] + names.map(url))
         try server.get("/_delay/20")

@@ -3,13 +3,6 @@ import AdTestSupport
 import Foundation
 import XCTest
 
-/// The built executables (`swift build --build-tests` builds them beside the test bundle).
-enum Executables {
-    static let directory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-    static var adplayerd: String { directory.appendingPathComponent("adplayerd").path }
-    static var adplayerctl: String { directory.appendingPathComponent("adplayerctl").path }
-}
-
 /// An `adplayerd` process for one test: its own state folder and socket, a library, stderr
 /// collected. Waits have generous deadlines that only bound a failing test.
 final class DaemonProcess: @unchecked Sendable {
@@ -22,9 +15,13 @@ final class DaemonProcess: @unchecked Sendable {
     private let errors = Locked(Data())
     private let extraArguments: [String]
     private let environment: [String: String]
+    private let wrapper: [String]
 
-    /// `environment`: added to the test's own (a private bus's address, a display).
-    init(catalog: URL? = nil, library: String? = nil, extra: [String] = [], environment: [String: String] = [:]) throws {
+    /// `environment`: added to the test's own (a private bus's address, a display). `wrapper`:
+    /// a command that execs the daemon (`prlimit --nofile=48:48 --`), so the pid is the daemon's.
+    init(catalog: URL? = nil, library: String? = nil, extra: [String] = [], environment: [String: String] = [:],
+         wrapper: [String] = []) throws {
+        self.wrapper = wrapper
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("daemon-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         socket = folder.appendingPathComponent("ctl.sock").path
@@ -49,8 +46,8 @@ final class DaemonProcess: @unchecked Sendable {
     /// Starts the daemon (again) and waits until its socket answers.
     func launch() throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Executables.adplayerd)
-        process.arguments = extraArguments
+        process.executableURL = URL(fileURLWithPath: wrapper.first ?? Executables.adplayerd)
+        process.arguments = wrapper.isEmpty ? extraArguments : Array(wrapper.dropFirst()) + [Executables.adplayerd] + extraArguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         let pipe = Pipe()
         process.standardError = pipe

@@ -215,13 +215,19 @@ final class ReliabilityTests: XCTestCase {
         process.arguments = ["play", try Media.path("episode-long.mp4")]
         let output = Pipe()
         process.standardOutput = output
+        let read = Locked(Data())
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            read.withLock { $0.append(data) }
+        }
         try process.run()
-        usleep(1_500_000)
+        // It plays (the timeline says so through the pipe), then it is stopped.
+        XCTAssertTrue(waitUntil(timeout: 30) { String(decoding: read.withLock { $0 }, as: UTF8.self).contains("playing") },
+                      "the timeline through a pipe: \(String(decoding: read.withLock { $0 }, as: UTF8.self))")
         kill(process.processIdentifier, SIGTERM)
-        let timeline = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
+        output.fileHandleForReading.readabilityHandler = nil
         XCTAssertEqual(process.terminationStatus, 0)
-        XCTAssertTrue(timeline.contains("playing"), "the timeline through a pipe: \(timeline)")
         let (status, text) = try run([Executables.adplayerd, "play", "/no/such/episode.mp4", try Media.path("random-bytes.mp4")])
         XCTAssertEqual(status, 1, text)
         XCTAssertEqual(text.components(separatedBy: "/no/such/episode.mp4").count - 1, 1, "named once: \(text)")

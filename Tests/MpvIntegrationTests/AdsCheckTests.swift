@@ -5,7 +5,7 @@ import XCTest
 /// `adplayerd ads-check` on the three source kinds, as an operator runs it.
 final class AdsCheckTests: XCTestCase {
     private func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let binary = repositoryRoot.appendingPathComponent(".build/debug/adplayerd").path
+        let binary = Executables.adplayerd
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = ["ads-check"] + arguments

@@ -24,6 +24,19 @@ final class ImageDecoderTests: XCTestCase {
         XCTAssertTrue(near(scaled.rgba(x: 25, y: 12), (255, 0, 255, 255)))
     }
 
+    /// A PNG whose header lies — IHDR says 100×100, a bad CRC, only 50 rows of data — or that
+    /// is merely short of rows is refused, never decoded into half an image (FFmpeg would
+    /// otherwise conceal the damage and hand back what it has).
+    func testAPNGThatLiesOrIsShortOfRowsIsRefused() throws {
+        for name in ["lying-crc.png", "missing-rows.png"] {
+            let path = repositoryRoot.appendingPathComponent("Tests/Fixtures/images/\(name)").path
+            XCTAssertEqual(try ImageDecoder.probe(path).width, 100, "the header claims 100×100")
+            XCTAssertThrowsError(try ImageDecoder.decode(path), name) { error in
+                XCTAssertTrue("\(error)".contains("corrupt") || "\(error)".contains("truncated"), "\(name): \(error)")
+            }
+        }
+    }
+
     func testAJPEGDecodes() throws {
         let image = try ImageDecoder.decode(Media.path("overlay.jpg"))
         XCTAssertEqual(ImageDecoder.probeFormat(try Media.path("overlay.jpg")), .jpeg)
@@ -50,7 +63,7 @@ final class ImageDecoderTests: XCTestCase {
             ("truncated.png", "corrupt"),
             ("corrupt.png", "corrupt"),
             ("episode-1.mp4", "not a PNG or JPEG"),
-            ("no-such-file.png", "cannot open"),
+            ("no-such-file.png", "does not exist"),
         ]
         for (name, fragment) in cases {
             let path = repositoryRoot.appendingPathComponent("media/\(name)").path

@@ -38,6 +38,17 @@ final class MpvAdSurfaceTests: MpvTestCase {
         XCTAssertEqual(assEscape(#"{\an5}Buy\Nnow"#), "\\{\\\u{2060}an5}Buy\\\u{2060}Nnow")
         XCTAssertEqual(assEscape("two\nlines"), "two\\Nlines")
         XCTAssertFalse(assEscape(#"{\pos(0,0)}"#).contains("{\\pos"))
+        // Per Unicode scalar: a brace or backslash joined to a prepended mark (one grapheme
+        // cluster with it) is still escaped; \r\n is one line break, a lone \r one too.
+        XCTAssertEqual(assEscape("\u{0600}{\\fs100}"), "\u{0600}\\{\\\u{2060}fs100}")
+        XCTAssertEqual(assEscape("a\r\nb\rc\u{2028}d"), "a\\Nb\\Nc\\Nd")
+        XCTAssertEqual(assEscape("tab\there\u{07}"), "tab here ")
+        for text in ["\u{0600}{", "e\u{301}\\", "{\u{20E3}"] {
+            let escaped = Array(assEscape(text).unicodeScalars)
+            for (index, scalar) in escaped.enumerated() where scalar == "{" {
+                XCTAssertEqual(index > 0 ? escaped[index - 1] : " ", "\\", "an unescaped brace in \(escaped)")
+            }
+        }
     }
 
     func testImageAndTextOverlaysAndAPauseAdGoUpAndComeDown() throws {

@@ -92,14 +92,14 @@ final class PixelTests: MpvTestCase {
         // The output changes size: mpv's notification (osd-width/osd-height, mapped in
         // MpvPlayerMapping) reaches the surface as this call, and the overlay is placed
         // again by the same rule. (Xvfb has no window manager to resize the window for real.)
-        surface.outputResized(width: 320, height: 240)
+        try player.loop.sync { surface.outputResized(width: 320, height: 240) }   // on the loop, as mpv's notification is
         let smaller = AdPlacement.overlay(source: (200, 100), output: (320, 240))
         XCTAssertTrue(try eventually(display, "overlay-resized") { screen in
             guard let box = screen.bounds(where: Self.isMagenta) else { return false }
             return abs(box.minX - smaller.x) <= 2 && abs(box.minY - smaller.y) <= 2
                 && abs(box.maxX - (smaller.x + smaller.width - 1)) <= 2 && abs(box.maxY - (smaller.y + smaller.height - 1)) <= 2
         }, "the overlay was not placed again at \(smaller) after the output shrank")
-        surface.outputResized(width: window.width, height: window.height)
+        try player.loop.sync { surface.outputResized(width: window.width, height: window.height) }
 
         // A key in mpv's own window: a pause that did not come from our code (R3).
         try display.press("space", inWindowTitled: Self.title)
@@ -176,6 +176,34 @@ final class PixelTests: MpvTestCase {
         XCTAssertEqual(box.maxX, window.width - margin - 1, accuracy: 4, "not right-aligned: \(box)")
         XCTAssertEqual(box.maxY, window.height - margin - 1, accuracy: 6, "not bottom-aligned: \(box)")
         XCTAssertGreaterThan(box.maxX - box.minX, fontSize * 5, "too narrow for the literal text: \(box)")
+    }
+
+    /// Text that tries to get past the escaping — a `{` joined to U+0600 (one grapheme cluster
+    /// with it), a `\r\n` pair, a second line long enough to run far to the left — stays in
+    /// its box: no override tag applies (`\fs100` would draw glyphs taller than the box) and
+    /// nothing is drawn outside the overlay's box (libass clips to it).
+    func testTextCannotEscapeItsBox() throws {
+        let text = "\u{0600}{\\fs100\\an7}BIG\r\nA SECOND LINE MUCH LONGER THAN THE BOX IS WIDE, WHICH MUST BE CUT AT ITS EDGE"
+        let (player, recorder, ads, log, display) = try rig([
+            .overlay: .creative(AdCreative(id: "tx", kind: .overlay, content: .text(text), duration: 60)),
+        ])
+        try player.load(Media.path("content-grey.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        let overlay = try XCTUnwrap(requestAd(ads, .overlay)).get()
+        try overlay.show(didEnd: log.didEnd(overlay.id))
+        let box = AdPlacement.overlayBox(output: window)
+        var found: (minX: Int, minY: Int, maxX: Int, maxY: Int, count: Int)?
+        XCTAssertTrue(try eventually(display, "text-box") { screen in
+            found = screen.bounds(where: Self.isWhite)
+            return (found?.count ?? 0) > 50
+        }, "no text on screen")
+        let drawn = try XCTUnwrap(found)
+        XCTAssertGreaterThanOrEqual(drawn.minX, box.x - 2, "text left its box: \(drawn), box \(box)")
+        XCTAssertGreaterThanOrEqual(drawn.minY, box.y - 2, "text left its box: \(drawn), box \(box)")
+        XCTAssertLessThanOrEqual(drawn.maxX, box.x + box.width + 2, "text left its box: \(drawn), box \(box)")
+        XCTAssertLessThanOrEqual(drawn.maxY, box.y + box.height + 2, "text left its box: \(drawn), box \(box)")
+        XCTAssertLessThan(drawn.maxY - drawn.minY, window.height * 45 / 1000 * 3 + 6, "glyphs taller than two lines of the font: \(drawn)")
     }
 
     /// Regression: with vo=x11, an overlay removed right after a pause stayed on the paused

@@ -13,6 +13,9 @@ public struct AdInfo: Sendable, Equatable {
 public enum AdEvent: Sendable, Equatable {
     /// A request went to the source, with the position it carried (R11).
     case requested(kind: AdKind, contentID: String, position: Double)
+    /// The source had nothing for the request: a normal outcome, not an error (R16: the
+    /// content plays on). The request's completion gets `AdError.noFill`.
+    case noFill(kind: AdKind, contentID: String, position: Double)
     /// The source delivered an ad: the creative, with its tracking URLs.
     case loaded(AdInfo, AdCreative)
     /// It is on screen (overlay, pause ad) or its video started (post-roll).

@@ -20,4 +20,14 @@ public struct AdRequest: Sendable, Equatable {
 /// a source should honour cancellation but need not enforce a deadline of its own.
 public protocol AdSource: Sendable {
     func ad(for request: AdRequest) async throws -> AdCreative?
+
+    /// Whether a request of `kind` for `content` at `position` can be filled at all: false only
+    /// when the source knows it has nothing (a catalog with no slot after the position, no
+    /// pause ad for this episode), so that no request is made that can only come back empty.
+    /// Called on the player's loop: cheap, non-blocking, no I/O. Default: true.
+    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool
+}
+
+extension AdSource {
+    public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { true }
 }

@@ -141,6 +141,13 @@ public enum AdError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The VAST error code (IAB VAST 4.x §2.3.6.3) this failure is reported with, when it has
+    /// one: a creative that cannot be shown (a corrupt image, a video that does not play) is 405.
+    public var vastCode: Int? {
+        if case .renderFailed = self { return 405 }
+        return nil
+    }
+
     public var description: String { "\(code): \(message)" }
 }
 

@@ -52,6 +52,10 @@ public protocol PlayerLoop: AnyObject, Sendable {
     /// On the loop: runs `action` on the loop once, `seconds` from now (bounded by
     /// `LoopTime.nanoseconds`). Cancel it with the returned timer, on the loop.
     func schedule(after seconds: Double, _ action: @escaping () -> Void) -> LoopTimer
+    /// A loop-only entry point (`assertInLoop`) was called off the loop. The default traps;
+    /// a `VirtualLoop` made with a recorder records the call instead, so that a test can show
+    /// that a type's check fires.
+    func reportOffLoop(_ function: String, file: StaticString, line: UInt)
 }
 
 /// The loop has stopped (its player shut down); the work was not done.
@@ -87,10 +91,19 @@ extension PlayerLoop {
         if inLoop { work() } else { execute(work) }
     }
 
-    /// Traps in debug builds when not on the loop: documents a loop-only entry point.
+    /// The check at the entry of every loop-owned type's methods: in debug builds, a call off
+    /// the loop is reported (`reportOffLoop`: a trap, unless a test records it). Compiled out
+    /// of release builds, where it costs nothing.
     @inline(__always)
-    public func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
-        assert(inLoop, "called off the player's loop", file: file, line: line)
+    public func assertInLoop(function: String = #function, file: StaticString = #fileID, line: UInt = #line) {
+        assert({
+            if !inLoop { reportOffLoop(function, file: file, line: line) }
+            return true
+        }())
+    }
+
+    public func reportOffLoop(_ function: String, file: StaticString, line: UInt) {
+        assertionFailure("\(function) called off the player's loop", file: file, line: line)
     }
 }
 
@@ -112,16 +125,24 @@ private final class SyncJob<T>: Sendable {
 
 /// A timer on a loop. Loop-only, like the state it belongs to.
 public final class LoopTimer: @unchecked Sendable {
-    // @unchecked: `isCancelled` is read and written on the loop only (see `PlayerLoop`).
+    // @unchecked: `isCancelled` is read and written on the loop only (checked in `cancel`).
     public private(set) var isCancelled = false
+    private weak var loop: (any PlayerLoop)?
 
-    package init() {}
+    package init(loop: any PlayerLoop) { self.loop = loop }
 
     /// On the loop: the action will not run (if it has not yet).
-    public func cancel() { isCancelled = true }
+    public func cancel() {
+        loop?.assertInLoop()
+        isCancelled = true
+    }
+
+    /// The queue's own: it ran, so cancelling it later is a no-op.
+    fileprivate func ran() { isCancelled = true }
 }
 
-/// The pending timers of one loop, in deadline order (ties: scheduling order). Loop-only.
+/// The pending timers of one loop, in deadline order (ties: scheduling order). Loop-only: a
+/// value held by its loop, reached only through the loop's `schedule` and its own turn.
 package struct TimerQueue {
     private struct Entry {
         let deadline: UInt64
@@ -135,9 +156,9 @@ package struct TimerQueue {
 
     package init() {}
 
-    package mutating func add(deadline: UInt64, _ action: @escaping () -> Void) -> LoopTimer {
+    package mutating func add(deadline: UInt64, on loop: any PlayerLoop, _ action: @escaping () -> Void) -> LoopTimer {
         sequence += 1
-        let entry = Entry(deadline: deadline, sequence: sequence, timer: LoopTimer(), action: action)
+        let entry = Entry(deadline: deadline, sequence: sequence, timer: LoopTimer(loop: loop), action: action)
         // Binary search for the first entry that comes after this one.
         var low = 0, high = entries.count
         while low < high {
@@ -158,7 +179,7 @@ package struct TimerQueue {
     package mutating func popDue(_ now: UInt64) -> (deadline: UInt64, action: () -> Void)? {
         guard let deadline = nextDeadline(), deadline <= now else { return nil }
         let entry = entries.removeFirst()
-        entry.timer.cancel()   // it ran: cancelling it later is a no-op
+        entry.timer.ran()
         return (deadline, entry.action)
     }
 

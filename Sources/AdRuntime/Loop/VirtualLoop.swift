@@ -24,10 +24,20 @@ public final class VirtualLoop: PlayerLoop, @unchecked Sendable {
 
     private let shared: Locked<Shared>
     private var timers = TimerQueue()
+    private let offLoop: OffLoopCalls?
 
-    /// Starts at an arbitrary, non-zero instant, like a real monotonic clock.
-    public init(startingAt start: UInt64 = 1_000_000_000_000) {
+    /// Starts at an arbitrary, non-zero instant, like a real monotonic clock. With `offLoop`,
+    /// a loop-only entry point called off the loop is recorded there instead of trapping.
+    public init(startingAt start: UInt64 = 1_000_000_000_000, recordingOffLoopCallsIn offLoop: OffLoopCalls? = nil) {
         shared = Locked(Shared(now: start))
+        self.offLoop = offLoop
+    }
+
+    public func reportOffLoop(_ function: String, file: StaticString, line: UInt) {
+        guard let offLoop else {
+            return assertionFailure("\(function) called off the player's loop", file: file, line: line)
+        }
+        offLoop.record("\(file):\(line) \(function)")
     }
 
     public var inLoop: Bool {
@@ -50,7 +60,7 @@ public final class VirtualLoop: PlayerLoop, @unchecked Sendable {
 
     public func schedule(after seconds: Double, _ action: @escaping () -> Void) -> LoopTimer {
         assertInLoop()
-        return timers.add(deadline: now() &+ LoopTime.nanoseconds(seconds), action)
+        return timers.add(deadline: now() &+ LoopTime.nanoseconds(seconds), on: self, action)
     }
 
     /// Moves time forward by `seconds`, running every timer that falls due on the way (also
@@ -80,4 +90,17 @@ public final class VirtualLoop: PlayerLoop, @unchecked Sendable {
             work()
         }
     }
+}
+
+/// Where a `VirtualLoop` records loop-only entry points called off the loop (tests of the
+/// loop-affinity checks). Any thread.
+public final class OffLoopCalls: Sendable {
+    private let calls = Locked<[String]>([])
+
+    public init() {}
+
+    package func record(_ call: String) { calls.withLock { $0.append(call) } }
+
+    /// The calls recorded so far (`File.swift:12 function(_:)`), and forgets them.
+    public func take() -> [String] { calls.withLock { calls in defer { calls = [] }; return calls } }
 }

@@ -18,76 +18,26 @@ import Darwin
 /// Threading: `execute` and `enqueue` from any thread. The threads live as long as the
 /// object; the last release lets them finish what they have and end.
 package final class Workers: TaskExecutor, @unchecked Sendable {
-    // @unchecked: `state` is behind its lock; the thread reads nothing else.
-    fileprivate struct State {
-        var queue: [Job] = []
-        var stopping = false
-    }
-
+    // @unchecked: the threads share nothing but `inbox`, a `BlockingQueue`.
     fileprivate enum Job {
         case work(@Sendable () -> Void)
         case task(UnownedJob)
     }
 
-    fileprivate final class Inbox: @unchecked Sendable {
-        // @unchecked: used only with `mutex` held, or through the condition.
-        let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-        let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-        var state = State()
-
-        init() {
-            pthread_mutex_init(mutex, nil)
-            pthread_cond_init(condition, nil)
-        }
-
-        deinit {
-            pthread_cond_destroy(condition)
-            pthread_mutex_destroy(mutex)
-            condition.deallocate()
-            mutex.deallocate()
-        }
-
-        func put(_ job: Job) {
-            pthread_mutex_lock(mutex)
-            state.queue.append(job)
-            pthread_cond_signal(condition)
-            pthread_mutex_unlock(mutex)
-        }
-
-        /// The next job, waiting for one; nil once stopping and empty.
-        func take() -> Job? {
-            pthread_mutex_lock(mutex)
-            defer { pthread_mutex_unlock(mutex) }
-            while state.queue.isEmpty && !state.stopping { pthread_cond_wait(condition, mutex) }
-            return state.queue.isEmpty ? nil : state.queue.removeFirst()
-        }
-
-        func stop() {
-            pthread_mutex_lock(mutex)
-            state.stopping = true
-            pthread_cond_broadcast(condition)
-            pthread_mutex_unlock(mutex)
-        }
-    }
-
-    private let inbox = Inbox()
+    fileprivate let inbox = BlockingQueue<Job>()
     package let name: String
 
     /// `threads` threads named `name` (Linux keeps 15 bytes of a thread's name).
     package init(name: String, threads: Int = 1) {
         self.name = name
         for _ in 0..<max(1, threads) {
-            let runner = Runner(inbox: inbox, name: name)
+            let runner = Runner(inbox: inbox)
             runner.executor = self   // before the thread starts: it reads it for tasks only
-            let context = Unmanaged.passRetained(runner).toOpaque()
-            var thread = pthread_t()
-            let rc = pthread_create(&thread, nil, workerThreadMain, context)
-            precondition(rc == 0, "pthread_create failed: \(rc)")
-            pthread_detach(thread)
+            startThread(named: name) { runner.run() }
         }
     }
 
-    deinit { inbox.stop() }
+    deinit { inbox.close() }
 
     /// Runs `work` on the thread, after what was handed over before.
     package func execute(_ work: @escaping @Sendable () -> Void) {
@@ -99,18 +49,14 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
     }
 
     /// Runs the jobs; holds the executor weakly, so that releasing it ends the thread.
-    fileprivate final class Runner {
-        let inbox: Inbox
-        let name: String
+    fileprivate final class Runner: @unchecked Sendable {
+        // @unchecked: `executor` is set before the thread starts, then only read by it.
+        let inbox: BlockingQueue<Job>
         weak var executor: Workers?
 
-        init(inbox: Inbox, name: String) {
-            self.inbox = inbox
-            self.name = name
-        }
+        init(inbox: BlockingQueue<Job>) { self.inbox = inbox }
 
         func run() {
-            setThreadName(name)
             while let job = inbox.take() {
                 switch job {
                 case .work(let work): work()
@@ -122,12 +68,6 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
             }
         }
     }
-}
-
-private func workerThreadMain(_ context: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    guard let context else { return nil }
-    Unmanaged<Workers.Runner>.fromOpaque(context).takeRetainedValue().run()
-    return nil
 }
 
 /// Names the calling thread, as `ps` and `/proc` show it (Linux keeps 15 bytes).

@@ -23,6 +23,8 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
         var endTimer: LoopTimer?
         /// The item that played to its end, which `replay()` plays again.
         var ended: (item: PlayerItem, duration: Double)?
+        /// Media the script knows, by path: a duration, or nil for a file that cannot be played.
+        var media: [String: Double?] = [:]
 
         var playing: Bool { item != nil && started && !paused }
 
@@ -60,16 +62,40 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
 
     // MARK: Script
 
-    /// Puts another item in, `duration` seconds long; it plays unless the player is paused.
+    /// Puts another item in, `duration` seconds long, from `start`; it plays unless the player
+    /// is paused.
     @discardableResult
-    public func load(_ path: String, duration: Double) -> PlayerItem {
+    public func load(_ path: String, duration: Double, start: Double = 0) -> PlayerItem {
         mutate { state, now, emit in
             let item = PlayerItem(entry: state.nextEntry, path: path)
             state.nextEntry += 1
-            enter(item, duration: duration, &state, now, emit)
+            enter(item, duration: duration, start: start, &state, now, emit)
             return item
         } ?? PlayerItem(entry: -1, path: path)
     }
+
+    /// The script's media: `path` lasts `duration` seconds (nil: it cannot be played).
+    public func setMedia(_ path: String, duration: Double?) {
+        mutate { state, _, _ in state.media[path] = .some(duration) }
+    }
+
+    /// Loads `path` as the script's media says (60 s when it does not know it); a file that
+    /// cannot be played fails as `loadFailing` does. The entry id either way.
+    @discardableResult
+    public func load(_ path: String, start: Double = 0) -> Int64 {
+        let known: Double?? = (try? loop.sync { () -> Double?? in state.media[path] }) ?? .none
+        switch known {
+        case .some(.none):
+            return loadFailing(path)
+        case .some(.some(let duration)):
+            return load(path, duration: duration, start: start).entry
+        case .none:
+            return load(path, duration: 60, start: start).entry
+        }
+    }
+
+    /// The item's duration, when an item is in.
+    public var itemDuration: Double? { (try? loop.sync { state.item == nil ? nil : state.duration }) ?? nil }
 
     /// Plays the entry that just played to its end again (mpv: `loop-playlist`, or a seek
     /// back into a kept-open file): another pass, so another item (R14). Nothing if none ended.
@@ -81,7 +107,8 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
     }
 
     /// An entry that cannot be played: the item goes, a failure is reported.
-    public func loadFailing(_ path: String, code: String = "loading-failed", message: String = "loading failed") {
+    @discardableResult
+    public func loadFailing(_ path: String, code: String = "loading-failed", message: String = "loading failed") -> Int64 {
         mutate { state, _, emit in
             let entry = state.nextEntry
             state.nextEntry += 1
@@ -91,11 +118,13 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
                 emit(.item(nil), state)
             }
             emit(.failed(PlayerFailure(entry: entry, path: path, code: code, message: message)), state)
-        }
+            return entry
+        } ?? -1
     }
 
     public func play() { setPaused(false) }
     public func pause() { setPaused(true) }
+    public func togglePause() { mutate { state, _, _ in state.paused }.map { setPaused(!$0) } }
 
     public func setPaused(_ paused: Bool) {
         mutate { state, now, emit in
@@ -148,7 +177,7 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
 
     // MARK: Machinery
 
-    private func enter(_ item: PlayerItem, duration: Double, _ state: inout State, _ now: UInt64,
+    private func enter(_ item: PlayerItem, duration: Double, start: Double = 0, _ state: inout State, _ now: UInt64,
                        _ emit: (PlayerChange, State) -> Void) {
         if state.item != nil {
             // Replaced: the old item goes first (mpv: END_FILE of the old entry, then START_FILE).
@@ -159,7 +188,7 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
         state.started = false
         state.ended = nil
         state.duration = max(0, duration)
-        state.anchorPosition = 0
+        state.anchorPosition = min(state.duration, max(0, start.isFinite ? start : 0))
         state.anchorTime = now
         emit(.item(item), state)   // in, not playing yet
         state.started = true

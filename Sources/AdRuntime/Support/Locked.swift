@@ -4,44 +4,22 @@ import Glibc
 import Darwin
 #endif
 
-/// A value behind a pthread mutex: the one lock type of the project.
+/// A value behind a pthread mutex, with a condition to wait on: the one lock type of the
+/// project (hand-over queues, mailboxes and one-time hand-overs are built on it).
 ///
 /// Why not `Synchronization.Mutex`: on Linux it is a raw futex that ThreadSanitizer does not
-/// see, so every value it guards shows up as a race in `make tsan`. A pthread mutex is
-/// intercepted, so TSan sees the order it makes. Locks are few here (SPEC R18): the loop owns
-/// the state; these guard the hand-over queues into it and a few off-loop caches.
+/// see, so every value it guards shows up as a race in `make tsan`. A pthread mutex and
+/// condition are intercepted, so TSan sees the order they make. Locks are few here (SPEC
+/// R18): the loop owns the state; these guard the hand-over queues into it and a few off-loop
+/// caches.
 package final class Locked<Value>: @unchecked Sendable {
     // @unchecked: `value` is only read or written with `mutex` held.
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let condition: UnsafeMutablePointer<pthread_cond_t>
     private var value: Value
 
     package init(_ value: Value) {
         self.value = value
-        mutex = .allocate(capacity: 1)
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
-
-    package func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
-    }
-}
-
-/// A one-time hand-over of a value between threads: one `fulfil`, any number of `wait`s.
-/// pthread mutex and condition, so that ThreadSanitizer sees the hand-over.
-package final class Handover<Value>: @unchecked Sendable {
-    // @unchecked: `value` is only touched with `mutex` held.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private let condition: UnsafeMutablePointer<pthread_cond_t>
-    private var value: Value?
-
-    package init() {
         mutex = .allocate(capacity: 1)
         condition = .allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
@@ -59,36 +37,131 @@ package final class Handover<Value>: @unchecked Sendable {
         mutex.deallocate()
     }
 
+    package func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+
+    /// `withLock`, then wakes every thread waiting in `wait`.
+    package func signal<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        pthread_mutex_lock(mutex)
+        defer {
+            pthread_cond_broadcast(condition)
+            pthread_mutex_unlock(mutex)
+        }
+        return try body(&value)
+    }
+
+    /// Waits until `body` (run with the lock held, now and after each `signal`) returns a
+    /// value, and returns it; nil when `timeout` seconds pass first (nil timeout: for ever).
+    package func wait<R>(timeout: Double? = nil, until body: (inout Value) throws -> R?) rethrows -> R? {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        let deadline = timeout.map { MonotonicTime.now() &+ LoopTime.nanoseconds($0) }
+        while true {
+            if let result = try body(&value) { return result }
+            if let deadline {
+                let now = MonotonicTime.now()
+                if now >= deadline { return nil }
+                var spec = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+                pthread_cond_timedwait(condition, mutex, &spec)
+            } else {
+                pthread_cond_wait(condition, mutex)
+            }
+        }
+    }
+}
+
+/// A one-time hand-over of a value between threads: one `fulfil`, any number of `wait`s.
+package final class Handover<Value>: Sendable {
+    private let slot = Locked<Value?>(nil)
+
+    package init() {}
+
     /// Hands `value` over; later calls are ignored.
     package func fulfil(_ value: Value) {
-        pthread_mutex_lock(mutex)
-        if self.value == nil { self.value = value }
-        pthread_cond_broadcast(condition)
-        pthread_mutex_unlock(mutex)
+        slot.signal { slot in if slot == nil { slot = value } }
     }
 
     /// The value if it has been handed over.
-    package var current: Value? {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return value
-    }
+    package var current: Value? { slot.withLock { $0 } }
 
     /// Waits for the value, at most `timeout` seconds (nil: for ever).
     package func wait(timeout: Double? = nil) -> Value? {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        guard let timeout else {
-            while value == nil { pthread_cond_wait(condition, mutex) }
-            return value
-        }
-        let deadline = MonotonicTime.now() &+ LoopTime.nanoseconds(timeout)
-        var spec = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
-        while value == nil {
-            if pthread_cond_timedwait(condition, mutex, &spec) != 0 && MonotonicTime.now() >= deadline { break }
-        }
-        return value
+        slot.wait(timeout: timeout) { $0 }
     }
+}
+
+/// A queue that threads hand items to and one or more threads take from, waiting while it is
+/// empty (the `Workers`' inbox, the daemon's mailbox).
+package final class BlockingQueue<Item>: Sendable {
+    private struct State {
+        var items: [Item] = []
+        var head = 0
+        var closed = false
+    }
+
+    private let state = Locked(State())
+
+    package init() {}
+
+    package func put(_ item: Item) {
+        state.signal { $0.items.append(item) }
+    }
+
+    /// The next item, waiting for one; nil once closed and empty.
+    package func take() -> Item? {
+        state.wait { state -> Item?? in
+            if state.head < state.items.count {
+                let item = state.items[state.head]
+                state.head += 1
+                if state.head == state.items.count || state.head > 1024 {
+                    state.items.removeFirst(state.head)   // compacted once drained (or now and then): linear overall
+                    state.head = 0
+                }
+                return .some(item)
+            }
+            return state.closed ? .some(nil) : nil
+        } ?? nil
+    }
+
+    /// No more items will come: waiting takers get nil once the rest is taken.
+    package func close() {
+        state.signal { $0.closed = true }
+    }
+}
+
+/// Starts a detached thread of our own named `name` (Linux keeps 15 bytes) running `body`: the
+/// one place the project makes threads (`Workers`, the mpv loop, the control socket, D-Bus,
+/// signals). Returns it, for `pthread_join` where its owner waits for it.
+@discardableResult
+package func startThread(named name: String, detached: Bool = true, _ body: @escaping @Sendable () -> Void) -> pthread_t {
+    let context = Unmanaged.passRetained(ThreadBody(name: name, body: body)).toOpaque()
+    var thread = pthread_t()
+    let rc = pthread_create(&thread, nil, threadMain, context)
+    precondition(rc == 0, "pthread_create failed: \(rc)")
+    if detached { pthread_detach(thread) }
+    return thread
+}
+
+private final class ThreadBody: Sendable {
+    let name: String
+    let body: @Sendable () -> Void
+    init(name: String, body: @escaping @Sendable () -> Void) {
+        self.name = name
+        self.body = body
+    }
+}
+
+/// A free function, not a closure formed in an isolated context, so that Swift inserts no
+/// executor check into it (notes/libmpv.md §6.2.1).
+private func threadMain(_ context: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+    guard let context else { return nil }
+    let thread = Unmanaged<ThreadBody>.fromOpaque(context).takeRetainedValue()
+    setThreadName(thread.name)
+    thread.body()
+    return nil
 }
 
 /// A value handed across threads where the hand-over itself orders the accesses (a caller

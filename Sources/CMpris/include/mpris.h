@@ -5,8 +5,8 @@
    written here; everything it needs to know or do goes through the callbacks (Swift).
 
    Threading: mpris_run() runs the bus loop on the calling thread, and every callback is
-   called on it. mpris_properties_changed(), mpris_seeked() and mpris_stop() may be called from
-   any thread: they queue and wake the loop. */
+   called on it. mpris_properties_changed(), mpris_seeked(), mpris_reply() and mpris_stop() may
+   be called from any thread: they queue and wake the bus loop. */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,11 +35,15 @@ typedef struct {
 } mpris_state;
 
 typedef struct {
-    /* Everything but the position, which changes all the time: that is `position`. */
+    /* Everything but the position, which changes all the time: that is `position`. Both are
+       answered from what the daemon handed over last: the bus thread never waits on the player. */
     void (*state)(void *context, mpris_state *out);
     int64_t (*position)(void *context);
-    /* 0: done; < 0: refused (the caller gets a D-Bus error with `message`). */
-    int (*command)(void *context, int command, int64_t argument, double value, const char *text,
+    /* A method call (`reply` is a token) or a property write (`reply` is NULL). Returns < 0 when
+       refused at once, with `message`: the caller answers with that error. Otherwise the command
+       is under way: a method's answer is sent once mpris_reply(reply, …) is called — from any
+       thread, exactly once — and a property write is answered at once. */
+    int (*command)(void *context, int command, int64_t argument, double value, const char *text, void *reply,
                    char *message, size_t message_size);
     void (*sleep)(void *context, int going_to_sleep);
 } mpris_callbacks;
@@ -55,6 +59,9 @@ void mpris_run(mpris_service *service);
 /* Names of changed properties of .Player, comma-separated ("PlaybackStatus,Rate"). */
 void mpris_properties_changed(mpris_service *service, const char *names);
 void mpris_seeked(mpris_service *service, int64_t position_us);
+/* Answers the method call `reply` (a token from the command callback): success when `error` is
+   NULL, else a D-Bus error with that message. Any thread; queued for the bus thread. */
+void mpris_reply(mpris_service *service, void *reply, const char *error);
 void mpris_stop(mpris_service *service);
 /* After mpris_run() has returned. */
 void mpris_close(mpris_service *service);

@@ -1,7 +1,9 @@
 #ifndef ADPLAYERD_CSYSTEM_H
 #define ADPLAYERD_CSYSTEM_H
 /* Linux calls that glibc only declares with _GNU_SOURCE, which Swift's Glibc module does not
-   set: accept4 and the peer credentials of a Unix socket; and glibc's malloc tuning. */
+   set: accept4 and the peer credentials of a Unix socket; glibc's malloc tuning; and systemd's
+   notification protocol (libsystemd's sd_notify, sd_watchdog_enabled). */
+#include <stdint.h>
 #include <sys/types.h>
 
 /* accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC). */
@@ -16,4 +18,14 @@ int csystem_limit_malloc_arenas(int count);
 /* The calling thread becomes SCHED_BATCH: the scheduler no longer lets its wake-ups preempt
    the thread that woke it (the player's loop). 0 on success. */
 int csystem_batch_this_thread(void);
+
+/* sd_notify(0, state): > 0 sent, 0 not under systemd's notification (no $NOTIFY_SOCKET), < 0 -errno. */
+int csystem_notify(const char *state);
+
+/* sd_watchdog_enabled(0, &usec): > 0 with the interval in `usec` when systemd expects WATCHDOG=1
+   from this process, 0 when not, < 0 -errno. */
+int csystem_watchdog(uint64_t *usec);
+
+/* Raises the soft RLIMIT_NOFILE to the hard limit; the new soft limit, or -1. */
+long csystem_raise_file_limit(void);
 #endif

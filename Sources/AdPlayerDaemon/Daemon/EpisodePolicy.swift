@@ -7,12 +7,16 @@ import Foundation
 /// then `onFinished` (the next episode, R8). One `VideoAds` per episode, tracked once the
 /// episode's item is in the player (the seed's "One player across episodes").
 ///
-/// Threading: loop-only — it observes the player on its loop, every request there is
-/// asynchronous, and nothing here blocks the loop.
-final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
-    // @unchecked: the vars are touched only on the player's loop.
-    let ads: VideoAds
-    let content: ContentInfo
+/// It asks only for what the source can have (`AdSource.mayFill`): no request that can only
+/// come back empty (a pause with no pause ad in the catalog, the time after the last slot).
+///
+/// Threading: loop-only — every entry point checks it is on the player's loop; it observes
+/// the player there, every request is asynchronous, and nothing here blocks the loop.
+public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
+    // @unchecked: the vars are touched only on the player's loop (checked at the entry points).
+    public let ads: VideoAds
+    public let content: ContentInfo
+    private let source: any AdSource
     private let pauseAdDelay: Double
     private let onFinished: @Sendable () -> Void
     private var entry: Int64?
@@ -31,14 +35,15 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     /// (time-pos moves a frame at a time); back to the playhead after a seek.
     private let cursor: SlotCursor
 
-    init(content: ContentInfo, source: any AdSource, surface: any AdSurface, loop: any PlayerLoop, pauseAdDelay: Double,
-         configuration: VideoAdsConfiguration, onEvent: @escaping @Sendable (AdEvent) -> Void,
-         onFinished: @escaping @Sendable () -> Void) {
+    public init(content: ContentInfo, source: any AdSource, surface: any AdSurface, loop: any PlayerLoop, pauseAdDelay: Double,
+                configuration: VideoAdsConfiguration, onEvent: @escaping @Sendable (AdEvent) -> Void,
+                onFinished: @escaping @Sendable () -> Void) {
         self.content = content
         self.pauseAdDelay = pauseAdDelay
         self.onFinished = onFinished
         let cursor = SlotCursor(source)
         self.cursor = cursor
+        self.source = cursor
         let box = WeakPolicy()
         ads = VideoAds(content: content, source: cursor, surface: surface, loop: loop, configuration: configuration) { event in
             box.value?.saw(event)
@@ -48,14 +53,16 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     }
 
     /// Starts following `player` for playlist entry `entry`; tracked once its item is in (R10).
-    func follow(_ player: any TrackablePlayer, entry: Int64) {
+    public func follow(_ player: any TrackablePlayer, entry: Int64) {
+        ads.loop.assertInLoop()
         self.entry = entry
         self.player = player
         observation = player.addObserver(self)
         if player.snapshot().item?.entry == entry { trackOnce(player) }
     }
 
-    func stop() {
+    public func stop() {
+        ads.loop.assertInLoop()
         finished = true
         observation?.cancel()
         observation = nil
@@ -64,23 +71,29 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         visible = []
     }
 
-    func setBackground(_ hidden: Bool) { ads.setBackground(hidden) }
+    public func setBackground(_ hidden: Bool) {
+        ads.loop.assertInLoop()
+        ads.setBackground(hidden)
+    }
 
     /// The viewer dismisses the overlay or pause ad on screen (it ends `closed`). False if none
     /// (an overlay waiting for its slot is not on screen: nothing to close).
-    func closeAd() -> Bool {
+    public func closeAd() -> Bool {
+        ads.loop.assertInLoop()
         let closable = shown.filter { visible.contains($0.key) && $0.value.kind != .postroll }.values
         closable.forEach { $0.close() }
         return !closable.isEmpty
     }
 
-    func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
+    public func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
+        ads.loop.assertInLoop()
         guard !finished else { return }
         switch event.change {
         case .item(let item?) where item.entry == entry:
             trackOnce(player)
         case .paused where tracked && !pauseAdRequested:
             pauseAdRequested = true
+            guard source.mayFill(.pauseAd, content: content, at: event.snapshot.position) else { break }
             ads.request(.pauseAd) { [weak self, pauseAdDelay] result in
                 guard let self, case .success(let pauseAd) = result else { return }
                 let id = pauseAd.id
@@ -138,6 +151,7 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     /// The next slot of the source, shown when playback plays across its start (R12); when
     /// it ends, the one after.
     private func scheduleNextOverlay() {
+        guard source.mayFill(.overlay, content: content, at: player?.snapshot().position ?? 0) else { return }
         ads.request(.overlay) { [weak self] result in
             guard let self, !finished, case .success(let overlay) = result else { return }
             let id = overlay.id
@@ -167,6 +181,7 @@ final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     }
 
     private func contentEnded() {
+        guard source.mayFill(.postroll, content: content, at: player?.snapshot().position ?? 0) else { return finish() }
         ads.request(.postroll) { [weak self] result in
             guard let self, !finished else { return }
             guard case .success(let postroll) = result else { return finish() }

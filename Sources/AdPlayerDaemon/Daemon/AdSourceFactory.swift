@@ -1,20 +1,21 @@
 import AdRuntime
 import AdSources
+import ControlProtocol
 import Foundation
 
 /// `--ads SOURCE` as an ad source: a catalog folder, a slots API URL (…/v1/ads) or a VAST tag
 /// URL. One place, for the daemon and `play`.
-enum AdSourceFactory {
-    struct Made {
-        let source: any AdSource
+public enum AdSourceFactory {
+    public struct Made: Sendable {
+        public let source: any AdSource
         /// What to remove at exit (a VAST client's folder of downloaded creatives).
-        let cleanup: @Sendable () -> Void
+        public let cleanup: @Sendable () -> Void
     }
 
-    static func make(_ spec: String, token: String?, fetcher: any BoundedFetcher, counters: any FrequencyCounters,
+    public static func make(_ spec: String, token: String?, fetcher: any BoundedFetcher, counters: any FrequencyCounters,
                      onProblem: @escaping @Sendable (String) -> Void, onErrorBeacon: @escaping @Sendable (String) -> Void) throws -> Made {
         if spec.hasPrefix("http://") || spec.hasPrefix("https://") {
-            guard let url = URL(string: spec), url.host != nil else { throw UsageError(message: "--ads: \(spec) is not a URL") }
+            guard let url = URL(string: spec), url.host != nil else { throw UsageError("--ads: \(spec) is not a URL") }
             if url.path.hasSuffix("/v1/ads") {
                 var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
                 components.path = String(url.path.dropLast("/v1/ads".count))

@@ -1,26 +1,28 @@
 import AdRuntime
+import ControlProtocol
 import Foundation
-import MpvPlayerAdapter
 
 /// What the daemon does with the player: the queue, the episode that plays and its ad
 /// policy, loop mode, the output's visibility; every control command lands here; every
 /// player change and ad event goes out from here to the control socket's subscribers.
 ///
-/// Threading: loop-only. Control commands are handed to the player's loop (SPEC R18); file
-/// checks, disk writes (`StateStore`), HTTP and socket I/O happen elsewhere.
-final class Controller: PlayerObserver, @unchecked Sendable {
-    // @unchecked: every var is touched only on the player's loop.
-    private let player: MpvPlayer
-    private let surface: MpvAdSurface
+/// Threading: loop-only — every entry point checks it is on the player's loop (SPEC R18).
+/// Control commands are handed to the loop; file checks, disk writes (`StateStore`'s writer),
+/// HTTP and socket I/O happen elsewhere. What the loop needs of the saved state (the queue,
+/// the positions) it holds in memory.
+public final class Controller: PlayerObserver, @unchecked Sendable {
+    // @unchecked: every var is touched only on the player's loop (checked at the entry points).
+    private let player: any ContentPlayer
+    private let surface: any AdSurface
     private let store: StateStore
     private let log: Logger
-    private let emit: @Sendable (String, JSONValue) -> Void
+    private let emit: @Sendable (ControlEvent) -> Void
     private let onAdEvent: @Sendable (AdEvent) -> Void
     /// The last episode of the queue is done (`play` exits then; the daemon waits).
-    var onQueueDone: @Sendable () -> Void = {}
+    public var onQueueDone: @Sendable () -> Void = {}
     /// What desktop media controls (MPRIS) show, after every change that may alter it, with the
     /// new position after a real seek. Set before `start`; called on the loop.
-    var onDesktopChange: (@Sendable (DesktopState, _ seekedTo: Double?) -> Void)?
+    public var onDesktopChange: (@Sendable (DesktopState, _ seekedTo: Double?) -> Void)?
     private var source: (any AdSource)?
     private var pauseAdDelay: Double
     private let adsConfiguration: VideoAdsConfiguration
@@ -42,6 +44,10 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     private var positionTimer: LoopTimer?
     /// The ad on screen, for `status`.
     private var adOnScreen: AdInfo?
+    /// Where each episode was left, by path (what `StateStore` saves, kept here for the loop).
+    private var positions: [String: Double] = [:]
+    /// What the ads did, for `metrics`.
+    public private(set) var counters = AdCounters()
 
     private struct Episode {
         let entry: QueueEntry
@@ -56,9 +62,9 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     private var desktopPublishes = (count: 0, nanoseconds: UInt64(0))
     private var serial: UInt64 = 0
 
-    init(player: MpvPlayer, surface: MpvAdSurface, store: StateStore, log: Logger, source: (any AdSource)?, pauseAdDelay: Double,
-         adsConfiguration: VideoAdsConfiguration, emit: @escaping @Sendable (String, JSONValue) -> Void,
-         onAdEvent: @escaping @Sendable (AdEvent) -> Void) {
+    public init(player: any ContentPlayer, surface: any AdSurface, store: StateStore, log: Logger, source: (any AdSource)?,
+                pauseAdDelay: Double, adsConfiguration: VideoAdsConfiguration, emit: @escaping @Sendable (ControlEvent) -> Void,
+                onAdEvent: @escaping @Sendable (AdEvent) -> Void) {
         self.player = player
         self.surface = surface
         self.store = store
@@ -71,9 +77,11 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     /// On the loop: starts observing, and resumes what was saved (the same episode, where it was).
-    func start(resuming saved: StateStore.Saved) {
+    public func start(resuming saved: StateStore.Saved) {
+        player.loop.assertInLoop()
         observation = player.addObserver(self)
         queue = saved.queue
+        positions = saved.positions
         loopOn = saved.loop
         try? player.setLoop(loopOn)
         if let index = saved.current {
@@ -94,13 +102,15 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     /// On the loop: a new ad source (SIGHUP) for the episodes that come next; a new delay.
-    func reload(source: (any AdSource)?, pauseAdDelay: Double) {
+    public func reload(source: (any AdSource)?, pauseAdDelay: Double) {
+        player.loop.assertInLoop()
         self.source = source
         self.pauseAdDelay = pauseAdDelay
     }
 
     /// On the loop, before shutdown: the position of what plays is saved, the ads end.
-    func stop() {
+    public func stop() {
+        player.loop.assertInLoop()
         if desktopPublishes.count > 0 {
             log.debug("desktop state handed over \(desktopPublishes.count) times on the loop, "
                       + String(format: "%.1f µs each on average", Double(desktopPublishes.nanoseconds) / Double(desktopPublishes.count) / 1000))
@@ -113,36 +123,40 @@ final class Controller: PlayerObserver, @unchecked Sendable {
 
     // MARK: Commands (on the loop)
 
-    enum Seek {
-        case to(Double)
-        case by(Double)
-    }
-
-    func status() -> JSONValue {
+    /// What plays, where, the ad on screen, the queue. Only what is true: with no episode
+    /// there is no item and nothing plays, whatever mpv has not reported yet.
+    public func status() -> JSONValue {
+        player.loop.assertInLoop()
         let snapshot = player.snapshot()
         var item: JSONValue = .null
+        var playing = false, position = 0.0, rate = 0.0
         if let episode, snapshot.item != nil || episode.playlistEntry == nil {
             item = ["path": .string(episode.entry.path), "content_id": .string(episode.entry.contentID),
                     "pass": .int(snapshot.item?.loop ?? 0)]
+            playing = postroll.map { !$0.paused } ?? snapshot.playing
+            position = postroll == nil ? snapshot.position : 0
+            rate = playing ? (postroll == nil ? snapshot.rate : 1) : 0
         }
         let ad: JSONValue = adOnScreen.map { ["kind": .string($0.kind.protocolName), "ad_id": .string($0.creativeID)] } ?? .null
-        return ["item": item, "position": .number(snapshot.position), "playing": .bool(snapshot.playing),
-                "rate": .number(snapshot.rate), "ad": ad, "queue": .array(queue.map { .string($0.path) }),
+        return ["item": item, "position": .number(position), "playing": .bool(playing),
+                "rate": .number(rate), "ad": ad, "queue": .array(queue.map { .string($0.path) }),
                 "current": current.map { .int($0) } ?? .null, "loop": .bool(loopOn), "background": .bool(background),
                 "background_reasons": .array(backgroundReasons.map(\.rawValue).sorted().map { .string($0) })]
     }
 
-    /// Plays `entry` now, after the current one in the queue.
-    func open(_ entry: QueueEntry, start: Double?) throws(ControlError) -> JSONValue {
+    /// Plays `entry` now, after the current one in the queue; from `start`, or where it was left.
+    public func open(_ entry: QueueEntry, start: Double?) throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
         try checkRoom(for: [entry])
         let index = (current ?? -1) + 1
         queue.insert(entry, at: min(index, queue.count))
-        let saved = start ?? store.position(of: entry.path)
+        let saved = start ?? positions[entry.path] ?? 0
         play(index, start: saved, fresh: saved == 0)
         return ["path": .string(entry.path), "content_id": .string(entry.contentID), "index": .int(index)]
     }
 
-    func enqueue(_ entries: [QueueEntry]) throws(ControlError) -> JSONValue {
+    public func enqueue(_ entries: [QueueEntry]) throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
         try checkRoom(for: entries)
         let first = queue.count
         queue += entries
@@ -154,13 +168,14 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     /// Refuses, adding nothing, what would take the queue past its bounds.
     private func checkRoom(for entries: [QueueEntry]) throws(ControlError) {
         guard !QueueEntry.fits(queue, entries) else { return }
-        throw ControlError(code: "queue_full", message: "the queue holds \(queue.count) entries; with \(entries.count) more it would pass "
+        throw ControlError(.queueFull, "the queue holds \(queue.count) entries; with \(entries.count) more it would pass "
                            + "its bounds (\(QueueEntry.maxEntries) entries, \(QueueEntry.maxPathBytes >> 20) MiB of paths)"
                            + (queue.isEmpty ? "" : "; `clear` empties it"))
     }
 
     /// Stops playing and empties the queue.
-    func clear() -> JSONValue {
+    public func clear() -> JSONValue {
+        player.loop.assertInLoop()
         stopPlaying()
         queue = []
         current = nil
@@ -169,48 +184,54 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         return status()
     }
 
-    func play() throws(ControlError) -> JSONValue {
+    public func play() throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
         if episode == nil {
-            guard !queue.isEmpty else { throw ControlError(code: "empty_queue", message: "nothing to play: the queue is empty") }
+            guard !queue.isEmpty else { throw ControlError(.emptyQueue, "nothing to play: the queue is empty") }
             let index = current.map { min($0, queue.count - 1) } ?? 0
-            play(index, start: store.position(of: queue[index].path), fresh: false)
+            play(index, start: positions[queue[index].path] ?? 0, fresh: false)
         } else {
             try onPlayer { try player.play() }
         }
         return status()
     }
 
-    func pause() throws(ControlError) -> JSONValue {
-        guard episode != nil else { throw ControlError(code: "not_playing", message: "nothing plays") }
+    public func pause() throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
+        guard episode != nil else { throw ControlError(.notPlaying, "nothing plays") }
         playAfterSleep = false   // paused on purpose while the host sleeps: it stays paused on waking
         try onPlayer { try player.pause() }
         return status()
     }
 
-    func toggle() throws(ControlError) -> JSONValue {
+    public func toggle() throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
         if episode == nil { return try play() }
         try onPlayer { try player.togglePause() }
         return status()
     }
 
-    func seek(_ seek: Seek) throws(ControlError) -> JSONValue {
+    public func seek(_ seek: SeekTarget) throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
         try refuseDuringPostroll("seeked")
-        guard episode != nil, player.snapshot().item != nil else { throw ControlError(code: "not_playing", message: "no episode is in the player") }
+        guard episode != nil, player.snapshot().item != nil else { throw ControlError(.notPlaying, "no episode is in the player") }
         switch seek {
-        case .to(let seconds): try onPlayer { try player.seek(seconds) }
+        case .to(let seconds): try onPlayer { try player.seek(seconds, relative: false) }
         case .by(let seconds): try onPlayer { try player.seek(seconds, relative: true) }
         }
         return status()
     }
 
-    func speed(_ value: Double) throws(ControlError) -> JSONValue {
+    public func speed(_ value: Double) throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
         try onPlayer { try player.setSpeed(value) }
         speedSetting = value
         publishDesktop()
         return status()
     }
 
-    func next() throws(ControlError) -> JSONValue {
+    public func next() throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
         try refuseDuringPostroll("skipped")
         guard let current, current + 1 < queue.count else {
             stopPlaying()
@@ -223,9 +244,10 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     /// The episode before this one in the queue, from its start.
-    func previous() throws(ControlError) -> JSONValue {
+    public func previous() throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
         try refuseDuringPostroll("skipped")
-        guard let current, current > 0 else { throw ControlError(code: "no_previous", message: "this is the first episode of the queue") }
+        guard let current, current > 0 else { throw ControlError(.noPrevious, "this is the first episode of the queue") }
         play(current - 1, start: 0, fresh: true)
         return status()
     }
@@ -233,15 +255,17 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     /// The post-roll is the episode's last word (SPEC §6): the viewer can pause it, not skip
     /// or seek it (`stop` still ends everything). MPRIS's `CanSeek`/`CanGoNext` say so.
     private func refuseDuringPostroll(_ what: String) throws(ControlError) {
-        if postroll != nil { throw ControlError(code: "ad_playing", message: "a post-roll plays: it cannot be \(what)") }
+        if postroll != nil { throw ControlError(.adPlaying, "a post-roll plays: it cannot be \(what)") }
     }
 
-    func stopCommand() -> JSONValue {
+    public func stopCommand() -> JSONValue {
+        player.loop.assertInLoop()
         stopPlaying()
         return status()
     }
 
-    func setLoop(_ on: Bool) throws(ControlError) -> JSONValue {
+    public func setLoop(_ on: Bool) throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
         loopOn = on
         try onPlayer { try player.setLoop(on) }
         store.saveLoop(on)
@@ -249,7 +273,7 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         return status()
     }
 
-    enum BackgroundReason: String, Sendable {
+    public enum BackgroundReason: String, Sendable {
         /// A control client said `background`.
         case control
         /// logind's PrepareForSleep(true): the host is going to sleep.
@@ -259,26 +283,28 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     /// The control protocol's `background`/`foreground`.
-    func setBackground(_ hidden: Bool) -> JSONValue {
+    public func setBackground(_ hidden: Bool) -> JSONValue {
+        player.loop.assertInLoop()
         setBackground(hidden, for: .control)
         return status()
     }
 
     /// The output is hidden (or shown again) for `reason`. The ads hear of it (R13) when the
     /// union of the reasons changes, and before any pause that follows from it.
-    func setBackground(_ hidden: Bool, for reason: BackgroundReason) {
+    public func setBackground(_ hidden: Bool, for reason: BackgroundReason) {
+        player.loop.assertInLoop()
         let before = background
         if hidden { backgroundReasons.insert(reason) } else { backgroundReasons.remove(reason) }
         guard background != before else { return }
         episode?.policy?.setBackground(background)
-        emit("player.background", ["event": "player.background", "background": .bool(background),
-                                   "reasons": .array(backgroundReasons.map(\.rawValue).sorted().map { .string($0) })])
+        emit(.playerBackground(background, reasons: backgroundReasons.map(\.rawValue)))
     }
 
     /// logind's PrepareForSleep: going to sleep is background, then a pause (an overlay
     /// freezes, R13); waking is foreground, then play again in the same turn if it played
     /// before — well within R13's second, so a frozen overlay goes on.
-    func hostSleep(_ sleeping: Bool) {
+    public func hostSleep(_ sleeping: Bool) {
+        player.loop.assertInLoop()
         if sleeping {
             let playing = player.snapshot().playing || (postroll.map { !$0.paused } ?? false)
             playAfterSleep = playing || playAfterSleep
@@ -293,16 +319,23 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         }
     }
 
-    func closeAd() throws(ControlError) -> JSONValue {
-        guard episode?.policy?.closeAd() == true else { throw ControlError(code: "no_ad", message: "no overlay or pause ad is on screen") }
+    public func closeAd() throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
+        guard episode?.policy?.closeAd() == true else { throw ControlError(.noAd, "no overlay or pause ad is on screen") }
         return status()
+    }
+
+    /// What the ads did since the start, by kind (`metrics`).
+    public func metrics() -> JSONValue {
+        player.loop.assertInLoop()
+        return counters.json
     }
 
     private func onPlayer(_ body: () throws -> Void) throws(ControlError) {
         do {
             try body()
         } catch {
-            throw ControlError(code: "player", message: "\(error)")
+            throw ControlError(.player, "\(error)")
         }
     }
 
@@ -334,9 +367,7 @@ final class Controller: PlayerObserver, @unchecked Sendable {
                           track: DesktopState.Track(serial: serial, path: entry.path))
         // A new episode plays (mpv's pause flag outlives files), from `start` when given.
         try? player.play()
-        var options: [String: String] = [:]
-        if let start, start > 0.5 { options["start"] = String(format: "%.3f", start) }
-        player.load(entry.path, options: options) { [weak self] result in
+        player.load(entry.path, start: start) { [weak self] result in
             guard let self, let episode, episode.serial == serial else { return }
             switch result {
             case .success(let playlistEntry):
@@ -344,7 +375,7 @@ final class Controller: PlayerObserver, @unchecked Sendable {
                 policy?.follow(player, entry: playlistEntry)
             case .failure(let error):
                 log.error("\(entry.path): cannot be played: \(error)")
-                emit("player.failed", ["event": "player.failed", "path": .string(entry.path), "message": .string("\(error)")])
+                emit(.playerFailed(path: entry.path, code: (error as? PlayerFailure)?.code ?? "loading-failed", message: "\(error)"))
                 episodeFinished(serial)
             }
         }
@@ -381,7 +412,18 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         guard let episode else { return }
         let snapshot = player.snapshot()
         guard snapshot.item != nil else { return }
-        store.savePosition(episode.entry.path, snapshot.position)
+        remember(episode.entry.path, snapshot.position)
+    }
+
+    /// `path` is at `seconds` (nil: played to its end): kept here for the loop, saved by the store.
+    private func remember(_ path: String, _ seconds: Double?) {
+        if let seconds, seconds.isFinite, seconds > 0 {
+            if positions[path] == nil, positions.count >= StateStore.maxPositions, let any = positions.keys.first { positions[any] = nil }
+            positions[path] = seconds
+        } else {
+            positions[path] = nil
+        }
+        store.savePosition(path, seconds)
     }
 
     /// While playing, the position is saved every second: a `kill -9` resumes within a second
@@ -400,7 +442,8 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     // MARK: Desktop media controls
 
     /// What MPRIS shows: built on the loop from the model, the queue and the post-roll.
-    func desktopState() -> DesktopState {
+    public func desktopState() -> DesktopState {
+        player.loop.assertInLoop()
         let snapshot = player.snapshot()
         var state = DesktopState()
         state.rate = speedSetting
@@ -442,7 +485,8 @@ final class Controller: PlayerObserver, @unchecked Sendable {
     /// every other observer of the change reacts first — the ads above all, whose reaction
     /// (an overlay taken down) is what `latency_us` measures and what a viewer sees. Waking
     /// the socket's and the bus's threads costs the loop tens of µs (docs/benchmarks.md).
-    func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
+    public func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
+        self.player.loop.assertInLoop()
         _ = self.player.loop.execute { [weak self] in self?.handle(event) }
     }
 
@@ -450,33 +494,30 @@ final class Controller: PlayerObserver, @unchecked Sendable {
         let s = event.snapshot
         switch event.change {
         case .item(let item?):
-            let entry = episode.map { e in ["path": JSONValue.string(e.entry.path), "content_id": .string(e.entry.contentID)] }
-            emit("player.item", ["event": "player.item", "path": .string(item.path), "entry": .int(item.entry),
-                                 "pass": .int(item.loop), "content_id": entry?["content_id"] ?? .null])
+            emit(.playerItem(path: item.path, entry: item.entry, pass: item.loop, contentID: episode?.entry.contentID))
         case .item(nil):
-            emit("player.item", ["event": "player.item", "path": .null])
+            emit(.playerEmpty)
         case .playing(let rate):
-            emit("player.playing", ["event": "player.playing", "rate": .number(rate), "position": .number(s.position)])
+            emit(.playerPlaying(rate: rate, position: s.position))
             speedSetting = rate
             armPositionTimer()
         case .paused:
-            emit("player.paused", ["event": "player.paused", "position": .number(s.position)])
+            emit(.playerPaused(position: s.position))
             positionTimer?.cancel()
             savePosition()
         case .rate(let rate):
-            emit("player.rate", ["event": "player.rate", "rate": .number(rate)])
+            emit(.playerRate(rate))
             speedSetting = rate
         case .seeked(let from, let to):
-            emit("player.seeked", ["event": "player.seeked", "from": .number(from), "to": .number(to)])
+            emit(.playerSeeked(from: from, to: to))
             savePosition()
         case .ended(let item):
-            emit("player.ended", ["event": "player.ended", "path": .string(item.path), "position": .number(s.position)])
+            emit(.playerEnded(path: item.path, position: s.position))
             positionTimer?.cancel()
-            if let episode, item.entry == episode.playlistEntry { store.savePosition(episode.entry.path, nil) }
+            if let episode, item.entry == episode.playlistEntry { remember(episode.entry.path, nil) }
             if episode?.policy == nil, let serial = episode?.serial, !loopOn { episodeFinished(serial) }   // no ads: next
         case .failed(let failure):
-            emit("player.failed", ["event": "player.failed", "path": .string(failure.path), "code": .string(failure.code),
-                                   "message": .string(failure.message)])
+            emit(.playerFailed(path: failure.path, code: failure.code, message: failure.message))
             if let episode, failure.entry == episode.playlistEntry, episode.policy == nil { episodeFinished(episode.serial) }
         }
         if case .seeked(_, let to) = event.change { publishDesktop(seekedTo: to) } else { publishDesktop() }
@@ -484,90 +525,106 @@ final class Controller: PlayerObserver, @unchecked Sendable {
 
     private func adEvent(_ event: AdEvent) {
         onAdEvent(event)
+        counters.count(event)
         switch event {
         case .requested(let kind, let content, let position):
-            emit("ad.requested", ["event": "ad.requested", "kind": .string(kind.protocolName), "ad_id": .null,
-                                  "content_id": .string(content), "position": .number(position)])
+            emit(.adRequested(kind, contentID: content, position: position))
+        case .noFill(let kind, let content, let position):
+            emit(.adNoFill(kind, contentID: content, position: position))
         case .loaded(let info, _):
-            emit("ad.loaded", ["event": "ad.loaded", "kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID),
-                               "instance": .string(String(info.id, radix: 16))])
+            emit(.adLoaded(info))
         case .started(let info):
             if info.kind != .postroll || adOnScreen == nil { adOnScreen = info }
             if info.kind == .postroll {
                 postroll = (info.id, false)
                 publishDesktop()
             }
-            emit("ad.started", ["event": "ad.started", "kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID),
-                                "instance": .string(String(info.id, radix: 16)), "content_id": .string(info.contentID)])
+            emit(.adStarted(info))
         case .quartile(let info, let quartile):
-            emit("ad.quartile", ["event": "ad.quartile", "kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID),
-                                 "quartile": .int(quartile)])
+            emit(.adQuartile(info, quartile))
         case .postrollPaused(let info, let paused):
             if postroll?.id == info.id {
                 postroll?.paused = paused
                 publishDesktop()
             }
-            emit(paused ? "ad.paused" : "ad.resumed", ["event": .string(paused ? "ad.paused" : "ad.resumed"),
-                                                       "kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID)])
+            emit(.adPaused(info, paused))
         case .ended(let info, let reason, let latency):
             if adOnScreen?.id == info.id { adOnScreen = nil }
             if postroll?.id == info.id {
                 postroll = nil
                 publishDesktop()
             }
-            emit("ad.ended", ["event": "ad.ended", "kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID),
-                              "instance": .string(String(info.id, radix: 16)), "reason": .string(reason.rawValue),
-                              "latency_us": latency.map { .int(Int64($0)) } ?? .null])
+            emit(.adEnded(info, reason: reason, latencyMicroseconds: latency))
         case .contentEnded:
             break
         case .error(let kind, let creativeID, let error):
-            emit("ad.error", ["event": "ad.error", "kind": .string(kind.protocolName), "ad_id": creativeID.map { .string($0) } ?? .null,
-                              "code": .string(error.code), "message": .string(error.message)])
+            emit(.adError(kind, adID: creativeID, error: error))
         }
     }
 }
 
-extension AdKind {
-    /// The kind's name in the control protocol.
-    var protocolName: String {
-        switch self {
-        case .overlay: "overlay"
-        case .pauseAd: "pause"
-        case .postroll: "postroll"
+/// What the ads did, by kind, since the daemon started (`metrics`; issue-free counters a
+/// fleet can read): requests, fills, no-fills, errors, starts.
+public struct AdCounters: Sendable, Equatable {
+    public struct Kind: Sendable, Equatable {
+        public var requested = 0, filled = 0, noFill = 0, errors = 0, started = 0
+    }
+
+    public private(set) var byKind: [AdKind: Kind] = [:]
+
+    mutating func count(_ event: AdEvent) {
+        switch event {
+        case .requested(let kind, _, _): byKind[kind, default: Kind()].requested += 1
+        case .noFill(let kind, _, _): byKind[kind, default: Kind()].noFill += 1
+        case .loaded(let info, _): byKind[info.kind, default: Kind()].filled += 1
+        case .started(let info): byKind[info.kind, default: Kind()].started += 1
+        case .error(let kind, _, _): byKind[kind, default: Kind()].errors += 1
+        default: break
         }
+    }
+
+    var json: JSONValue {
+        .object(Dictionary(uniqueKeysWithValues: AdKind.allCases.map { kind in
+            let k = byKind[kind] ?? Kind()
+            return (kind.protocolName, ["requested": .int(k.requested), "filled": .int(k.filled), "nofill": .int(k.noFill),
+                                        "errors": .int(k.errors), "started": .int(k.started)] as JSONValue)
+        }))
     }
 }
 
 /// The player as desktop media controls see it (MPRIS2): built by `Controller` on the loop,
 /// read by the bus thread from a copy.
-struct DesktopState: Sendable, Equatable {
-    enum Status: Sendable { case stopped, playing, paused }
-    struct Track: Sendable, Equatable {
+public struct DesktopState: Sendable, Equatable {
+    public enum Status: Sendable { case stopped, playing, paused }
+    public struct Track: Sendable, Equatable {
         /// A D-Bus object path, new for each episode played (an episode played again is a new track).
-        var id: String
-        var title: String
-        var url: String
+        public var id: String
+        public var title: String
+        public var url: String
 
-        init(serial: UInt64, path: String) {
+        /// Text only: nothing here touches the disk (it runs on the loop, R18).
+        public init(serial: UInt64, path: String) {
             id = "/org/mpris/MediaPlayer2/adplayerd/episode/\(serial)"
-            title = ((path as NSString).lastPathComponent as NSString).deletingPathExtension
-            url = URL(fileURLWithPath: path).absoluteString
+            title = FilePath.stem(path)
+            url = FilePath.fileURL(path)
         }
     }
 
-    var status = Status.stopped
-    var rate = 1.0
+    public var status = Status.stopped
+    public var rate = 1.0
     /// Seconds into the episode at `at` (`MonotonicTime`, ns); it advances at `rate` while `moving`.
-    var position = 0.0
-    var at: UInt64 = 0
-    var moving = false
-    var track: Track?
-    var length: Double?
-    var loop = false
-    var canPlay = false, canPause = false, canSeek = false, canGoNext = false, canGoPrevious = false
+    public var position = 0.0
+    public var at: UInt64 = 0
+    public var moving = false
+    public var track: Track?
+    public var length: Double?
+    public var loop = false
+    public var canPlay = false, canPause = false, canSeek = false, canGoNext = false, canGoPrevious = false
+
+    public init() {}
 
     /// The position now, extrapolated from the last change (never past the length).
-    func position(now: UInt64) -> Double {
+    public func position(now: UInt64) -> Double {
         guard moving, now > at else { return position }
         let moved = position + Double(now - at) / 1e9 * rate
         return length.map { min(moved, $0) } ?? moved

@@ -4,30 +4,30 @@ import AdTracking
 import Foundation
 
 /// An episode in the queue.
-struct QueueEntry: Sendable, Equatable {
-    var path: String
+public struct QueueEntry: Sendable, Equatable {
+    public var path: String
     /// The id ad servers know the episode by: the file name without its extension, unless
     /// `open` named one.
-    var contentID: String
+    public var contentID: String
 
-    init(path: String, contentID: String? = nil) {
+    public init(path: String, contentID: String? = nil) {
         self.path = path
-        self.contentID = contentID ?? URL(fileURLWithPath: path).deletingPathExtension().lastPathComponent
+        self.contentID = contentID ?? FilePath.stem(path)
     }
 
     /// The most the queue holds: entries, and bytes of their paths — so that a status line
     /// (which lists the queue) stays well under the 8 MiB a client may have waiting.
-    static let maxEntries = 10_000
-    static let maxPathBytes = 4 << 20
+    public static let maxEntries = 10_000
+    public static let maxPathBytes = 4 << 20
 
     /// Whether the entries of `parts`, one after the other, are within both bounds (no copy).
-    static func fits(_ parts: [QueueEntry]...) -> Bool {
+    public static func fits(_ parts: [QueueEntry]...) -> Bool {
         parts.reduce(0) { $0 + $1.count } <= maxEntries
             && parts.joined().reduce(0) { $0 + $1.path.utf8.count } <= maxPathBytes
     }
 
     /// The longest start of `queue` within both bounds, in one pass.
-    static func fitting(_ queue: [QueueEntry]) -> [QueueEntry] {
+    public static func fitting(_ queue: [QueueEntry]) -> [QueueEntry] {
         var bytes = 0
         let head = queue.prefix(maxEntries)
         let end = head.firstIndex { entry in
@@ -42,25 +42,36 @@ struct QueueEntry: Sendable, Equatable {
 /// the queue and which entry plays, each episode's position, the catalog's frequency
 /// counters. It survives a restart and a `kill -9` (WAL, full fsync).
 ///
-/// Threading: reads at start-up (`load`) on the caller's thread; every write is handed to a
-/// writer thread of its own, in order, so the player's loop never waits for the disk (R18).
-/// The frequency counters are also kept in memory (read by ad requests off the loop).
-final class StateStore: FrequencyCounters, @unchecked Sendable {
-    // @unchecked: `database` is used only on `writer` (after `init`/`load`, which run before
-    // anything is handed to it); `counters` is behind its lock.
-    struct Saved: Equatable {
-        var queue: [QueueEntry] = []
-        var current: Int?
-        var position: Double = 0
-        var loop = false
+/// Threading: the database is used by one thread only — the caller's during `init` and
+/// `load` (at start-up, before anything is handed over), then the writer thread of its own,
+/// which takes every write in order. The player's loop never reads the database (R18): what
+/// it needs (the queue, the positions) it gets once from `load` and keeps in memory. The
+/// frequency counters are also kept in memory, behind a lock (read by ad requests off the loop).
+public final class StateStore: FrequencyCounters, @unchecked Sendable {
+    // @unchecked: `database` is used only by the thread that runs `init` and `load`, then only
+    // on `writer` (see the type); `counters` is behind its lock.
+    public struct Saved: Equatable, Sendable {
+        public var queue: [QueueEntry] = []
+        public var current: Int?
+        /// Where each episode was left, by path (at most `maxPositions`, the most recent).
+        public var positions: [String: Double] = [:]
+        public var loop = false
+
+        public init() {}
+
+        /// Where the current entry was left.
+        public var position: Double { current.flatMap { positions[queue[$0].path] } ?? 0 }
     }
+
+    /// Positions kept: the most recently saved; older ones are forgotten (a start from 0).
+    public static let maxPositions = 10_000
 
     private let database: SQLiteDatabase
     private let writer = Workers(name: "adplayerd-state")
     private let counters = Locked<[String: Int]>([:])
     private let log: Logger
 
-    init(path: String, log: Logger) throws {
+    public init(path: String, log: Logger) throws {
         self.log = log
         database = try SQLiteDatabase.openRepairing(path: path, onWarning: { log.warning("state: \($0)") })
         try database.execute("CREATE TABLE IF NOT EXISTS queue (position INTEGER PRIMARY KEY, path TEXT NOT NULL, content_id TEXT NOT NULL)")
@@ -78,29 +89,36 @@ final class StateStore: FrequencyCounters, @unchecked Sendable {
         }
     }
 
-    /// What was saved: the queue, the entry that played and where.
-    func load() -> Saved {
+    /// What was saved: the queue (cut to its bounds), the entry that played, the positions.
+    /// At start-up, on the calling thread, before any write is handed over.
+    public func load() -> Saved {
         var saved = Saved()
         saved.queue = QueueEntry.fitting(((try? database.execute("SELECT path, content_id FROM queue ORDER BY position LIMIT ?",
-                                                                 [.integer(Int64(QueueEntry.maxEntries))])) ?? [])
+                                                                 [.integer(Int64(QueueEntry.maxEntries + 1))])) ?? [])
             .compactMap { row in row[0].text.map { QueueEntry(path: $0, contentID: row[1].text) } })
         let values = ((try? database.execute("SELECT key, value FROM playback")) ?? [])
             .reduce(into: [String: String]()) { $0[$1[0].text ?? ""] = $1[1].text }
-        if let text = values["current"], let index = Int(text), saved.queue.indices.contains(index) {
-            saved.current = index
-            saved.position = position(of: saved.queue[index].path)
-        }
+        if let text = values["current"], let index = Int(text), saved.queue.indices.contains(index) { saved.current = index }
         saved.loop = values["loop"] == "yes"
+        // INSERT OR REPLACE gives a saved position a new rowid: the highest are the most recent.
+        _ = try? database.execute("DELETE FROM positions WHERE rowid NOT IN (SELECT rowid FROM positions ORDER BY rowid DESC LIMIT ?)",
+                                  [.integer(Int64(Self.maxPositions))])
+        for row in (try? database.execute("SELECT path, seconds FROM positions")) ?? [] {
+            guard let path = row[0].text, let seconds = row[1].real,
+                  let checked = try? Seconds.check(seconds, .position, field: "saved position"), checked > 0 else { continue }
+            saved.positions[path] = checked
+        }
+        handOverToWriter()
         return saved
     }
 
-    /// Where `path` was left (0 if never, or if it played to its end).
-    func position(of path: String) -> Double {
-        let seconds = (try? database.execute("SELECT seconds FROM positions WHERE path = ?", [.text(path)]))?.first?.first?.real ?? 0
-        return (try? Seconds.check(seconds, .position, field: "saved position")) ?? 0
+    /// From here on the connection is the writer thread's alone (checked in debug builds).
+    private func handOverToWriter() {
+        let database = Unchecked(self.database)   // handed to the writer thread, which alone uses it from now on
+        writer.execute { database.value.confineToCurrentThread() }
     }
 
-    func saveQueue(_ queue: [QueueEntry], current: Int?) {
+    public func saveQueue(_ queue: [QueueEntry], current: Int?) {
         write { db in
             try db.transaction {
                 try db.execute("DELETE FROM queue")
@@ -118,7 +136,7 @@ final class StateStore: FrequencyCounters, @unchecked Sendable {
     }
 
     /// `path` is at `seconds`; nil: it played to its end (the next time starts from 0).
-    func savePosition(_ path: String, _ seconds: Double?) {
+    public func savePosition(_ path: String, _ seconds: Double?) {
         write { db in
             if let seconds, seconds.isFinite, seconds > 0 {
                 try db.execute("INSERT OR REPLACE INTO positions (path, seconds) VALUES (?, ?)", [.text(path), .real(seconds)])
@@ -128,12 +146,12 @@ final class StateStore: FrequencyCounters, @unchecked Sendable {
         }
     }
 
-    func saveLoop(_ on: Bool) {
+    public func saveLoop(_ on: Bool) {
         write { db in try db.execute("INSERT OR REPLACE INTO playback (key, value) VALUES ('loop', ?)", [.text(on ? "yes" : "no")]) }
     }
 
     /// Waits until every write handed over so far is on disk (at shutdown; never on the loop).
-    func flush(timeout: Double = 5) {
+    public func flush(timeout: Double = 5) {
         let done = Handover<Bool>()
         writer.execute { done.fulfil(true) }
         _ = done.wait(timeout: timeout)
@@ -151,11 +169,11 @@ final class StateStore: FrequencyCounters, @unchecked Sendable {
 
     private static func key(_ content: String, _ entry: String) -> String { "\(content)\u{1}\(entry)" }
 
-    func count(content: String, entry: String) -> Int {
+    public func count(content: String, entry: String) -> Int {
         counters.withLock { $0[Self.key(content, entry), default: 0] }
     }
 
-    func increment(content: String, entry: String) {
+    public func increment(content: String, entry: String) {
         let count = counters.withLock { counters -> Int in
             counters[Self.key(content, entry), default: 0] += 1
             return counters[Self.key(content, entry)]!
@@ -167,7 +185,7 @@ final class StateStore: FrequencyCounters, @unchecked Sendable {
     }
 
     /// A new viewing of `content` starts: its entries may be served again.
-    func resetCounters(content: String) {
+    public func resetCounters(content: String) {
         counters.withLock { counters in
             for key in counters.keys where key.hasPrefix(content + "\u{1}") { counters[key] = nil }
         }

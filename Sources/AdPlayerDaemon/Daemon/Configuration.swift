@@ -1,49 +1,50 @@
 import AdRuntime
+import ControlProtocol
 import Foundation
 
 /// The daemon's settings: a configuration file (`--config`), then command-line flags that
 /// override it. Every key is a flag's name without the dashes (SPEC §6). Format and example:
 /// docs/configuration.md.
-struct Configuration: Sendable, Equatable {
-    var configFile: String?
+public struct Configuration: Sendable, Equatable {
+    public var configFile: String?
     /// Folders whose files `open` and `queue` accept (symlinks resolved, regular files only).
-    var library: [String] = []
+    public var library: [String] = []
     /// A catalog folder, a VAST tag URL or a slots API URL (…/v1/ads); none: no ads.
-    var ads: String?
-    var stateDir: String
-    var socket: String
+    public var ads: String?
+    public var stateDir: String
+    public var socket: String
     /// The control socket is 0600, or 0660 for this group (and members of it may connect).
-    var socketGroup: String?
-    var vo = "null"
-    var ao = "null"
-    var pauseAdDelay = 1.0
+    public var socketGroup: String?
+    public var vo = "null"
+    public var ao = "null"
+    public var pauseAdDelay = 1.0
     /// Unsafe: mpv's own IPC socket, for tests and debugging (anyone who can open it drives
     /// the player and can run programs through mpv).
-    var mpvIPCSocket: String?
+    public var mpvIPCSocket: String?
     /// The slots API's bearer token (or `$ADPLAYERD_ADS_TOKEN`).
-    var adsToken: String?
-    var logLevel = LogLevel.notice
+    public var adsToken: String?
+    public var logLevel = LogLevel.notice
     /// MPRIS2 on the session bus.
-    var mpris = false
+    public var mpris = false
     /// Loop the episode that plays (R14).
-    var loop = false
+    public var loop = false
 
     /// Defaults from the environment: systemd's `RUNTIME_DIRECTORY`/`STATE_DIRECTORY`, else
     /// `/run/adplayerd` and `/var/lib/adplayerd` for root, else XDG's folders for a user.
-    init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+    public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         socket = Self.defaultSocket(environment)
         stateDir = Self.defaultStateDir(environment)
         adsToken = environment["ADPLAYERD_ADS_TOKEN"]
     }
 
-    static func defaultSocket(_ environment: [String: String]) -> String {
+    public static func defaultSocket(_ environment: [String: String]) -> String {
         if let runtime = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first { return "\(runtime)/control.sock" }
         if getuid() == 0 { return "/run/adplayerd/control.sock" }
         if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty { return "\(xdg)/adplayerd/control.sock" }
         return "/tmp/adplayerd-\(getuid())/control.sock"
     }
 
-    static func defaultStateDir(_ environment: [String: String]) -> String {
+    public static func defaultStateDir(_ environment: [String: String]) -> String {
         if let state = environment["STATE_DIRECTORY"]?.split(separator: ":").first { return String(state) }
         if getuid() == 0 { return "/var/lib/adplayerd" }
         if let xdg = environment["XDG_STATE_HOME"], !xdg.isEmpty { return "\(xdg)/adplayerd" }
@@ -51,14 +52,14 @@ struct Configuration: Sendable, Equatable {
     }
 
     /// Every key, as in the file and (with `--`) on the command line.
-    static let keys: [String] = ["config", "library", "ads", "state-dir", "socket", "socket-group", "vo", "ao",
+    public static let keys: [String] = ["config", "library", "ads", "state-dir", "socket", "socket-group", "vo", "ao",
                                  "pause-ad-delay", "mpv-ipc-socket", "ads-token", "log-level", "mpris", "loop"]
 
     /// Keys that take no value on the command line (`--mpris`); in a file they take yes/no.
-    static let switches: Set<String> = ["mpris", "loop"]
+    public static let switches: Set<String> = ["mpris", "loop"]
 
     /// Applies one setting. `source` names where it came from in errors (`FILE:LINE`, `--flag`).
-    mutating func set(_ key: String, _ value: String, source: String) throws(ConfigurationError) {
+    public mutating func set(_ key: String, _ value: String, source: String) throws(ConfigurationError) {
         func fail(_ reason: String) -> ConfigurationError { ConfigurationError(source: source, reason: reason) }
         guard value.utf8.count <= 4096, !value.contains("\0") else { throw fail("\(key): the value is too long or not text") }
         switch key {
@@ -111,15 +112,16 @@ struct Configuration: Sendable, Equatable {
     }
 
     /// Reads a configuration file: `key = value` lines, `#` comments, blank lines; `library`
-    /// may repeat. Errors name the file and line.
-    mutating func read(file path: String) throws(ConfigurationError) {
+    /// may repeat. The file is read through `SafeFile` (a regular file of at most 1 MiB: a
+    /// FIFO, a device or a symlink loop is refused by name, nothing is read before its size is
+    /// known). Errors name the file and line.
+    public mutating func read(file path: String) throws(ConfigurationError) {
         let data: Data
         do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path))
+            data = try SafeFile.read(path, maxBytes: Self.maxFileBytes)
         } catch {
-            throw ConfigurationError(source: path, reason: "cannot be read: \(error.localizedDescription)")
+            throw ConfigurationError(source: path, reason: error.reason)
         }
-        guard data.count <= 1024 * 1024 else { throw ConfigurationError(source: path, reason: "larger than 1 MiB") }
         guard let text = String(data: data, encoding: .utf8) else { throw ConfigurationError(source: path, reason: "not UTF-8 text") }
         for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let line = raw.trimmingCharacters(in: .whitespaces)
@@ -136,47 +138,37 @@ struct Configuration: Sendable, Equatable {
         }
     }
 
+    /// The largest configuration file read.
+    public static let maxFileBytes = 1024 * 1024
+
     /// The configuration: the file named by `--config` (if any), then every flag over it.
-    static func load(arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment)
+    public static func load(arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment)
         throws(ConfigurationError) -> Configuration {
-        var flags: [(key: String, value: String, source: String)] = []
-        var rest = arguments[...]
-        while let argument = rest.popFirst() {
-            guard argument.hasPrefix("--") else {
-                throw ConfigurationError(source: argument, reason: "the daemon takes no files (to play files: adplayerd play FILE...)")
-            }
-            var key = String(argument.dropFirst(2))
-            var value: String?
-            if let equals = key.firstIndex(of: "=") {
-                value = String(key[key.index(after: equals)...])
-                key = String(key[..<equals])
-            }
-            guard keys.contains(key) else { throw ConfigurationError(source: argument, reason: "unknown option") }
-            if value == nil {
-                if switches.contains(key) {
-                    value = "yes"
-                } else {
-                    guard let next = rest.popFirst() else { throw ConfigurationError(source: argument, reason: "needs a value") }
-                    value = next
-                }
-            }
-            flags.append((key, value!, "--\(key)"))
+        let spec = Dictionary(uniqueKeysWithValues: keys.map { ($0, switches.contains($0) ? CommandLineArguments.Kind.flag : .value) })
+        let parsed: CommandLineArguments
+        do {
+            parsed = try CommandLineArguments(arguments, spec: spec)
+        } catch {
+            throw ConfigurationError(source: "command line", reason: error.message)
+        }
+        if let word = parsed.positional.first {
+            throw ConfigurationError(source: word, reason: "the daemon takes no files (to play files: adplayerd play FILE...)")
         }
         var configuration = Configuration(environment: environment)
-        if let file = flags.last(where: { $0.key == "config" })?.value {
+        if let file = parsed.value("config") {
             configuration.configFile = file
             try configuration.read(file: file)
         }
         // Flags win; a library given on the command line replaces the file's list.
-        if flags.contains(where: { $0.key == "library" }) { configuration.library = [] }
-        for flag in flags where flag.key != "config" { try configuration.set(flag.key, flag.value, source: flag.source) }
+        if parsed.flag("library") { configuration.library = [] }
+        for option in parsed.options where option.name != "config" { try configuration.set(option.name, option.value, source: option.source) }
         return configuration
     }
 }
 
 /// A setting that cannot be used, and where it came from.
-struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
-    let source: String
-    let reason: String
-    var description: String { "\(source): \(reason)" }
+public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let source: String
+    public let reason: String
+    public var description: String { "\(source): \(reason)" }
 }

@@ -3,12 +3,12 @@ import Foundation
 import MpvPlayerAdapter
 
 /// syslog's priorities, as journald reads them from a `<N>` prefix on each stderr line.
-enum LogLevel: Int, Comparable, Sendable, CaseIterable {
+public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
     case error = 3, warning = 4, notice = 5, info = 6, debug = 7
 
-    static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
 
-    var name: String {
+    public var name: String {
         switch self {
         case .error: "error"
         case .warning: "warning"
@@ -18,7 +18,7 @@ enum LogLevel: Int, Comparable, Sendable, CaseIterable {
         }
     }
 
-    init?(name: String) {
+    public init?(name: String) {
         guard let level = Self.allCases.first(where: { $0.name == name.lowercased() }) else { return nil }
         self = level
     }
@@ -31,7 +31,7 @@ enum LogLevel: Int, Comparable, Sendable, CaseIterable {
 /// and dropped, and the count is logged when the writer catches up.
 ///
 /// Threading: any thread; `level` may change at any time (SIGHUP).
-final class Logger: Sendable {
+public final class Logger: Sendable {
     private struct State {
         var level: LogLevel
         var queued = 0
@@ -42,22 +42,22 @@ final class Logger: Sendable {
     private let writer = Workers(name: "adplayerd-log")
     private let maxQueued = 10_000
 
-    init(level: LogLevel) {
+    public init(level: LogLevel) {
         state = Locked(State(level: level))
     }
 
-    var level: LogLevel {
+    public var level: LogLevel {
         get { state.withLock { $0.level } }
         set { state.withLock { $0.level = newValue } }
     }
 
-    func error(_ message: String) { log(.error, message) }
-    func warning(_ message: String) { log(.warning, message) }
-    func notice(_ message: String) { log(.notice, message) }
-    func info(_ message: String) { log(.info, message) }
-    func debug(_ message: String) { log(.debug, message) }
+    public func error(_ message: String) { log(.error, message) }
+    public func warning(_ message: String) { log(.warning, message) }
+    public func notice(_ message: String) { log(.notice, message) }
+    public func info(_ message: String) { log(.info, message) }
+    public func debug(_ message: String) { log(.debug, message) }
 
-    func log(_ level: LogLevel, _ message: String) {
+    public func log(_ level: LogLevel, _ message: String) {
         let accepted = state.withLock { state -> Bool in
             guard level <= state.level else { return false }
             guard state.queued < maxQueued else {
@@ -81,14 +81,14 @@ final class Logger: Sendable {
     }
 
     /// Waits until every line logged so far is written (at exit).
-    func flush() {
+    public func flush() {
         let done = Handover<Bool>()
         writer.execute { done.fulfil(true) }
         _ = done.wait(timeout: 2)
     }
 
     /// One line: `\n`, `\r`, other control characters and backslashes written as escapes.
-    static func escape(_ text: String) -> String {
+    public static func escape(_ text: String) -> String {
         var out = ""
         out.reserveCapacity(text.utf8.count)
         for scalar in text.unicodeScalars {
@@ -111,7 +111,7 @@ final class Logger: Sendable {
 
 extension Logger {
     /// A message of mpv's: its errors as errors (but the harmless ones), the rest as warnings.
-    func mpv(_ message: MpvLogMessage) {
+    public func mpv(_ message: MpvLogMessage) {
         let level: LogLevel = message.isKnownHarmless ? .info : message.isError ? .error : .warning
         log(level, "mpv: [\(message.prefix)] \(message.text.trimmingCharacters(in: .newlines))")
     }

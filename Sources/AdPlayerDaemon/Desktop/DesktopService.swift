@@ -1,5 +1,6 @@
 import AdRuntime
 import CMpris
+import ControlProtocol
 import CSystem
 import Foundation
 
@@ -8,17 +9,18 @@ import Foundation
 /// - **MPRIS2** on the session bus as `org.mpris.MediaPlayer2.adplayerd` (with `--mpris`):
 ///   desktop media keys and widgets, Bluetooth headset buttons (through BlueZ's AVRCP, which
 ///   the desktop maps to MPRIS), KDE Connect, `playerctl`. A call becomes work posted to the
-///   player's loop, like a control-socket command (SPEC R18); its answer goes back to the
-///   caller from the bus thread.
+///   player's loop, like a control-socket command (SPEC R18); the bus thread goes on serving,
+///   and the answer is sent from it once the loop has run the call (sd-bus's asynchronous
+///   replies). The bus thread never waits on the loop.
 /// - **logind's PrepareForSleep** on the system bus: going to sleep is background and a
 ///   pause (R13), waking is foreground and play again if it played.
 ///
 /// Threading: the bus connections, their I/O and every D-Bus callback run on one thread of
 /// their own (`adplayerd-dbus`), never on the loop. The loop hands over what desktops show
 /// (`update`): a copy under a lock, then a queued note that wakes the bus thread — no bus I/O
-/// on the loop. Properties are read from that copy, `Position` on the loop at the moment it is
-/// asked for.
-final class DesktopService: @unchecked Sendable {
+/// on the loop. Properties are read from that copy, `Position` too: extrapolated from the last
+/// change at the rate (the loop hands over a new copy at every play, pause, seek and rate).
+public final class DesktopService: @unchecked Sendable {
     // @unchecked: `service` is set once in init; the C side is thread-safe as documented in
     // mpris.h; everything mutable is behind `shown`.
     private let loop: any PlayerLoop
@@ -27,11 +29,11 @@ final class DesktopService: @unchecked Sendable {
     private var service: OpaquePointer!
     private let shown = Locked(DesktopState())
     private let finished = Handover<Void>()
-    let exportsMpris: Bool
+    public let exportsMpris: Bool
 
     /// Connects; `mpris: false` only follows sleep (nil when there is no system bus either).
     /// Call `start()` to serve.
-    init(mpris: Bool, loop: any PlayerLoop, controller: Controller, log: Logger) throws {
+    public init(mpris: Bool, loop: any PlayerLoop, controller: Controller, log: Logger) throws {
         self.loop = loop
         self.controller = controller
         self.log = log
@@ -42,7 +44,7 @@ final class DesktopService: @unchecked Sendable {
         // The C side keeps this pointer for its callbacks; `self` outlives them (`stop` joins).
         let context = Unmanaged.passUnretained(self).toOpaque()
         guard let made = mpris_open(mpris ? "adplayerd" : nil, callbacks, context, &error, error.count, &warning, warning.count) else {
-            throw UsageError(message: Self.string(error))
+            throw UsageError(Self.string(error))
         }
         service = made
         let note = Self.string(warning)
@@ -56,31 +58,25 @@ final class DesktopService: @unchecked Sendable {
     }
 
     /// Serves on the bus thread until `stop()`.
-    func start() {
-        let context = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        pthread_create(&thread, nil, desktopThreadMain, context)
-        pthread_detach(thread)
+    public func start() {
+        startThread(named: "adplayerd-dbus") { [self] in
+            _ = csystem_batch_this_thread()   // waking it must not preempt the player's loop
+            mpris_run(service)
+            finished.fulfil(())
+        }
     }
 
     /// Stops serving (the bus name is released); waits up to 2 s for the bus thread.
-    func stop() {
+    public func stop() {
         mpris_stop(service)
         _ = finished.wait(timeout: 2)
-    }
-
-    fileprivate func run() {
-        setThreadName("adplayerd-dbus")
-        _ = csystem_batch_this_thread()   // waking it must not preempt the player's loop
-        mpris_run(service)
-        finished.fulfil(())
     }
 
     // MARK: From the loop
 
     /// On the loop, after any change: what desktops show now; `PropertiesChanged` names the
     /// properties that differ from what they were shown, `Seeked` follows a real seek.
-    func update(_ state: DesktopState, seekedTo: Double?) {
+    public func update(_ state: DesktopState, seekedTo: Double?) {
         guard exportsMpris else { return }
         let before = shown.withLock { shown in
             defer { shown = state }
@@ -114,11 +110,9 @@ final class DesktopService: @unchecked Sendable {
 
     // MARK: On the bus thread
 
-    /// The position, read on the loop now (the copy's, extrapolated, if the loop has stopped).
+    /// The position now, from the copy the loop handed over last (extrapolated at its rate).
     fileprivate func position() -> Int64 {
-        let controller = self.controller
-        let seconds = (try? loop.sync { controller.desktopState().position }) ?? shown.withLock { $0 }.position(now: MonotonicTime.now())
-        return Self.microseconds(seconds)
+        Self.microseconds(shown.withLock { $0 }.position(now: MonotonicTime.now()))
     }
 
     /// What a property read sees: the copy the loop handed over last.
@@ -163,10 +157,11 @@ final class DesktopService: @unchecked Sendable {
         buffer[bytes.count] = 0
     }
 
-    /// A method call or property write: validated here, then run on the loop. What the
-    /// specification says has no effect (Seek when CanSeek is false, a stale SetPosition) has
-    /// none and is no error.
-    fileprivate func command(_ command: Int32, argument: Int64, value: Double, text: String?) -> String? {
+    /// A method call or property write: validated here, then run on the loop, without waiting
+    /// for it. A method is answered (`reply`) once the loop has run it; a property write at once.
+    /// What the specification says has no effect (Seek when CanSeek is false, a stale
+    /// SetPosition) has none and is no error. Returns a refusal to answer with at once, or nil.
+    fileprivate func command(_ command: Int32, argument: Int64, value: Double, text: String?, reply: UnsafeMutableRawPointer?) -> String? {
         let controller = self.controller
         let body: @Sendable () throws -> Void
         switch Int(command) {
@@ -180,16 +175,20 @@ final class DesktopService: @unchecked Sendable {
             guard let by = try? Seconds.check(Double(argument) / 1e6, .offset, field: "Seek") else { return "Seek: offset out of range" }
             body = { if controller.desktopState().canSeek { _ = try controller.seek(.by(by)) } }
         case Int(MPRIS_SET_POSITION):
-            guard let to = try? Seconds.check(Double(argument) / 1e6, .position, field: "SetPosition") else { return nil }   // ignored, as specified
+            guard let to = try? Seconds.check(Double(argument) / 1e6, .position, field: "SetPosition") else {
+                body = {}   // ignored, as specified
+                break
+            }
             let track = text ?? ""
-            body = {
+            body = { () throws(ControlError) in
                 let state = controller.desktopState()
                 guard state.canSeek, state.track?.id == track, state.length.map({ to <= $0 }) ?? true else { return }   // stale or past the end
                 _ = try controller.seek(.to(to))
             }
         case Int(MPRIS_SET_RATE):
-            if value == 0 { body = { if controller.desktopState().canPause { _ = try controller.pause() } } }   // as Pause, as specified
-            else {
+            if value == 0 {
+                body = { if controller.desktopState().canPause { _ = try controller.pause() } }   // as Pause, as specified
+            } else {
                 guard value.isFinite, value >= 0.01, value <= 100 else { return "Rate must be within MinimumRate (0.01) and MaximumRate (100)" }
                 body = { _ = try controller.speed(value) }
             }
@@ -199,20 +198,22 @@ final class DesktopService: @unchecked Sendable {
         default:
             return "unknown command"
         }
-        do {
-            return try loop.sync { () -> String? in
-                do {
-                    try body()
-                    return nil
-                } catch let error as ControlError {
-                    return error.message
-                } catch {
-                    return "\(error)"
-                }
+        // The token is handed back once, to the bus thread's queue (mpris_reply); it is not used here.
+        let token = reply.map { Unchecked($0) }
+        let accepted = loop.execute { [self] in
+            var refusal: String?
+            do {
+                try body()
+            } catch {
+                refusal = ControlError(internalOrOwn: error).message
             }
-        } catch {
-            return "the player has shut down"
+            if let token {
+                mpris_reply(service, token.value, refusal)   // `self` outlives this work: it is captured
+            } else if let refusal {
+                log.info("MPRIS: a property write was refused: \(refusal)")
+            }
         }
+        return accepted ? nil : "the player has shut down"
     }
 
     fileprivate func sleep(_ going: Bool) {
@@ -229,10 +230,12 @@ private func desktopState(_ context: UnsafeMutableRawPointer?, _ out: UnsafeMuta
 }
 
 private func desktopCommand(_ context: UnsafeMutableRawPointer?, _ command: Int32, _ argument: Int64, _ value: Double,
-                            _ text: UnsafePointer<CChar>?, _ message: UnsafeMutablePointer<CChar>?, _ size: Int) -> Int32 {
+                            _ text: UnsafePointer<CChar>?, _ reply: UnsafeMutableRawPointer?, _ message: UnsafeMutablePointer<CChar>?,
+                            _ size: Int) -> Int32 {
     guard let context else { return -1 }
     let service = Unmanaged<DesktopService>.fromOpaque(context).takeUnretainedValue()
-    guard let refusal = service.command(command, argument: argument, value: value, text: text.map { String(cString: $0) }) else { return 0 }
+    guard let refusal = service.command(command, argument: argument, value: value, text: text.map { String(cString: $0) },
+                                        reply: reply) else { return 0 }
     if let message { DesktopService.cString(refusal, into: UnsafeMutableRawBufferPointer(start: message, count: size)) }
     return -1
 }
@@ -245,10 +248,4 @@ private func desktopPosition(_ context: UnsafeMutableRawPointer?) -> Int64 {
 private func desktopSleep(_ context: UnsafeMutableRawPointer?, _ going: Int32) {
     guard let context else { return }
     Unmanaged<DesktopService>.fromOpaque(context).takeUnretainedValue().sleep(going != 0)
-}
-
-private func desktopThreadMain(_ context: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
-    guard let context else { return nil }
-    Unmanaged<DesktopService>.fromOpaque(context).takeRetainedValue().run()
-    return nil
 }

@@ -1,0 +1,54 @@
+import AdRuntime
+import MpvPlayerAdapter
+
+/// What the daemon's controller asks of the content player, beyond the player model the ads
+/// follow: load an episode, the transport, speed, loop, stop. `MpvPlayer` in the daemon;
+/// `ScriptedPlayer` on virtual time in the controller's tests.
+///
+/// Threading: like `TrackablePlayer`. The controller calls these on the player's loop, where
+/// each runs inline and costs microseconds (an mpv command handed over, not waited for).
+public protocol ContentPlayer: TrackablePlayer {
+    /// Puts `path` in the player, replacing what is there, from `start` seconds when given;
+    /// `completion` runs on the loop with the player's id for the entry, or why it failed.
+    /// On the loop the file is not checked (no disk access on the loop, R18): a file that
+    /// cannot be played is reported later as `.failed`.
+    func load(_ path: String, start: Double?, completion: @escaping @Sendable (Result<Int64, any Error>) -> Void)
+    func play() throws
+    func pause() throws
+    func togglePause() throws
+    func seek(_ seconds: Double, relative: Bool) throws
+    func setSpeed(_ speed: Double) throws
+    func setLoop(_ loop: Bool) throws
+    /// Takes the item out.
+    func stop() throws
+    /// The item's duration in seconds, when an item is in and it is known.
+    func duration() -> Double?
+    /// `handler` runs on the loop when the output is hidden or shown by the window system, and
+    /// when the item's duration becomes known.
+    func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void)
+}
+
+/// What changed about the output and the item besides the player model.
+public enum PlayerDetailChange: Sendable, Equatable {
+    /// The window was minimized (true) or restored: the output is hidden or shown (R13).
+    case windowMinimized(Bool)
+    /// The item's duration became known, or changed.
+    case duration
+}
+
+extension MpvPlayer: ContentPlayer {
+    public func load(_ path: String, start: Double?, completion: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
+        var options: [String: String] = [:]
+        if let start, start > 0.5 { options["start"] = String(format: "%.3f", start) }
+        load(path, mode: .replace, options: options, completion: completion)
+    }
+
+    public func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void) {
+        onMpvDetailChange { change in
+            switch change {
+            case .windowMinimized(let minimized): handler(.windowMinimized(minimized))
+            case .duration: handler(.duration)
+            }
+        }
+    }
+}

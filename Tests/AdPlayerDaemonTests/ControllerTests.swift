@@ -1,0 +1,180 @@
+import AdPlayerDaemon
+import AdRuntime
+import AdSources
+import AdTestSupport
+import ControlProtocol
+import Foundation
+import XCTest
+
+/// The daemon's controller and episode policy in process, on a scripted player and virtual
+/// time: the queue, resume, status, the ad policy's requests, the loop-affinity checks.
+final class ControllerTests: XCTestCase {
+    private var scratch: URL!
+
+    override func setUpWithError() throws {
+        scratch = FileManager.default.temporaryDirectory.appendingPathComponent("controller-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(at: scratch) }
+
+    // MARK: State
+
+    /// Positions live in memory on the loop (the database is the state writer's alone, R18):
+    /// a restart resumes the episode where it was, and `open` of an episode left earlier
+    /// resumes it too — without the loop reading SQLite.
+    func testResumeUsesThePositionsKeptInMemory() throws {
+        let path = scratch.appendingPathComponent("state.sqlite").path
+        do {
+            let h = try ControllerHarness(source: nil, statePath: path)
+            h.start()
+            _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/a.mp4"), QueueEntry(path: "/lib/b.mp4")]) }
+            h.advance(5)
+            _ = try h.onLoop { try h.controller.pause() }
+            _ = try h.onLoop { try h.controller.next() }
+            h.advance(7)
+            h.onLoop { h.controller.stop() }
+            h.store.flush()
+            XCTAssertEqual(h.offLoop.take(), [])
+        }
+        let h = try ControllerHarness(source: nil, statePath: path)
+        let saved = h.store.load()
+        XCTAssertEqual(saved.current, 1)
+        XCTAssertEqual(saved.positions["/lib/a.mp4"] ?? 0, 5, accuracy: 0.01)
+        XCTAssertEqual(saved.positions["/lib/b.mp4"] ?? 0, 7, accuracy: 0.01)
+        h.onLoop { h.controller.start(resuming: saved) }
+        XCTAssertEqual(h.player.snapshot().item?.path, "/lib/b.mp4")
+        XCTAssertEqual(h.player.snapshot().position, 7, accuracy: 0.01, "resumed where it was")
+        _ = try h.onLoop { try h.controller.open(QueueEntry(path: "/lib/a.mp4"), start: nil) }
+        XCTAssertEqual(h.player.snapshot().position, 5, accuracy: 0.01, "open resumes where the episode was left")
+        XCTAssertEqual(h.offLoop.take(), [])
+    }
+
+    /// A saved queue longer than the bounds (10,000 entries, 4 MiB of paths) is cut on load,
+    /// in order, to the longest start that fits.
+    func testASavedQueueIsCutToItsBoundsOnLoad() throws {
+        let path = scratch.appendingPathComponent("state.sqlite").path
+        do {
+            let store = try StateStore(path: path, log: Logger(level: .error))
+            store.saveQueue((0..<(QueueEntry.maxEntries + 50)).map { QueueEntry(path: "/lib/\($0).mp4") }, current: 3)
+            store.flush()
+        }
+        var saved = try StateStore(path: path, log: Logger(level: .error)).load()
+        XCTAssertEqual(saved.queue.count, QueueEntry.maxEntries)
+        XCTAssertEqual(saved.queue.first?.path, "/lib/0.mp4")
+        XCTAssertEqual(saved.queue.last?.path, "/lib/\(QueueEntry.maxEntries - 1).mp4")
+        XCTAssertEqual(saved.current, 3)
+        do {
+            let store = try StateStore(path: path, log: Logger(level: .error))
+            let long = String(repeating: "x", count: 4000)
+            store.saveQueue((0..<1100).map { QueueEntry(path: "/lib/\($0)-\(long).mp4") }, current: nil)
+            store.flush()
+        }
+        saved = try StateStore(path: path, log: Logger(level: .error)).load()
+        XCTAssertTrue(QueueEntry.fits(saved.queue))
+        XCTAssertFalse(QueueEntry.fits(saved.queue, [QueueEntry(path: "/lib/1099-" + String(repeating: "x", count: 4000) + ".mp4")]),
+                       "the longest start that fits")
+        XCTAssertEqual(saved.queue.first?.path.hasPrefix("/lib/0-"), true)
+    }
+
+    // MARK: Status
+
+    /// `next` on the last entry stops: the status says nothing plays and nothing is in.
+    func testNextOnTheLastEntryStopsAndTheStatusSaysSo() throws {
+        let h = try ControllerHarness(source: nil)
+        h.start()
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/only.mp4")]) }
+        h.advance(1)
+        let status = try h.onLoop { try h.controller.next() }
+        XCTAssertEqual(status["item"], .null)
+        XCTAssertEqual(status["playing"], false)
+        XCTAssertEqual(status["rate"]?.number, 0)
+        XCTAssertEqual(status["current"], .null)
+    }
+
+    // MARK: The ad policy
+
+    /// With nothing the catalog could serve — no pause ad, no slot after the playhead — the
+    /// policy asks for nothing: no request, no error, no "no fill" at each pause.
+    func testThePolicyAsksOnlyForWhatTheSourceCanHave() throws {
+        let catalog = try textCatalog("""
+            {"version": 1, "overlays": [{"id": "ov-1", "text": "Sponsored", "slots": [{"start": 0.5, "duration": 5}]}]}
+            """)
+        let h = try ControllerHarness(source: catalog)
+        h.start()
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.wait(for: .adLoaded)
+        h.advance(1)
+        h.wait(for: .adStarted)
+        _ = try h.onLoop { try h.controller.pause() }
+        h.advance(2)
+        _ = try h.onLoop { try h.controller.play() }
+        h.advance(1)
+        _ = try h.onLoop { try h.controller.pause() }
+        h.advance(2)
+        h.onLoop {}
+        let requested = h.events.filter { $0.name == .adRequested }.map { $0.fields["kind"]?.string }
+        XCTAssertEqual(requested, ["overlay"], "one overlay request, for the one slot; none for pauses: \(h.eventNames)")
+        XCTAssertFalse(h.eventNames.contains(.adError), "\(h.events)")
+        XCTAssertFalse(h.eventNames.contains(.adNoFill), "\(h.events)")
+        XCTAssertEqual(h.offLoop.take(), [])
+    }
+
+    /// A source with nothing to give is a normal outcome: `ad.nofill` and its counter, never
+    /// an `ad.error`.
+    func testNoFillIsAnEventAndACounterNotAnError() throws {
+        let source = TestAdSource([.overlay: .noFill])
+        let h = try ControllerHarness(source: source)
+        h.start()
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        let nofill = h.wait(for: .adNoFill)
+        XCTAssertEqual(nofill?.fields["kind"], "overlay")
+        XCTAssertEqual(nofill?.fields["content_id"], "ep")
+        XCTAssertFalse(h.eventNames.contains(.adError), "\(h.events)")
+        let metrics = h.onLoop { h.controller.metrics() }
+        XCTAssertEqual(metrics["overlay"]?["nofill"], 1)
+        XCTAssertEqual(metrics["overlay"]?["requested"], 1)
+        XCTAssertEqual(metrics["overlay"]?["errors"], 0)
+    }
+
+    // MARK: Loop affinity
+
+    /// The controller is loop-only: each entry point called off the loop is caught.
+    func testTheControllerChecksItRunsOnTheLoop() throws {
+        let h = try ControllerHarness(source: nil)
+        h.start()
+        XCTAssertEqual(h.offLoop.take(), [])
+        _ = h.controller.status()
+        _ = try? h.controller.pause()
+        h.controller.setBackground(true, for: .control)
+        let calls = h.offLoop.take()
+        XCTAssertEqual(calls.count, 3, "\(calls)")
+        XCTAssertTrue(calls[0].contains("Controller.swift") && calls[0].contains("status()"), "\(calls)")
+    }
+
+    /// The episode policy is loop-only too.
+    func testTheEpisodePolicyChecksItRunsOnTheLoop() throws {
+        let offLoop = OffLoopCalls()
+        let loop = VirtualLoop(recordingOffLoopCallsIn: offLoop)
+        let policy = EpisodePolicy(content: ContentInfo(id: "ep"), source: TestAdSource(), surface: RecordingAdSurface(), loop: loop,
+                                   pauseAdDelay: 1, configuration: VideoAdsConfiguration(), onEvent: { _ in }, onFinished: {})
+        _ = policy.closeAd()
+        policy.setBackground(true)
+        let calls = offLoop.take()
+        XCTAssertTrue(calls.contains { $0.contains("EpisodePolicy.swift") && $0.contains("closeAd()") }, "\(calls)")
+        XCTAssertTrue(calls.contains { $0.contains("EpisodePolicy.swift") && $0.contains("setBackground") }, "\(calls)")
+        loop.execute { policy.stop() }
+        XCTAssertEqual(offLoop.take(), [], "on the loop, nothing is reported")
+    }
+
+    /// Paths are text on the loop: a folder's path gets no trailing slash from a `stat`, and a
+    /// content id is the file name without its extension.
+    func testPathsOnTheLoopAreTextOnly() {
+        let folder = FileManager.default.temporaryDirectory.path   // a folder that exists: a stat would add "/"
+        XCTAssertEqual(DesktopState.Track(serial: 1, path: folder).url, "file://" + folder)
+        XCTAssertEqual(DesktopState.Track(serial: 1, path: "/srv/tv/Ep 1 (é).mp4").url, "file:///srv/tv/Ep%201%20(%C3%A9).mp4")
+        XCTAssertEqual(DesktopState.Track(serial: 1, path: "/srv/tv/ep-1.mp4").title, "ep-1")
+        XCTAssertEqual(QueueEntry(path: "/srv/tv/show.s01e02.mkv").contentID, "show.s01e02")
+        XCTAssertEqual(QueueEntry(path: folder).contentID, FilePath.lastComponent(folder))
+    }
+}

@@ -1,0 +1,95 @@
+import AdPlayerDaemon
+import AdRuntime
+import AdSources
+import AdTestSupport
+import ControlProtocol
+import Foundation
+import XCTest
+
+/// The scripted player as the controller's content player: loads take the script's media.
+extension ScriptedPlayer: ContentPlayer {
+    public func load(_ path: String, start: Double?, completion: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
+        let entry = load(path, start: start ?? 0)
+        loop.run { completion(.success(entry)) }
+    }
+
+    public func seek(_ seconds: Double, relative: Bool) throws {
+        seek(to: relative ? snapshot().position + seconds : seconds)
+    }
+
+    public func setSpeed(_ speed: Double) throws { setRate(speed) }
+    public func duration() -> Double? { itemDuration }
+    public func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void) {}
+}
+
+/// A controller on a scripted player and virtual time, with a recording surface: the daemon's
+/// episode logic in process, in milliseconds. Loop-only calls off the loop are recorded.
+final class ControllerHarness: @unchecked Sendable {
+    // @unchecked: used from the test's thread; what the loop hands back is behind locks.
+    let offLoop = OffLoopCalls()
+    let loop: VirtualLoop
+    let player: ScriptedPlayer
+    let surface = RecordingAdSurface()
+    let store: StateStore
+    let log = Logger(level: .error)
+    let controller: Controller
+    private let emitted = Locked<[ControlEvent]>([])
+    private let adEvents = Locked<[AdEvent]>([])
+
+    init(source: (any AdSource)?, statePath: String = ":memory:", pauseAdDelay: Double = 1) throws {
+        loop = VirtualLoop(recordingOffLoopCallsIn: offLoop)
+        player = ScriptedPlayer(loop: loop)
+        store = try StateStore(path: statePath, log: log)
+        let emitted = self.emitted, adEvents = self.adEvents
+        controller = Controller(player: player, surface: surface, store: store, log: log, source: source, pauseAdDelay: pauseAdDelay,
+                                adsConfiguration: VideoAdsConfiguration(), emit: { event in emitted.withLock { $0.append(event) } },
+                                onAdEvent: { event in adEvents.withLock { $0.append(event) } })
+    }
+
+    /// Starts the controller with what the store saved.
+    func start() {
+        let saved = store.load()
+        onLoop { controller.start(resuming: saved) }
+    }
+
+    /// Runs `body` on the loop and returns what it returned.
+    @discardableResult
+    func onLoop<T>(_ body: () throws -> T) rethrows -> T {
+        try withoutActuallyEscaping(body) { body in
+            let result = Locked<Result<T, any Error>?>(nil)
+            let job = Unchecked(body)
+            loop.execute { result.withLock { $0 = Result { try job.value() } } }
+            return try result.withLock { $0 }!.get() as T
+        }
+    }
+
+    /// Moves virtual time on, running what falls due.
+    func advance(_ seconds: Double) { loop.advance(by: seconds) }
+
+    /// The control events emitted so far.
+    var events: [ControlEvent] { emitted.withLock { $0 } }
+    var eventNames: [EventName] { events.map(\.name) }
+    var ads: [AdEvent] { adEvents.withLock { $0 } }
+
+    /// Waits (in real time, for the source's task) until an event matches.
+    @discardableResult
+    func wait(for name: EventName, file: StaticString = #filePath, line: UInt = #line,
+              _ match: (ControlEvent) -> Bool = { _ in true }) -> ControlEvent? {
+        var found: ControlEvent?
+        _ = waitUntil(timeout: 10) {
+            loop.execute {}
+            found = events.first { $0.name == name && match($0) }
+            return found != nil
+        }
+        if found == nil { XCTFail("no \(name.rawValue); saw \(eventNames.map(\.rawValue))", file: file, line: line) }
+        return found
+    }
+}
+
+/// A catalog folder of text creatives (no files needed) and its source.
+func textCatalog(_ json: String) throws -> LocalCatalog {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("daemon-catalog-\(UUID().uuidString.prefix(8))")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    try Data(json.utf8).write(to: folder.appendingPathComponent("catalog.json"))
+    return try LocalCatalog(folder: folder)
+}

@@ -1,0 +1,188 @@
+import AdRuntime
+import AdTestSupport
+import Foundation
+import XCTest
+
+/// The daemon's edges, as a new user and as an attacker try them: clients that half-close,
+/// signals in bursts, configuration paths that are not files, a process out of file
+/// descriptors, media and creatives that would crash or fool the renderer.
+final class EdgeTests: XCTestCase {
+    private var scratch: URL!
+
+    override func setUpWithError() throws {
+        scratch = FileManager.default.temporaryDirectory.appendingPathComponent("edges-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(at: scratch) }
+
+    /// `echo '{"cmd":"pause"}' | socat - UNIX-CONNECT:…`: the request, then the end of the
+    /// client's input. The pause runs and is answered before the connection closes.
+    func testAClientThatHalfClosesHasItsCommandRunAndAnswered() throws {
+        let daemon = try DaemonProcess()
+        let control = try daemon.connect()
+        _ = try control.call("subscribe", ["events": ["player.*"]])
+        _ = try control.call("open", ["path": try Media.path("episode-long.mp4")])
+        _ = try control.event(named("player.playing"))
+        let oneShot = try daemon.connect()
+        try oneShot.sendLine(#"{"id": 5, "cmd": "pause"}"#)
+        shutdown(oneShot.fd, Int32(SHUT_WR))
+        let reply = try oneShot.reply(id: 5)
+        XCTAssertEqual(reply["ok"] as? Bool, true, "\(reply)")
+        XCTAssertTrue(oneShot.isClosedByPeer(), "the daemon closes once it has answered")
+        _ = try control.event(named("player.paused"))
+        XCTAssertEqual((try control.call("status")["result"] as? [String: Any])?["playing"] as? Bool, false)
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
+    /// `next` on the last entry stops: its reply says nothing is in and nothing plays — not
+    /// what mpv has not reported yet.
+    func testNextOnTheLastEntryAnswersWithWhatIsTrue() throws {
+        let daemon = try DaemonProcess()
+        let control = try daemon.connect()
+        _ = try control.call("subscribe", ["events": ["player.*"]])
+        _ = try control.call("queue", ["paths": [try Media.path("episode-long.mp4")]])
+        _ = try control.event(named("player.playing"))
+        let result = try control.call("next")["result"] as? [String: Any]
+        XCTAssertTrue(result?["item"] is NSNull, "\(String(describing: result))")
+        XCTAssertEqual(result?["playing"] as? Bool, false, "\(String(describing: result))")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
+    /// A burst of SIGHUPs with a large catalog, then SIGTERM: the reloads asked for while one
+    /// waits are one, and the stop goes ahead of any still waiting — the daemon is not held
+    /// past systemd's stop timeout by a queue of reloads.
+    func testABurstOfReloadsIsOneAndAStopGoesFirst() throws {
+        let catalog = scratch.appendingPathComponent("catalog")
+        try FileManager.default.createDirectory(at: catalog, withIntermediateDirectories: true)
+        var json = #"{"version": 1, "overlays": ["#
+        json += (0..<1000).map { e in
+            #"{"id": "ov-\#(e)", "text": "Sponsored \#(e)", "slots": ["#
+                + (0..<100).map { #"{"start": \#(Double($0 * 7 + e % 7)), "duration": 5}"# }.joined(separator: ",") + "]}"
+        }.joined(separator: ",")
+        json += "]}"
+        try Data(json.utf8).write(to: catalog.appendingPathComponent("catalog.json"))
+        let daemon = try DaemonProcess(catalog: catalog)
+        let pid = daemon.process.processIdentifier
+        for _ in 0..<20 { kill(pid, SIGHUP) }
+        kill(pid, SIGTERM)
+        daemon.process.waitUntilExit()
+        XCTAssertEqual(daemon.process.terminationStatus, 0, daemon.log)
+        let reloads = daemon.log.components(separatedBy: "configuration and ad source reloaded").count - 1
+        XCTAssertLessThanOrEqual(reloads, 2, "a burst of SIGHUPs is one reload, and SIGTERM goes ahead of it: \(daemon.log)")
+        XCTAssertTrue(daemon.log.contains("stopped"), daemon.log)
+    }
+
+    /// A configuration path that is not a regular file, or too large, is refused by name with
+    /// what is wrong with it — never read whole, never waited on.
+    func testConfigurationPathsThatAreNotFilesAreRefusedInWords() throws {
+        let fifo = scratch.appendingPathComponent("fifo.conf").path
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let loop = scratch.appendingPathComponent("loop.conf").path
+        try FileManager.default.createSymbolicLink(atPath: loop, withDestinationPath: loop)
+        let huge = scratch.appendingPathComponent("huge.conf")
+        XCTAssertTrue(FileManager.default.createFile(atPath: huge.path, contents: nil))
+        let handle = try FileHandle(forWritingTo: huge)
+        try handle.truncate(atOffset: 100 << 20)
+        try handle.close()
+        let cases = [(fifo, "FIFO"), ("/dev/zero", "not a regular file"), (loop, "symbolic links"), (huge.path, "the limit is 1048576"),
+                     (scratch.appendingPathComponent("absent.conf").path, "does not exist")]
+        for (path, expected) in cases {
+            let (status, output) = try runToEnd(Executables.adplayerd, ["--config", path, "--socket", scratch.appendingPathComponent("s").path])
+            XCTAssertEqual(status, 2, "\(path): \(output)")
+            XCTAssertTrue(output.contains(path) && output.contains(expected), "\(path): expected \"\(expected)\" in: \(output)")
+            XCTAssertFalse(output.contains("NSCocoaErrorDomain") || output.contains("permission"), output)
+        }
+    }
+
+    /// Out of file descriptors, a pending client must not make the socket thread spin: it logs
+    /// once, rests, serves the connected clients, and accepts again once a descriptor is free.
+    func testOutOfFileDescriptorsTheSocketRestsAndKeepsServing() throws {
+        let limit = 48
+        let daemon = try DaemonProcess(wrapper: ["/usr/bin/prlimit", "--nofile=\(limit):\(limit)", "--"])
+        let pid = daemon.process.processIdentifier
+        let open = (try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")).count
+        // Every descriptor left taken by a client, and five more clients waiting in the backlog.
+        var clients: [ControlConnection] = []
+        for _ in 0..<(limit - open + 5) { clients.append(try daemon.connect()) }
+        XCTAssertTrue(waitUntil(timeout: 20) { daemon.log.contains("cannot accept a client") }, daemon.log)
+        let before = Self.cpuSeconds(pid)
+        let started = Date()
+        // A client that did connect is served meanwhile.
+        XCTAssertEqual(try clients[0].call("version")["ok"] as? Bool, true)
+        Thread.sleep(forTimeInterval: 2)
+        let used = Self.cpuSeconds(pid) - before
+        let elapsed = Date().timeIntervalSince(started)
+        XCTAssertLessThan(used, elapsed / 4, "the daemon spun: \(used) s of CPU in \(elapsed) s")
+        // Logged once for each time the descriptors run out, not at every attempt.
+        let exhausted = daemon.log.components(separatedBy: "cannot accept a client").count - 1
+        let recovered = daemon.log.components(separatedBy: "accepting clients again").count - 1
+        XCTAssertTrue(exhausted >= 1 && exhausted - recovered == 1, "logged once each time: \(daemon.log)")
+        // Descriptors come free: the clients that waited are accepted and served.
+        let waiting = clients.removeLast()
+        clients.removeFirst(10)
+        XCTAssertEqual(try waiting.call("version")["ok"] as? Bool, true, daemon.log)
+        XCTAssertTrue(waitUntil { daemon.log.components(separatedBy: "accepting clients again").count - 1 > recovered }, daemon.log)
+        clients = []
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
+    /// A library file made with `-aspect 255:1` displays 91,800 px wide. Headless, ads are
+    /// placed in the video's display size, and a pause ad is one bitmap that size: mpv aborts
+    /// the process on a bitmap side over 65535. The canvas is bounded: the pause ad shows, the
+    /// daemon lives, and its memory stays bounded.
+    func testAPauseAdOverAVideoOfExtremeAspectNeitherCrashesNorBloats() throws {
+        let library = scratch.appendingPathComponent("library")
+        try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
+        let wide = library.appendingPathComponent("wide.mp4").path
+        let (status, output) = try runToEnd("/usr/bin/ffmpeg", ["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                                                                 "testsrc=duration=30:size=360x360:rate=10", "-aspect", "255:1",
+                                                                 "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", wide])
+        XCTAssertEqual(status, 0, output)
+        let catalog = try makeCatalog(#"{"version": 1, "pause_ads": [{"id": "pa-1", "image": "pause.png"}]}"#)
+        let daemon = try DaemonProcess(catalog: catalog, library: library.path, extra: ["--pause-ad-delay", "0"])
+        let control = try daemon.connect()
+        _ = try control.call("subscribe", ["events": ["ad.*", "player.*"]])
+        _ = try control.call("open", ["path": wide])
+        _ = try control.event(named("player.playing"))
+        let baseline = ReliabilityTests.peakResidentMiB(daemon.process.processIdentifier)
+        _ = try control.call("pause")
+        _ = try control.event(named("ad.started", "kind", "pause"))
+        XCTAssertEqual(try control.call("status")["ok"] as? Bool, true, "the daemon lives: \(daemon.log)")
+        let peak = ReliabilityTests.peakResidentMiB(daemon.process.processIdentifier)
+        XCTAssertLessThan(peak - baseline, 100, "a pause ad costs \(peak - baseline) MiB")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
+    /// A PNG whose header lies (IHDR 100×100, a bad CRC, 50 rows) is refused with VAST error
+    /// 405 and never shown; the content plays on, and a good pause ad shows at the next pause.
+    func testACreativeWhoseHeaderLiesIsRefusedNeverShown() throws {
+        let catalog = try makeCatalog(#"{"version": 1, "pause_ads": [{"id": "liar", "image": "liar.png"}, {"id": "good", "image": "pause.png"}]}"#)
+        try FileManager.default.copyItem(atPath: repositoryRoot.appendingPathComponent("Tests/Fixtures/images/lying-crc.png").path,
+                                         toPath: catalog.appendingPathComponent("liar.png").path)
+        let daemon = try DaemonProcess(catalog: catalog, extra: ["--pause-ad-delay", "0"])
+        let control = try daemon.connect()
+        _ = try control.call("subscribe", ["events": ["ad.*", "player.*"]])
+        _ = try control.call("open", ["path": try Media.path("episode-long.mp4")])
+        _ = try control.event(named("player.playing"))
+        _ = try control.call("pause")
+        let error = try control.event(named("ad.error", "ad_id", "liar"))
+        XCTAssertEqual(error["code"] as? String, "render_failed", "\(error)")
+        XCTAssertEqual(error["vast_error"] as? Int, 405, "\(error)")
+        _ = try control.call("play")
+        _ = try control.event(named("player.playing"))
+        _ = try control.call("pause")
+        XCTAssertEqual(try control.event(named("ad.started", "kind", "pause"))["ad_id"] as? String, "good")
+        XCTAssertFalse(control.events.contains { $0["event"] as? String == "ad.started" && $0["ad_id"] as? String == "liar" })
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
+    static func cpuSeconds(_ pid: Int32) -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // After the name: state is field 3; utime and stime are fields 14 and 15.
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+}
