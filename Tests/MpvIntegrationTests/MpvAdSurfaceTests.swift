@@ -1,7 +1,7 @@
 import AdRuntime
 import AdTestSupport
 import Foundation
-@_spi(Foreign) import MpvPlayerAdapter
+@_spi(Foreign) @testable import MpvPlayerAdapter
 import XCTest
 
 /// The mpv ad surface headless (`vo=null`): what mpv accepts, bad creatives, post-rolls in
@@ -32,6 +32,23 @@ final class MpvAdSurfaceTests: MpvTestCase {
         XCTAssertEqual(pause.height, 432)
         XCTAssertEqual(pause.x + pause.width / 2, 640, accuracy: 1)
         XCTAssertEqual(pause.y + pause.height / 2, 360, accuracy: 1)
+    }
+
+    /// The surface and the player's core are loop-only: called off mpv's loop, each entry
+    /// point is caught (recorded here; a trap in a debug daemon).
+    func testTheSurfaceAndThePlayersCoreCheckTheyRunOnTheLoop() throws {
+        let offLoop = OffLoopCalls()
+        let (player, _) = try makePlayer { $0.offLoopCalls = offLoop }
+        let surface = MpvAdSurface(player: player)
+        surface.dismiss(1)
+        surface.stopPostroll(1)
+        player.stopAd(1)
+        let calls = offLoop.take()
+        XCTAssertTrue(calls.contains { $0.contains("MpvAdSurface.swift") && $0.hasSuffix("dismiss(_:)") }, "\(calls)")
+        XCTAssertTrue(calls.contains { $0.contains("MpvAdSurface.swift") && $0.hasSuffix("stopPostroll(_:)") }, "\(calls)")
+        XCTAssertTrue(calls.contains { $0.contains("MpvPlayer.swift") && $0.hasSuffix("stopAd(_:)") }, "\(calls)")
+        try player.loop.sync { surface.dismiss(1) }
+        XCTAssertEqual(offLoop.take(), [], "on the loop, nothing is reported")
     }
 
     func testTextIsEscapedSoThatItCannotInjectASS() {
