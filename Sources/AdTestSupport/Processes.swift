@@ -1,18 +1,50 @@
+import AdRuntime
 import Foundation
 
-/// Runs `executable` with `arguments` to its end and returns its exit status and what it
-/// wrote (stdout and stderr together). `environment` replaces the test's own when given.
-public func runToEnd(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws
-    -> (status: Int32, output: String) {
+/// What a process printed, and how it ended.
+public struct ProcessOutput: Sendable {
+    public let status: Int32
+    /// Standard output (and standard error too when they were merged).
+    public let output: Data
+    /// Standard error, when kept apart.
+    public let errors: Data
+}
+
+/// The one process runner of the tests: runs `executable` with `arguments` to its end.
+/// `environment` replaces the test's own when given; `mergeErrors` sends standard error into
+/// `output`, else it is read apart (at the same time, so that neither pipe can fill and stall).
+public func runProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+                       mergeErrors: Bool = true) throws -> ProcessOutput {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     if let environment { process.environment = environment }
     let output = Pipe()
     process.standardOutput = output
-    process.standardError = output
+    let errors = Locked(Data())
+    if mergeErrors {
+        process.standardError = output
+    } else {
+        let pipe = Pipe()
+        process.standardError = pipe
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            errors.withLock { $0.append(data) }
+        }
+    }
     try process.run()
     let data = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    if let pipe = process.standardError as? Pipe, !mergeErrors {
+        pipe.fileHandleForReading.readabilityHandler = nil
+        errors.withLock { $0.append(pipe.fileHandleForReading.readDataToEndOfFile()) }
+    }
+    return ProcessOutput(status: process.terminationStatus, output: data, errors: errors.withLock { $0 })
+}
+
+/// Runs `executable` to its end: its exit status and what it wrote (stdout and stderr together).
+public func runToEnd(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws
+    -> (status: Int32, output: String) {
+    let result = try runProcess(executable, arguments, environment: environment)
+    return (result.status, String(decoding: result.output, as: UTF8.self))
 }

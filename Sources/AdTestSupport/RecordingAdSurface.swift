@@ -33,39 +33,33 @@ public final class RecordingAdSurface: AdSurface {
     public func refuse(creativeID: String) { state.withLock { _ = $0.refuse.insert(creativeID) } }
 
     public func present(_ presentation: AdPresentation) throws {
-        try state.withLock { state in
-            if state.refuse.contains(presentation.creative.id) { throw Refused(description: "refused \(presentation.creative.id)") }
-            state.calls.append(.present(presentation.id, presentation.creative.id))
-            state.visible[presentation.id] = presentation
-            state.presentCount[presentation.id, default: 0] += 1
-        }
-        onCall(.present(presentation.id, presentation.creative.id))
+        try show(presentation, .present(presentation.id, presentation.creative.id), reporter: nil)
     }
 
-    public func dismiss(_ id: UInt64) {
-        state.withLock { state in
-            state.calls.append(.dismiss(id))
-            state.visible[id] = nil
-        }
-        onCall(.dismiss(id))
-    }
+    public func dismiss(_ id: UInt64) { takeDown(id, .dismiss(id)) }
 
     public func playPostroll(_ presentation: AdPresentation, reporter: PostrollReporter) throws {
-        try state.withLock { state in
-            if state.refuse.contains(presentation.creative.id) { throw Refused(description: "refused \(presentation.creative.id)") }
-            state.calls.append(.playPostroll(presentation.id, presentation.creative.id))
-            state.visible[presentation.id] = presentation
-            state.reporters[presentation.id] = reporter
-        }
-        onCall(.playPostroll(presentation.id, presentation.creative.id))
+        try show(presentation, .playPostroll(presentation.id, presentation.creative.id), reporter: reporter)
     }
 
-    public func stopPostroll(_ id: UInt64) {
+    public func stopPostroll(_ id: UInt64) { takeDown(id, .stopPostroll(id)) }
+
+    private func show(_ presentation: AdPresentation, _ call: Call, reporter: PostrollReporter?) throws {
+        try state.withLock { state in
+            if state.refuse.contains(presentation.creative.id) { throw Refused(description: "refused \(presentation.creative.id)") }
+            state.calls.append(call)
+            state.visible[presentation.id] = presentation
+            if let reporter { state.reporters[presentation.id] = reporter } else { state.presentCount[presentation.id, default: 0] += 1 }
+        }
+        onCall(call)
+    }
+
+    private func takeDown(_ id: UInt64, _ call: Call) {
         state.withLock { state in
-            state.calls.append(.stopPostroll(id))
+            state.calls.append(call)
             state.visible[id] = nil
         }
-        onCall(.stopPostroll(id))
+        onCall(call)
     }
 
     public var calls: [Call] { state.withLock { $0.calls } }

@@ -138,23 +138,13 @@ public final class XDisplay {
 
     @discardableResult
     private static func run(_ tool: String, _ arguments: [String], display: String) throws -> Data {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/timeout")
-        process.arguments = ["20", tool] + arguments   // a tool that hangs fails the test instead
         var environment = ProcessInfo.processInfo.environment
         environment["DISPLAY"] = display
-        process.environment = environment
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            throw Failure(description: "\(tool) \(arguments.joined(separator: " ")) failed (\(process.terminationStatus)): \(message)")
+        // A tool that hangs fails the test instead.
+        let result = try runProcess("/usr/bin/timeout", ["20", tool] + arguments, environment: environment, mergeErrors: false)
+        guard result.status == 0 else {
+            throw Failure(description: "\(tool) \(arguments.joined(separator: " ")) failed (\(result.status)): \(String(decoding: result.errors, as: UTF8.self))")
         }
-        return data
+        return result.output
     }
 }

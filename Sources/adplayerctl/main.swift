@@ -52,28 +52,18 @@ func absolute(_ path: String) -> String {
     path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
 }
 
-func noArguments(_ request: Request) -> Request {
-    guard rest.isEmpty else { fail("\(command) takes no arguments", code: 2) }
-    return request
-}
+/// The commands that take no arguments, by name.
+let withoutArguments: [String: Request] = Dictionary(uniqueKeysWithValues: [
+    Request.status, .play, .pause, .toggle, .next, .previous, .stop, .clear, .background, .foreground, .closeAd, .metrics, .version,
+].map { ($0.name, $0) })
 
 /// The command line as a request of the protocol (its arguments are checked again, and
 /// bounded, by the daemon: `Commands.decode`).
 let request: Request
 switch command {
-case "status": request = noArguments(.status)
-case "play": request = noArguments(.play)
-case "pause": request = noArguments(.pause)
-case "toggle": request = noArguments(.toggle)
-case "next": request = noArguments(.next)
-case "previous": request = noArguments(.previous)
-case "stop": request = noArguments(.stop)
-case "clear": request = noArguments(.clear)
-case "background": request = noArguments(.background)
-case "foreground": request = noArguments(.foreground)
-case "close-ad": request = noArguments(.closeAd)
-case "metrics": request = noArguments(.metrics)
-case "version": request = noArguments(.version)
+case let name where withoutArguments[name] != nil:
+    guard rest.isEmpty else { fail("\(command) takes no arguments", code: 2) }
+    request = withoutArguments[name]!
 case "open":
     guard rest.count == 1 else { fail("open takes one FILE", code: 2) }
     request = .open(path: absolute(rest[0]), contentID: parsed.value("content-id"),

@@ -5,17 +5,8 @@ import XCTest
 /// `adplayerd ads-check` on the three source kinds, as an operator runs it.
 final class AdsCheckTests: XCTestCase {
     private func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-        let binary = Executables.adplayerd
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["ads-check"] + arguments
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let result = try runProcess(Executables.adplayerd, ["ads-check"] + arguments, mergeErrors: false)
+        return (result.status, String(decoding: result.output, as: UTF8.self))
     }
 
     private func json(_ text: String) throws -> [String: Any] {

@@ -52,6 +52,16 @@ protocol AdLifecycle: AnyObject {
     func stop(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect]
 }
 
+extension PlayerChange {
+    /// The item an ad belongs to is gone from the player: another item, its end, a failure.
+    var endsTheItem: Bool {
+        switch self {
+        case .item, .ended, .failed: true
+        default: false
+        }
+    }
+}
+
 extension AdLifecycle {
     /// The effects of ending, for every kind: down first if it was up (the removal is what
     /// latency is measured to), then no more timer, then the end.

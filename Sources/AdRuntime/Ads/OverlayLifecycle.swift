@@ -58,12 +58,9 @@ final class OverlayLifecycle: AdLifecycle {
 
     func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect] {
         let cause = event.observedAt
+        guard isShown, !isEnded else { return [] }
+        if event.change.endsTheItem { return end(.contentChanged, cause: cause) }
         switch (state, event.change) {
-        case (.ended, _), (.ready, _):
-            return []
-        case (_, .item), (_, .ended), (_, .failed):
-            return end(.contentChanged, cause: cause)
-
         case (.waiting(let start), .seeked(_, let to)):
             // A seek that lands past the start does not start it (R12); one before re-arms.
             return to < start ? armCrossing(context) : [.cancelTimer]
@@ -71,6 +68,8 @@ final class OverlayLifecycle: AdLifecycle {
             return armCrossing(context)
         case (.waiting, .paused):
             return [.cancelTimer]
+        case (.waiting, _):
+            return []
 
         case (.showing, .paused):
             return end(.paused, cause: cause)
@@ -83,7 +82,7 @@ final class OverlayLifecycle: AdLifecycle {
             return []   // frozen through the content's pause (R13)
         case (.returning(let remaining), .playing):
             return startShowing(remaining: remaining, context)
-        case (.returning, _):
+        case (.returning, _), (.ready, _), (.ended, _):
             return []
         }
     }

@@ -41,11 +41,9 @@ final class PauseAdLifecycle: AdLifecycle {
 
     func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect] {
         let cause = event.observedAt
+        guard isShown, !isEnded else { return [] }
+        if event.change.endsTheItem { return end(.contentChanged, cause: cause) }
         switch (state, event.change) {
-        case (.ended, _), (.ready, _):
-            return []
-        case (_, .item), (_, .ended), (_, .failed):
-            return end(.contentChanged, cause: cause)
         case (_, .playing):
             return end(.played, cause: cause)
         case (.activating(let delay), .seeked):
