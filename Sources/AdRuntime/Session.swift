@@ -103,6 +103,7 @@ final class AdSession: @unchecked Sendable {
         background = hidden
         for id in shownAds {
             run(id) { lifecycle, context in lifecycle.backgroundChanged(context) }
+            updateExposure(id)
         }
     }
 
@@ -238,8 +239,9 @@ final class AdSession: @unchecked Sendable {
 
     private func makeLifecycle(_ presentation: AdPresentation, _ options: ShowOptions) throws(AdError) -> any AdLifecycle {
         switch (presentation.kind, options) {
-        case (.overlay, .now), (.overlay, .atContentTime):
+        case (.overlay, .now), (.overlay, .atContentTime), (.overlay, .whenPlaying):
             let overlay = OverlayLifecycle(duration: presentation.creative.duration ?? configuration.defaultOverlayDuration)
+            overlay.waitsForPlay = options == .whenPlaying
             if case .atContentTime(let start) = options {
                 guard start >= 0, start <= Seconds.Bounds.position.maximum else { throw .invalidTime(start) }
                 overlay.slotStart = start
@@ -297,6 +299,8 @@ final class AdSession: @unchecked Sendable {
             ads[id] = record
         case .paused(let paused):
             emit(.postrollPaused(info, paused))
+            ads[id]?.exposure.videoPaused = paused
+            updateExposure(id)
         case .ended(let how, let failure):
             if let failure {
                 emit(.error(kind: .postroll, creativeID: info.creativeID, error: .renderFailed(failure)))
@@ -355,7 +359,49 @@ final class AdSession: @unchecked Sendable {
     }
 
     func info(_ id: UInt64, _ kind: AdKind, _ creativeID: String) -> AdInfo {
-        AdInfo(id: id, kind: kind, creativeID: creativeID, contentID: content.id)
+        AdInfo(id: id, kind: kind, creativeID: creativeID, contentID: content.id, at: loop.now())
+    }
+
+    // MARK: Exposure: time on a visible output, and viewability
+
+    /// Whether ad `id`'s time on screen can be measured: the output's visibility is known and
+    /// the player draws it itself (an HTML creative is a UI shell's).
+    private func exposureMeasurable(_ presentation: AdPresentation) -> Bool {
+        if case .html = presentation.creative.content { return false }
+        return configuration.viewabilityMeasurable
+    }
+
+    /// Starts or stops counting ad `id`'s time on a visible output — it is on the output, the
+    /// output is not hidden (R13), and a post-roll is not paused — and arms the viewability
+    /// timer for the MRC's continuous time while it counts.
+    private func updateExposure(_ id: UInt64) {
+        guard var exposure = ads[id]?.exposure, let kind = ads[id]?.presentation.kind else { return }
+        let now = loop.now()
+        let visible = exposure.onOutput && !background && !exposure.videoPaused
+        if visible, exposure.visibleSince == nil {
+            exposure.visibleSince = now
+            if !exposure.decided {
+                exposure.viewTimer = loop.schedule(after: kind == .postroll ? 2 : 1) { [weak self] in
+                    self?.decideViewability(id, .viewable)
+                    self?.flush()
+                }
+            }
+        } else if !visible, let since = exposure.visibleSince {
+            exposure.seconds += Double(now &- since) / 1e9
+            exposure.visibleSince = nil
+            exposure.viewTimer?.cancel()
+            exposure.viewTimer = nil
+        }
+        ads[id]?.exposure = exposure
+    }
+
+    /// Says once whether ad `id` was viewable.
+    private func decideViewability(_ id: UInt64, _ viewability: AdViewability) {
+        guard let record = ads[id], !record.exposure.decided else { return }
+        ads[id]?.exposure.decided = true
+        ads[id]?.exposure.viewTimer?.cancel()
+        ads[id]?.exposure.viewTimer = nil
+        emit(.viewability(info(id, record.presentation.kind, record.presentation.creative.id), viewability))
     }
 
     // MARK: Effects
@@ -379,7 +425,13 @@ final class AdSession: @unchecked Sendable {
                     } else {
                         try surface.playPostroll(presentation, reporter: PostrollReporter(session: self, id: id))
                     }
-                    emit(.started(info(id, presentation.kind, presentation.creative.id)))
+                    var started = info(id, presentation.kind, presentation.creative.id)
+                    started.contentPosition = effect == .present ? currentPosition() : (endedAt ?? currentPosition())
+                    emit(.started(started))
+                    ads[id]?.exposure.started = true
+                    ads[id]?.exposure.onOutput = true
+                    if !exposureMeasurable(presentation) { decideViewability(id, .undetermined) }
+                    updateExposure(id)
                 } catch {
                     emit(.error(kind: presentation.kind, creativeID: presentation.creative.id,
                                 error: .renderFailed(String(describing: error))))
@@ -389,9 +441,13 @@ final class AdSession: @unchecked Sendable {
             case .dismiss:
                 surface.dismiss(id)
                 ads[id]?.removedAt = loop.now()   // the removal returned: out of the output's state
+                ads[id]?.exposure.onOutput = false
+                updateExposure(id)
             case .stopVideo:
                 surface.stopPostroll(id)
                 ads[id]?.removedAt = loop.now()
+                ads[id]?.exposure.onOutput = false
+                updateExposure(id)
             case .setTimer(let seconds):
                 ads[id]?.timer?.cancel()
                 ads[id]?.timer = loop.schedule(after: seconds) { [weak self] in self?.timerFired(id) }
@@ -402,12 +458,20 @@ final class AdSession: @unchecked Sendable {
                 }
             case .end(let reason, let cause):
                 let removedAt = ads[id]?.removedAt ?? loop.now()
-                emit(.ended(info(id, presentation.kind, presentation.creative.id), reason: reason,
-                            latencyMicroseconds: cause.map { (removedAt &- $0) / 1000 }))
+                ads[id]?.exposure.onOutput = false
+                updateExposure(id)
+                var ended = info(id, presentation.kind, presentation.creative.id)
+                ended.contentPosition = currentPosition()
+                if let exposure = ads[id]?.exposure, exposure.started {
+                    if !exposure.decided { decideViewability(id, exposureMeasurable(presentation) ? .notViewable : .undetermined) }
+                    ended.onScreenSeconds = exposure.seconds
+                }
+                emit(.ended(ended, reason: reason, latencyMicroseconds: cause.map { (removedAt &- $0) / 1000 }))
                 if let didEnd = ads[id]?.didEnd {
                     callbacks.append { didEnd(reason) }
                 }
                 ads[id]?.timer?.cancel()
+                ads[id]?.exposure.viewTimer?.cancel()
                 ads[id] = nil   // ended exactly once (R15)
                 shownAds.removeAll { $0 == id }
             }
@@ -447,6 +511,24 @@ struct AdRecord {
     var quartile = 0
     /// When the surface's removal returned, on the loop's clock.
     var removedAt: UInt64?
+    var exposure = Exposure()
+}
+
+/// An ad's time on a visible output. Loop-only, in its `AdRecord`.
+struct Exposure {
+    /// It started (went on the output, or its video started).
+    var started = false
+    /// It is on the output now.
+    var onOutput = false
+    /// A post-roll paused by the viewer.
+    var videoPaused = false
+    /// Counting since (loop ns), while it is on a visible output.
+    var visibleSince: UInt64?
+    /// Seconds counted before `visibleSince`.
+    var seconds = 0.0
+    /// Its viewability was said (`AdEvent.viewability`).
+    var decided = false
+    var viewTimer: LoopTimer?
 }
 
 struct PendingRequest {

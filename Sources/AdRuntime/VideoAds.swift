@@ -9,6 +9,10 @@ public struct VideoAdsConfiguration: Sendable {
     /// global concurrent executor. The daemon gives a thread of its own (`Workers`), so
     /// that libdispatch's worker pool, which wakes the process every second, never starts.
     public var executor: (any TaskExecutor)?
+    /// Whether the output's visibility is known (a window or a screen whose hiding the app
+    /// reports, R13): viewability is then measured; otherwise every ad's is `undetermined`
+    /// (the daemon with `vo=null` has no output to see).
+    public var viewabilityMeasurable = true
 
     public init() {}
 }

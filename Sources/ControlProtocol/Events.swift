@@ -15,6 +15,7 @@ public enum EventName: String, CaseIterable, Sendable {
     case adLoaded = "ad.loaded"
     case adStarted = "ad.started"
     case adQuartile = "ad.quartile"
+    case adViewability = "ad.viewability"
     case adPaused = "ad.paused"
     case adResumed = "ad.resumed"
     case adEnded = "ad.ended"
@@ -107,6 +108,12 @@ extension ControlEvent {
         ControlEvent(.adQuartile, ["kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID), "quartile": .int(quartile)])
     }
 
+    /// Whether the ad was viewable (MRC: 1 s on a visible output, 2 s for a video), once.
+    public static func adViewability(_ info: AdInfo, _ viewability: AdViewability) -> ControlEvent {
+        ControlEvent(.adViewability, ["kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID),
+                                      "instance": instance(info.id), "viewability": .string(viewability.rawValue)])
+    }
+
     /// A post-roll paused (true) or resumed (false) by the viewer.
     public static func adPaused(_ info: AdInfo, _ paused: Bool) -> ControlEvent {
         ControlEvent(paused ? .adPaused : .adResumed, ["kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID)])
@@ -114,7 +121,8 @@ extension ControlEvent {
 
     public static func adEnded(_ info: AdInfo, reason: AdEndReason, latencyMicroseconds: UInt64?) -> ControlEvent {
         ControlEvent(.adEnded, ["kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID), "instance": instance(info.id),
-                                "reason": .string(reason.rawValue), "latency_us": latencyMicroseconds.map { .int($0) } ?? .null])
+                                "reason": .string(reason.rawValue), "latency_us": latencyMicroseconds.map { .int($0) } ?? .null,
+                                "on_screen": info.onScreenSeconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null])
     }
 
     public static func adError(_ kind: AdKind, adID: String?, error: AdError) -> ControlEvent {

@@ -72,6 +72,7 @@ enum Human {
         case .adLoaded?: text = "ad loaded: \(s("kind")) \(s("ad_id"))"
         case .adStarted?: text = "ad started: \(s("kind")) \(s("ad_id"))"
         case .adQuartile?: text = "ad \(s("ad_id")): quartile \(e["quartile"]?.integer.map(String.init) ?? "?")/4"
+        case .adViewability?: text = "ad \(s("ad_id")): \(s("viewability"))"
         case .adPaused?: text = "ad \(s("ad_id")) paused"
         case .adResumed?: text = "ad \(s("ad_id")) resumed"
         case .adHTML?: text = "ad html \(s("action")): \(s("url"))"

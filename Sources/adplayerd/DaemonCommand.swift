@@ -106,7 +106,7 @@ struct DaemonCommand {
             }
         }, onWarning: { log.warning("tracking: \($0)") })
         let courier = OutboxCourier(outbox: outbox) { log.error($0) }
-        outbox.onEnqueued { courier.wake() }
+        outbox.onEnqueued { [weak courier] in courier?.wake() }   // weak: the courier holds the outbox
         courier.start()
         let reporter = TrackingReporter(outbox: outbox) { log.error("tracking: \($0)") }
         let source = Locked<AdSourceFactory.Made?>(nil)
@@ -127,6 +127,7 @@ struct DaemonCommand {
         let workers = Workers(name: "adplayerd-ads", threads: 2)
         var adsConfiguration = VideoAdsConfiguration()
         adsConfiguration.executor = workers
+        adsConfiguration.viewabilityMeasurable = configuration.vo != "null"   // vo=null shows nothing to anyone
         let controller = Controller(player: player, surface: surface, store: store, log: log,
                                     source: source.withLock { $0?.source }, pauseAdDelay: configuration.pauseAdDelay,
                                     adsConfiguration: adsConfiguration, emit: broadcast, onAdEvent: { reporter.record($0) })
@@ -202,6 +203,7 @@ struct DaemonCommand {
         notifier?.send("STOPPING=1")
         desktop?.stop()
         control.stop()
+        server.withLock { $0 = nil }   // events from here on go nowhere (and the server's references go)
         try? player.loop.sync { controller.stop() }
         reporter.flush()
         courier.stop(flushingFor: 2)

@@ -106,7 +106,7 @@ struct PlayCommand {
             }
         }
         let courier = outbox.map { OutboxCourier(outbox: $0) { log.error($0) } }
-        if let courier, let outbox { outbox.onEnqueued { courier.wake() }; courier.start() }
+        if let courier, let outbox { outbox.onEnqueued { [weak courier] in courier?.wake() }; courier.start() }
         let reporter = outbox.map { TrackingReporter(outbox: $0) { log.error("tracking: \($0)") } }
 
         let store = try StateStore(path: ":memory:", log: log)
@@ -121,6 +121,7 @@ struct PlayCommand {
         var adsConfiguration = VideoAdsConfiguration()
         let workers = Workers(name: "adplayerd-ads", threads: 2)
         adsConfiguration.executor = workers
+        adsConfiguration.viewabilityMeasurable = options.vo != "null"   // vo=null shows nothing to anyone
         let controller = Controller(player: player, surface: surface, store: store, log: log, source: source?.source,
                                     pauseAdDelay: options.pauseAdDelay, adsConfiguration: adsConfiguration,
                                     emit: { event in if event.name == .playerFailed { failed.withLock { $0 += 1 } } },

@@ -151,8 +151,12 @@ public final class ControlServer: @unchecked Sendable {
     /// Sends `event` to every client subscribed to it; encoded once, here.
     public func broadcast(_ event: ControlEvent) {
         let line = event.json.line()
-        inbox.withLock { $0.deliveries.append(.event(event, line)) }
-        poke()
+        let queued = inbox.withLock { inbox -> Bool in
+            guard !inbox.stopping else { return false }   // nobody will read it
+            inbox.deliveries.append(.event(event, line))
+            return true
+        }
+        if queued { poke() }
     }
 
     private func poke() {
@@ -357,8 +361,12 @@ public final class ControlServer: @unchecked Sendable {
                 case .success(let value): Reply.ok(requestID, value).line()
                 case .failure(let error): Reply.error(requestID, error).line()
                 }
-                inbox.withLock { $0.deliveries.append(.reply(client: id, line)) }
-                poke()
+                let queued = inbox.withLock { inbox -> Bool in
+                    guard !inbox.stopping else { return false }
+                    inbox.deliveries.append(.reply(client: id, line))
+                    return true
+                }
+                if queued { poke() }
             }
         }
     }

@@ -542,6 +542,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
             emit(.adStarted(info))
         case .quartile(let info, let quartile):
             emit(.adQuartile(info, quartile))
+        case .viewability(let info, let viewability):
+            emit(.adViewability(info, viewability))
         case .postrollPaused(let info, let paused):
             if postroll?.id == info.id {
                 postroll?.paused = paused

@@ -170,7 +170,9 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
                     waiting = (id, start)
                     withdrawSkippedSlot(at: player?.snapshot().position ?? 0)   // the playhead may be past it already
                 } else {
-                    try overlay.show(didEnd: then)   // no slot: now, over playing content
+                    // No slot (VAST): now, over playing content — or, loaded in the moment
+                    // between the episode coming in and its first frame, as soon as it plays.
+                    try overlay.showWhenPlaying(didEnd: then)
                     shown[id] = overlay
                 }
             } catch {

@@ -38,6 +38,13 @@ public final class Ad: Sendable {
         try show(.atContentTime(seconds), didEnd)
     }
 
+    /// Overlays: shows it now if the content plays, else as soon as it does — an overlay that
+    /// loads in the moment between an episode coming in and its first frame waits for it
+    /// instead of failing `notPlaying`. It ends `contentChanged` if another item comes first.
+    public func showWhenPlaying(didEnd: @escaping @Sendable (AdEndReason) -> Void) throws(AdError) {
+        try show(.whenPlaying, didEnd)
+    }
+
     /// Pause ads: shows it once the content has stayed paused for `seconds`; a seek in that
     /// time starts the wait again (R7). Ends as `played`, unseen, if the content plays first.
     public func show(afterPausedFor seconds: Double, didEnd: @escaping @Sendable (AdEndReason) -> Void) throws(AdError) {
@@ -112,8 +119,9 @@ public final class PostrollReporter: Sendable {
 }
 
 /// How `show` was asked for.
-enum ShowOptions {
+enum ShowOptions: Equatable {
     case now
     case atContentTime(Double)
+    case whenPlaying
     case afterPausedFor(Double)
 }

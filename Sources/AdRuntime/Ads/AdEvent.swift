@@ -1,4 +1,4 @@
-/// Identifies a shown or loaded ad in events.
+/// Identifies a shown or loaded ad in events, with what was measured at that moment.
 public struct AdInfo: Sendable, Equatable {
     /// The presentation id (unique within the process).
     public var id: UInt64
@@ -7,6 +7,37 @@ public struct AdInfo: Sendable, Equatable {
     public var creativeID: String
     /// The content id of the episode.
     public var contentID: String
+    /// When the event happened, on the loop's clock (ns) — not when a consumer got to it.
+    public var at: UInt64 = 0
+    /// The content's position then (seconds; `started` and `ended`).
+    public var contentPosition: Double?
+    /// `ended`: seconds the ad was on a visible output (an overlay frozen while the output was
+    /// hidden, a paused post-roll, do not count).
+    public var onScreenSeconds: Double?
+
+    public init(id: UInt64, kind: AdKind, creativeID: String, contentID: String, at: UInt64 = 0,
+                contentPosition: Double? = nil, onScreenSeconds: Double? = nil) {
+        self.id = id
+        self.kind = kind
+        self.creativeID = creativeID
+        self.contentID = contentID
+        self.at = at
+        self.contentPosition = contentPosition
+        self.onScreenSeconds = onScreenSeconds
+    }
+}
+
+/// Whether an ad was viewable, as the MRC counts it for a player that knows whether its
+/// output is visible (R13 tells): on a visible output, continuously, for 1 s (overlays and
+/// pause ads: display) or 2 s (post-rolls: video, playing).
+public enum AdViewability: String, Sendable, Equatable {
+    /// It met the MRC time.
+    case viewable
+    /// It ended before it met it.
+    case notViewable
+    /// Whether it was seen cannot be told (an HTML creative a UI shell draws; an output that
+    /// reports nothing, `vo=null`).
+    case undetermined
 }
 
 /// What the runtime does, in order, as it does it.
@@ -24,6 +55,9 @@ public enum AdEvent: Sendable, Equatable {
     case postrollPaused(AdInfo, Bool)
     /// A post-roll passed a quartile (1: first quartile, 2: midpoint, 3: third quartile).
     case quartile(AdInfo, Int)
+    /// Whether it was viewable (`AdViewability`): once per ad that started — as soon as it met
+    /// the MRC time, or at its end (before `ended`) when it did not or cannot be told.
+    case viewability(AdInfo, AdViewability)
     /// It ended. `latencyMicroseconds`: from the moment the player learned of the change
     /// that ended it to the moment the surface was told to take it down; nil when no
     /// player change caused the end (its duration ran out, it was closed, destroyed).

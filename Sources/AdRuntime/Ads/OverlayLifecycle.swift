@@ -2,7 +2,8 @@
 ///
 /// ```
 /// ready ──show()──────────────▶ showing ──duration of playing time──▶ ended(completed)
-///   └──show(atContentTime:)──▶ waiting ──plays across start──▶ showing
+///   ├──show(atContentTime:)──▶ waiting ──plays across start──▶ showing
+///   └──showWhenPlaying()──▶ waitingToPlay ──the content plays──▶ showing
 /// showing ──pause──▶ ended(paused)          showing ──seek──▶ ended(seeked)
 /// showing ──background──▶ frozen ──foreground──▶ returning ──plays within 1 s──▶ showing
 ///                                                   └──1 s, still not playing──▶ ended(interrupted)
@@ -13,6 +14,8 @@ final class OverlayLifecycle: AdLifecycle {
         case ready
         /// Shown for a slot: waits for playback to play across `start` (a seek past it does not count).
         case waiting(start: Double)
+        /// Shown before the content plays (an episode's first frames): on screen once it plays.
+        case waitingToPlay
         /// On screen; `remaining` seconds of playing time were left at `since`.
         case showing(remaining: Double, since: UInt64)
         /// On screen while the output is hidden: the clock is stopped (R13).
@@ -29,14 +32,21 @@ final class OverlayLifecycle: AdLifecycle {
     let duration: Double
     /// Set by `show(atContentTime:)` before `show`.
     var slotStart: Double?
+    /// Set by `showWhenPlaying` before `show`: content not playing yet is waited for.
+    var waitsForPlay = false
 
     init(duration: Double) {
         self.duration = duration
     }
 
     var isEnded: Bool { if case .ended = state { true } else { false } }
-    /// Shown for a slot whose start playback has not played across yet.
-    var isWaiting: Bool { if case .waiting = state { true } else { false } }
+    /// Shown, and not on screen yet: waiting for its slot or for the content to play.
+    var isWaiting: Bool {
+        switch state {
+        case .waiting, .waitingToPlay: true
+        default: false
+        }
+    }
     var isShown: Bool { state != .ready }
     var isVisible: Bool {
         switch state {
@@ -50,6 +60,10 @@ final class OverlayLifecycle: AdLifecycle {
         if let start = slotStart {
             state = .waiting(start: start)
             return armCrossing(context)
+        }
+        if waitsForPlay, !context.playing || context.background {
+            state = .waitingToPlay
+            return []
         }
         guard context.playing else { throw .notPlaying }
         guard !context.background else { throw .notPlaying }
@@ -69,6 +83,10 @@ final class OverlayLifecycle: AdLifecycle {
         case (.waiting, .paused):
             return [.cancelTimer]
         case (.waiting, _):
+            return []
+        case (.waitingToPlay, .playing):
+            return context.background ? [] : startShowing(remaining: duration, context)
+        case (.waitingToPlay, _):
             return []
 
         case (.showing, .paused):
@@ -117,6 +135,8 @@ final class OverlayLifecycle: AdLifecycle {
             return [.cancelTimer]
         case .waiting:
             return context.background ? [.cancelTimer] : armCrossing(context)
+        case .waitingToPlay where !context.background && context.playing:
+            return startShowing(remaining: duration, context)
         default:
             return []
         }
@@ -140,6 +160,8 @@ final class OverlayLifecycle: AdLifecycle {
             return [.cancelTimer]
         }
         let position = context.position()
+        // Playing from the start itself (a slot at an episode's 0:00) is playing across it.
+        if abs(position - start) <= 0.001 { return startShowing(remaining: duration, context) }
         guard position < start else { return [.cancelTimer] }   // already past: not by playing across
         return [.setTimer((start - position) / context.rate)]
     }
