@@ -37,7 +37,8 @@ let package = Package(
         .target(name: "AdRuntime", swiftSettings: strict),
         // Where ads come from: the local catalog, VAST, the slots API, and their HTTP reader.
         .target(name: "AdSources", dependencies: ["AdRuntime", "CCurl"], swiftSettings: strict),
-        .target(name: "AdTracking", dependencies: ["CSQLite", "AdRuntime", "AdSources"], swiftSettings: strict),
+        // What is sent and recorded of the ads: beacons (the outbox), proof of play, metrics.
+        .target(name: "AdTracking", dependencies: ["CSQLite", "CSystem", "AdRuntime", "AdSources"], swiftSettings: strict),
         .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "CFFmpeg", "AdRuntime"], swiftSettings: strict),
         // The control protocol (docs/protocol.md), for the daemon and its clients: commands,
         // their validation, replies, events, error codes; JSON; the command-line parser.

@@ -16,6 +16,7 @@ packages=(
   mpv               # bare mpv, beside which `make bench` measures adplayerd
   python3           # test fixtures (throttled HTTP server)
   python3-dbus      # the MPRIS tests' stand-in for logind (it owns org.freedesktop.login1 on a private bus)
+  python3-prometheus-client # the metrics tests parse metrics-file with Prometheus' own text parser
   xvfb              # pixel tests: a virtual X display for vo=x11
   xdotool           # pixel tests: a key pressed in mpv's window
   x11-utils         # xprop: a test plays the window manager that minimizes mpv's window (R13)

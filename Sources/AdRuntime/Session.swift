@@ -296,6 +296,11 @@ final class AdSession: @unchecked Sendable {
                 record.quartile += 1
                 emit(.quartile(info, record.quartile))
             }
+            for (offset, seconds) in Self.progressOffsets(record.presentation.creative, duration: duration)
+            where seconds <= position && !record.progressed.contains(offset) {
+                record.progressed.insert(offset)
+                emit(.progress(info, offset: offset, adPlayhead: position))
+            }
             ads[id] = record
         case .paused(let paused):
             emit(.postrollPaused(info, paused))
@@ -306,6 +311,19 @@ final class AdSession: @unchecked Sendable {
                 emit(.error(kind: .postroll, creativeID: info.creativeID, error: .renderFailed(failure)))
             }
             run(id) { lifecycle, _ in (lifecycle as? PostrollLifecycle)?.videoEnded(how) ?? [] }
+        }
+    }
+
+    /// The creative's `progress:OFFSET` tracking events with their offsets in seconds of a
+    /// `duration`-second video (`00:00:05`, or `25%` of it); offsets that are no time are left out.
+    private static func progressOffsets(_ creative: AdCreative, duration: Double) -> [(String, Double)] {
+        creative.tracking.keys.compactMap { key -> (String, Double)? in
+            guard key.hasPrefix("progress:") else { return nil }
+            let offset = String(key.dropFirst("progress:".count))
+            if offset.hasSuffix("%"), let percent = Double(offset.dropLast()), percent >= 0, percent <= 100 {
+                return (offset, duration * percent / 100)
+            }
+            return (try? Seconds.parse(offset, .position, field: "progress offset")).map { (offset, $0) }
         }
     }
 
@@ -509,6 +527,8 @@ struct AdRecord {
     var timer: LoopTimer?
     /// Post-roll quartiles reported so far.
     var quartile = 0
+    /// Post-roll progress offsets reported so far.
+    var progressed: Set<String> = []
     /// When the surface's removal returned, on the loop's clock.
     var removedAt: UInt64?
     var exposure = Exposure()

@@ -160,7 +160,7 @@ private final class Transfer: @unchecked Sendable {
         ccurl_set_long(curl, CURLOPT_CONNECTTIMEOUT_MS, max(1, min(deadline, 5_000)))
         ccurl_set_long(curl, CURLOPT_NOSIGNAL, 1)
         ccurl_set_off(curl, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limits.maxBytes))
-        ccurl_set_string(curl, CURLOPT_USERAGENT, "adplayerd")
+        ccurl_set_string(curl, CURLOPT_USERAGENT, UserAgent.string)
         ccurl_set_list(curl, CURLOPT_HTTPHEADER, headers)
         ccurl_set_write(curl, transferWrite)
         ccurl_set_pointer(curl, CURLOPT_WRITEDATA, context)

@@ -67,6 +67,8 @@ public final class LocalCatalog: AdSource {
         public let slots: [Slot]
         public let content: [String]?
         public let maxPerEpisode: Int?
+        /// Tracking URLs by VAST event name (`impression`, `start`, `complete`, …), with VAST's macros.
+        public let tracking: [String: [String]]
 
         func isFor(_ contentID: String) -> Bool { content.map { $0.contains(contentID) } ?? true }
     }
@@ -75,6 +77,8 @@ public final class LocalCatalog: AdSource {
     public static let maxManifestBytes = 64 * 1024 * 1024
     public static let maxSlots = 1_000_000
     public static let maxTextLength = 1000
+    /// Tracking URLs an entry may name for one event.
+    public static let maxURLsPerEvent = 64
 
     public let folder: URL
     public let entries: [Entry]
@@ -122,9 +126,12 @@ public final class LocalCatalog: AdSource {
         let slots: [SlotJSON]?
         let content: [String]?
         let maxPerEpisode: Int?
+        let impression: [String]?
+        let tracking: [String: [String]]?
+        let click: String?
 
         enum CodingKeys: String, CodingKey {
-            case id, image, text, video, slots, content
+            case id, image, text, video, slots, content, impression, tracking, click
             case maxPerEpisode = "max_per_episode"
         }
     }
@@ -186,8 +193,19 @@ public final class LocalCatalog: AdSource {
                     throw fail("\(path).content", "must be an array of non-empty content ids")
                 }
                 if let cap = entry.maxPerEpisode, cap <= 0 { throw fail("\(path).max_per_episode", "must be a positive integer") }
+                var tracking = entry.tracking ?? [:]
+                if let impression = entry.impression { tracking["impression", default: []] += impression }
+                if let click = entry.click { tracking["clickThrough", default: []].append(click) }
+                for (event, urls) in tracking {
+                    guard !event.isEmpty, event.count <= 64, urls.count <= maxURLsPerEvent else {
+                        throw fail("\(path).tracking", "\"\(event.prefix(64))\": at most \(maxURLsPerEvent) URLs an event, under a name of at most 64 characters")
+                    }
+                    if let bad = urls.first(where: { !($0.hasPrefix("http://") || $0.hasPrefix("https://")) || $0.utf8.count > 16 * 1024 }) {
+                        throw fail("\(path).tracking.\(event)", "\"\(bad.prefix(80))\" is not an http(s) URL of at most 16 KiB")
+                    }
+                }
                 entries.append(Entry(id: entry.id, kind: kind, creative: creative, slots: slots.sorted { $0.start < $1.start },
-                                     content: entry.content, maxPerEpisode: entry.maxPerEpisode))
+                                     content: entry.content, maxPerEpisode: entry.maxPerEpisode, tracking: tracking))
             }
         }
         return entries
@@ -315,7 +333,8 @@ public final class LocalCatalog: AdSource {
         case .text(let text): .text(text)
         case .video(let name): .video(location: try file(name, "video"))
         }
-        return AdCreative(id: entry.id, kind: entry.kind, content: content, duration: slot?.duration, slotStart: slot?.start)
+        return AdCreative(id: entry.id, kind: entry.kind, content: content, duration: slot?.duration, slotStart: slot?.start,
+                          tracking: entry.tracking, source: "catalog")
     }
 }
 

@@ -61,7 +61,7 @@ public final class SlotsAPIClient: AdSource {
         guard request.kind == .overlay else { return nil }
         let slots = try await fetchSlots(titleID: request.content.id)
         guard let slot = slots.filter({ $0.start >= request.position - 0.001 }).min(by: { $0.start < $1.start }) else { return nil }
-        return AdCreative(id: slot.id, kind: .overlay, content: .html(url: slot.iframeURL), duration: slot.duration, slotStart: slot.start)
+        return AdCreative(id: slot.id, kind: .overlay, content: .html(url: slot.iframeURL), duration: slot.duration, slotStart: slot.start, source: "slots")
     }
 
     /// The slots for a title (empty: no overlays). A slot that cannot be used is dropped and

@@ -23,13 +23,9 @@ public final class OutboxCourier: Sendable {
         Task(executorPreference: thread) { [self] in
             while true {
                 let deadline = stopping.withLock { $0 }
-                do {
-                    _ = try await outbox.deliverDue()
-                } catch {
-                    onError("tracking: \(error)")
-                }
+                _ = await outbox.deliverDue()
                 if let deadline, MonotonicTime.now() >= UInt64(deadline) { break }
-                let next = (try? outbox.nextDue()) ?? nil
+                let next = outbox.nextDue()
                 // Blocking this thread is fine: it is the courier's own.
                 let current = bell.withLock { $0 }
                 if let deadline {

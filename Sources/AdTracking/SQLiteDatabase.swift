@@ -34,6 +34,10 @@ package final class SQLiteDatabase {
     /// The one thread allowed to use it, once confined (`confineToCurrentThread`).
     private let owner = Locked<pthread_t?>(nil)
 
+    /// Tests: every statement that is not a read fails with this SQLite code (13: the disk is
+    /// full), as a failing disk would make it.
+    package var injectedWriteFailure: Int32?
+
     /// From now on only the calling thread may use this connection: debug builds trap on a
     /// call from any other (a connection opened `NOMUTEX` must never be used by two threads).
     package func confineToCurrentThread() { owner.withLock { $0 = pthread_self() } }
@@ -101,6 +105,9 @@ package final class SQLiteDatabase {
     package func execute(_ sql: String, _ parameters: [SQLiteValue] = []) throws -> [[SQLiteValue]] {
         assert(owner.withLock { $0.map { pthread_equal($0, pthread_self()) != 0 } ?? true },
                "SQLite connection \(path) used off the thread it is confined to")
+        if let code = injectedWriteFailure, !sql.hasPrefix("SELECT"), !sql.hasPrefix("PRAGMA") {
+            throw SQLiteError(code: code, message: "database or disk is full (injected)")
+        }
         var statement: OpaquePointer?
         try check(sqlite3_prepare_v2(db, sql, -1, &statement, nil))
         defer { sqlite3_finalize(statement) }

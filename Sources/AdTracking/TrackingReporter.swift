@@ -2,66 +2,164 @@ import AdRuntime
 import AdSources
 import Foundation
 
-/// Turns what the runtime does into the creative's tracking beacons, written to the outbox
-/// (R17): `impression` and `creativeView` when an ad is on screen, `start` and the quartiles
-/// of a post-roll, its `pause` and `resume`, `complete`, `close` (or `skip` for a post-roll),
-/// and `error` URLs with `[ERRORCODE]` when a creative cannot be shown (405 linear, 502
-/// non-linear).
+/// Turns what the runtime does into what ad servers and operators are told (docs/ads.md):
 ///
-/// Threading: `record` may be called from any thread — it is a `VideoAds` `onEvent`
-/// consumer, so usually the player's loop — and returns at once: the outbox (SQLite with
-/// full fsync) is written by a writer queue of its own, in the order of the events (R18).
+/// - **Beacons** of the creative, written to the outbox (R17): `impression` (billable) and
+///   `creativeView` when an ad goes on screen, `start`, the quartiles and `progress` offsets of
+///   a post-roll, its `pause` and `resume`, `complete`, `close` (or `skip` and `closeLinear` for
+///   a post-roll), `viewable`/`notViewable`/`viewUndetermined` (VAST's `ViewableImpression`),
+///   and `error` URLs with `[ERRORCODE]` (405) when a creative cannot be shown. Every macro is
+///   filled here (`Macros`, the configured `MacroPolicy`) but `[TIMESTAMP]`, which the outbox
+///   fills with the event's time when it sends. Each URL is judged alone; at most
+///   `maxURLsPerEvent` an event and `maxURLsPerAd` an ad — the rest refused and counted.
+/// - **Proof of play**: a row for every ad that went on screen, written durably *before*
+///   `recordStart`'s continuation runs (the daemon tells clients `ad.started` only then), ended
+///   with its reason, time on screen and viewability.
+/// - **Metrics**: requests, fills, no-fills, starts, ends, errors, viewability, time on screen.
+///
+/// Threading: `record` may be called from any thread — it is a `VideoAds` `onEvent` consumer,
+/// so usually the player's loop — and returns at once: everything is done by a writer thread of
+/// its own, in the order of the events (R18).
 public final class TrackingReporter: @unchecked Sendable {
-    // @unchecked: `creatives` is touched only on `writer`, a serial thread of its own.
-    private let outbox: BeaconOutbox
-    private let writer = Workers(name: "adplayerd-track")
-    private var creatives: [UInt64: AdCreative] = [:]
-    private let onFailure: @Sendable (any Error) -> Void
+    // @unchecked: `ads` and `playerSize` are touched only on `writer`, a serial thread of its own.
+    public static let maxURLsPerEvent = 64
+    public static let maxURLsPerAd = 256
 
-    public init(outbox: BeaconOutbox, onFailure: @escaping @Sendable (any Error) -> Void = { _ in }) {
-        self.outbox = outbox
-        self.onFailure = onFailure
+    private struct Shown {
+        let creative: AdCreative
+        var urls = 0
+        var viewability: AdViewability?
     }
 
+    private let outbox: BeaconOutbox
+    private let policy: MacroPolicy
+    private let clock: any TrackingClock
+    private let metrics: Metrics?
+    private let writer = Workers(name: "adplayerd-track")
+    private var ads: [UInt64: Shown] = [:]
+    private var playerSize: MacroContext.PlayerSize?
+
+    public init(outbox: BeaconOutbox, policy: MacroPolicy = MacroPolicy(), clock: any TrackingClock = SystemTrackingClock(),
+                metrics: Metrics? = nil) {
+        self.outbox = outbox
+        self.policy = policy
+        self.clock = clock
+        self.metrics = metrics
+    }
+
+    /// Records an event of the runtime (any thread; returns at once).
     public func record(_ event: AdEvent) {
         writer.execute { self.write(event) }
     }
 
-    /// Waits until every event recorded so far is in the outbox (or failed). Not on the loop.
+    /// Records that an ad went on screen — its proof-of-play row written and on disk — then
+    /// runs `then` (on the writer thread): the daemon tells clients `ad.started` from there, so
+    /// that no client hears of an ad that proof of play could lose to a `kill -9`.
+    public func recordStart(_ event: AdEvent, then: @escaping @Sendable () -> Void) {
+        writer.execute {
+            self.write(event)
+            then()
+        }
+    }
+
+    /// The output's size, for `[PLAYERSIZE]`.
+    public func setPlayerSize(width: Int, height: Int) {
+        writer.execute { self.playerSize = MacroContext.PlayerSize(width: width, height: height) }
+    }
+
+    /// A source's `Error` URLs (it gave up on an ad or a chain), with the VAST code in `context`.
+    public func recordErrorURLs(_ templates: [String], _ context: MacroContext) {
+        writer.execute { self.queue(templates, event: "error", play: nil, context: context, at: nil) }
+    }
+
+    /// Waits until every event recorded so far is handled (or failed). Not on the loop.
     public func flush() {
         let done = Handover<Bool>()
         writer.execute { done.fulfil(true) }
         _ = done.wait()
     }
 
+    // MARK: On the writer thread
+
     private func write(_ event: AdEvent) {
+        metrics?.count(event)
         switch event {
+        case .requested, .noFill, .error, .contentEnded:
+            break
         case .loaded(let info, let creative):
-            creatives[info.id] = creative
+            ads[info.id] = Shown(creative: creative)
         case .started(let info):
+            let creative = ads[info.id]?.creative
+            outbox.recordPlayStart(Play(id: Self.playID(info), adID: info.creativeID, kind: info.kind.protocolName,
+                                        source: creative?.source, contentID: info.contentID, startedWall: wall(at: info.at)))
             send(info, ["impression", "creativeView"] + (info.kind == .postroll ? ["start"] : []))
         case .postrollPaused(let info, let paused):
             send(info, [paused ? "pause" : "resume"])
         case .quartile(let info, let quartile):
             send(info, [["firstQuartile", "midpoint", "thirdQuartile"][max(0, min(2, quartile - 1))]])
+        case .progress(let info, let offset, let playhead):
+            send(info, ["progress:\(offset)"], adPlayhead: playhead)
+        case .viewability(let info, let viewability):
+            ads[info.id]?.viewability = viewability
+            outbox.recordViewability(id: Self.playID(info), viewability.rawValue)
+            send(info, [viewability == .viewable ? "viewable" : viewability == .notViewable ? "notViewable" : "viewUndetermined"])
         case .ended(let info, let reason, _):
             switch reason {
             case .completed: send(info, info.kind == .postroll ? ["complete"] : [])
             case .closed: send(info, info.kind == .postroll ? ["skip", "closeLinear"] : ["close"])
-            case .failed: send(info, ["error"], errorCode: info.kind == .postroll ? 405 : 502)
+            case .failed: send(info, ["error"], errorCode: 405)
             default: break
             }
-            creatives[info.id] = nil
-        default:
-            break
+            if info.onScreenSeconds != nil || ads[info.id]?.viewability != nil {
+                outbox.recordPlayEnd(id: Self.playID(info), endedWall: wall(at: info.at), seconds: info.onScreenSeconds,
+                                     reason: reason.rawValue, viewable: ads[info.id]?.viewability?.rawValue)
+            }
+            ads[info.id] = nil
         }
     }
 
-    private func send(_ info: AdInfo, _ events: [String], errorCode: Int? = nil) {
-        guard let creative = creatives[info.id] else { return }
-        let values = VASTMacros.Values(errorCode: errorCode)
-        let urls = events.flatMap { creative.tracking[$0] ?? [] }.map { VASTMacros.expand($0, values) }
-        guard !urls.isEmpty else { return }
-        do { try outbox.enqueue(urls) } catch { onFailure(error) }
+    /// The play's id: the ad's instance, as the socket names it.
+    static func playID(_ info: AdInfo) -> String { String(info.id, radix: 16) }
+
+    /// The wall-clock time of a loop instant (`AdInfo.at`, monotonic ns), seconds since 1970.
+    private func wall(at instant: UInt64) -> Double {
+        let lag = clock.monotonicNow() - Double(instant) / 1e9
+        let now = clock.wallNow().timeIntervalSince1970
+        return instant > 0 && lag >= 0 && lag < 3600 ? now - lag : now
+    }
+
+    private func send(_ info: AdInfo, _ events: [String], errorCode: Int? = nil, adPlayhead: Double? = nil) {
+        guard let shown = ads[info.id] else { return }
+        let context = MacroContext(contentID: info.contentID, kind: info.kind, contentPlayhead: info.contentPosition, adPlayhead: adPlayhead,
+                                   errorCode: errorCode, adServingID: shown.creative.adServingID,
+                                   universalAdID: shown.creative.universalAdID, playerSize: playerSize)
+        for event in events {
+            queue(shown.creative.tracking[event] ?? [], event: event, play: Self.playID(info), context: context, at: info.at, ad: info.id)
+        }
+    }
+
+    /// Fills and queues one event's URLs, within the bounds a event and an ad.
+    private func queue(_ templates: [String], event: String, play: String?, context: MacroContext, at instant: UInt64?, ad: UInt64? = nil) {
+        guard !templates.isEmpty else { return }
+        var allowed = min(templates.count, Self.maxURLsPerEvent)
+        if let ad, let used = ads[ad]?.urls {
+            allowed = max(0, min(allowed, Self.maxURLsPerAd - used))
+            ads[ad]?.urls = used + allowed
+        }
+        outbox.countDrop(.tooMany, play: play, count: templates.count - allowed)
+        var recorded = RecordedTime.now(clock)
+        if let instant, instant > 0 {
+            let lag = recorded.monotonic - Double(instant) / 1e9
+            if lag >= 0 && lag < 3600 {   // the event's own time, not when this thread got to it
+                recorded.monotonic -= lag
+                recorded.wall -= lag
+            }
+        }
+        let beacons = templates.prefix(allowed).map { template in
+            Beacon(url: Macros.expand(template, context, policy, keepingTimestamp: true), event: event, play: play,
+                   billable: event == "impression", recorded: recorded)
+        }
+        let queued = outbox.enqueue(beacons)   // not inside `metrics?.…`: with no metrics it would not run
+        metrics?.increment("adplayerd_beacons_enqueued_total", by: Double(queued))
     }
 }

@@ -6,7 +6,14 @@
 #include <stddef.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/timex.h>
 #include <systemd/sd-daemon.h>
+#include <systemd/sd-journal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
 
 int csystem_accept_nonblocking(int fd) {
     return accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -47,4 +54,31 @@ long csystem_raise_file_limit(void) {
         if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
     }
     return (long)limit.rlim_cur;
+}
+
+int csystem_clock_synchronized(void) {
+    struct timex tx = { .modes = 0 };
+    int state = adjtimex(&tx);
+    if (state < 0) return -1;
+    return (state != TIME_ERROR && !(tx.status & STA_UNSYNC)) ? 1 : 0;
+}
+
+int csystem_journal_send(const char *const *fields, int count) {
+    if (count <= 0 || count > 32) return -1;
+    struct iovec iov[32];
+    for (int i = 0; i < count; i++) {
+        iov[i].iov_base = (void *)fields[i];
+        iov[i].iov_len = strlen(fields[i]);
+    }
+    return sd_journal_sendv(iov, count);
+}
+
+int csystem_stderr_is_journal(void) {
+    const char *stream = getenv("JOURNAL_STREAM");
+    if (!stream) return 0;
+    unsigned long long device = 0, inode = 0;
+    if (sscanf(stream, "%llu:%llu", &device, &inode) != 2) return 0;
+    struct stat info;
+    if (fstat(2, &info) != 0) return 0;
+    return (unsigned long long)info.st_dev == device && (unsigned long long)info.st_ino == inode;
 }

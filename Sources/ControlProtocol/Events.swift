@@ -151,14 +151,3 @@ extension ControlEvent {
     /// A showing of an ad: its presentation id in hexadecimal.
     static func instance(_ id: UInt64) -> JSONValue { .string(String(id, radix: 16)) }
 }
-
-extension AdKind {
-    /// The kind's name in the control protocol.
-    public var protocolName: String {
-        switch self {
-        case .overlay: "overlay"
-        case .pauseAd: "pause"
-        case .postroll: "postroll"
-        }
-    }
-}

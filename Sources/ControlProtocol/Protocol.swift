@@ -1,4 +1,5 @@
 import AdRuntime
+import Foundation
 
 /// The control protocol (docs/protocol.md) in one place, for the daemon and its clients: the
 /// version, every command with its arguments (decoded and validated here, once, for every
@@ -78,6 +79,8 @@ public enum Request: Sendable, Equatable {
     /// Which events this client gets: names or prefixes (`ad.*`); nil: all.
     case subscribe(events: [String]?)
     case metrics
+    /// Proof of play: the ads shown since a wall-clock time (seconds since 1970), oldest first.
+    case plays(since: Double?)
     case version
 }
 
@@ -112,6 +115,7 @@ public enum Commands {
         },
         Command(name: "pause", arguments: "") { _ in .pause },
         Command(name: "play", arguments: "") { _ in .play },
+        Command(name: "plays", arguments: "since?") { args throws(ControlError) in .plays(since: try args.instant("since")) },
         Command(name: "previous", arguments: "") { _ in .previous },
         Command(name: "queue", arguments: "paths") { args throws(ControlError) in .queue(paths: try args.paths("paths")) },
         Command(name: "seek", arguments: "to | by") { args throws(ControlError) in
@@ -192,6 +196,7 @@ extension Request {
         case .closeAd: "close-ad"
         case .subscribe: "subscribe"
         case .metrics: "metrics"
+        case .plays: "plays"
         case .version: "version"
         }
     }
@@ -210,6 +215,7 @@ extension Request {
         case .speed(let value): return ["value": .number(value)]
         case .loop(let on): return ["on": .bool(on)]
         case .subscribe(let events): return events.map { ["events": .array($0.map { .string($0) })] } ?? [:]
+        case .plays(let since): return since.map { ["since": .number($0)] } ?? [:]
         default: return [:]
         }
     }
@@ -289,6 +295,15 @@ public struct Arguments: Sendable {
         return paths
     }
 
+    /// A wall-clock instant: seconds since 1970, or ISO 8601 (`2026-12-01T05:30:00Z`, with
+    /// fractional seconds or an offset).
+    func instant(_ key: String) throws(ControlError) -> Double? {
+        guard let value = fields[key], value != .null else { return nil }
+        if let seconds = value.number, seconds.isFinite, abs(seconds) < 1e12 { return seconds }
+        if let text = value.string, let seconds = ISO8601.parse(text) { return seconds }
+        throw fail(key, "seconds since 1970 or an ISO 8601 time (2026-12-01T05:30:00Z)")
+    }
+
     func contentID(_ key: String) throws(ControlError) -> String? {
         guard let value = fields[key], value != .null else { return nil }
         guard let id = value.string, !id.isEmpty, id.count <= 256, !id.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
@@ -316,5 +331,27 @@ public struct Arguments: Sendable {
         if let unknown = fields.keys.sorted().first(where: { !names.contains($0) }) {
             throw .badArgs("\(command) takes no argument \"\(unknown.prefix(64))\"" + (names.isEmpty ? "" : " (it takes \(allowed))"))
         }
+    }
+}
+
+/// ISO 8601 times as the protocol reads and writes them.
+public enum ISO8601 {
+    /// `2026-12-01T05:30:00Z`, `2026-12-01T05:30:00.123+01:00`, `2026-12-01` (midnight UTC): seconds since 1970.
+    public static func parse(_ text: String) -> Double? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard trimmed.utf8.count <= 40 else { return nil }
+        for options: ISO8601DateFormatter.Options in [[.withInternetDateTime, .withFractionalSeconds], [.withInternetDateTime], [.withFullDate]] {
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = options
+            if let date = formatter.date(from: trimmed) { return date.timeIntervalSince1970 }
+        }
+        return nil
+    }
+
+    /// Seconds since 1970 as `2026-12-01T05:30:00.123Z`.
+    public static func format(_ seconds: Double) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date(timeIntervalSince1970: seconds))
     }
 }

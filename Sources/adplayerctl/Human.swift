@@ -23,6 +23,17 @@ enum Human {
                 return "\(kind.padding(toLength: 9, withPad: " ", startingAt: 0)) requested \(n("requested")), filled \(n("filled")), "
                     + "no fill \(n("nofill")), errors \(n("errors")), started \(n("started"))"
             }.joined(separator: "\n")
+        case .plays:
+            let plays = result["plays"]?.array ?? []
+            guard !plays.isEmpty else { return "no ad shown" }
+            return plays.map { p in
+                func s(_ key: String) -> String { p[key]?.string ?? "-" }
+                let beacons = p["beacons"]
+                func n(_ key: String) -> Int64 { beacons?[key]?.integer ?? 0 }
+                let seconds = p["seconds"]?.number.map { String(format: "%.1f s", $0) } ?? "-"
+                return "\(s("started"))  \(s("kind").padding(toLength: 8, withPad: " ", startingAt: 0)) \(s("ad_id")) on \(s("content_id")): "
+                    + "\(seconds), \(s("reason")), \(s("viewable")); beacons sent \(n("sent")), pending \(n("pending")), failed \(n("failed"))"
+            }.joined(separator: "\n")
         default:
             return status(result)
         }

@@ -19,6 +19,8 @@ let usage = """
       background | foreground      the output is hidden / shown again (R13)
       close-ad                     the viewer dismisses the overlay or pause ad on screen
       metrics                      what the ads did since the daemon started, by kind
+      plays [--since TIME]         proof of play: every ad shown, oldest first (TIME: ISO 8601 or
+                                   seconds since 1970)
       events [NAME...]             follow the event stream (names or prefixes: player.* ad.ended)
       version                      the daemon's protocol version
     """
@@ -31,7 +33,8 @@ func fail(_ message: String, code: Int32) -> Never {
 let parsed: CommandLineArguments
 do {
     parsed = try CommandLineArguments(Array(CommandLine.arguments.dropFirst()),
-                                      spec: ["socket": .value, "json": .flag, "content-id": .value, "start": .value, "help": .flag])
+                                      spec: ["socket": .value, "json": .flag, "content-id": .value, "start": .value, "since": .value,
+                                                   "help": .flag])
 } catch {
     fail("\(error)\n\n\(usage)", code: 2)
 }
@@ -83,6 +86,14 @@ case "loop":
     request = .loop(rest[0] == "on")
 case "events":
     request = .subscribe(events: rest.isEmpty ? nil : rest)
+case "plays":
+    guard rest.isEmpty else { fail("plays takes no arguments but --since TIME", code: 2) }
+    var since: Double?
+    if let text = parsed.value("since") {
+        guard let seconds = Double(text) ?? ISO8601.parse(text) else { fail("--since: \"\(text)\" is not ISO 8601 or seconds since 1970", code: 2) }
+        since = seconds
+    }
+    request = .plays(since: since)
 default:
     fail("unknown command \(command)\n\n\(usage)", code: 2)
 }

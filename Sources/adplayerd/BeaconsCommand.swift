@@ -7,17 +7,17 @@ import Foundation
 /// for people who operate ads (and for the kill -9 test).
 struct BeaconsCommand {
     static let usage = """
-        usage: adplayerd beacons add    --state-dir DIR URL...   write beacons to the outbox
+        usage: adplayerd beacons add    --state-dir DIR URL...   write beacons to the outbox (each URL judged alone)
                adplayerd beacons flush  --state-dir DIR [--base-delay S] [--max-delay S] [--concurrency N]
                                                                   deliver until none is pending
-               adplayerd beacons status --state-dir DIR           pending and dropped counts
+               adplayerd beacons status --state-dir DIR [--json]  pending, sent, dropped by reason (read only)
         """
 
     let arguments: [String]
 
     func run() throws -> Int32 {
         let parsed = try CommandLineArguments(arguments, spec: ["state-dir": .value, "base-delay": .value, "max-delay": .value,
-                                                                 "concurrency": .value])
+                                                                 "concurrency": .value, "json": .flag])
         guard let action = parsed.positional.first, ["add", "flush", "status"].contains(action) else {
             throw UsageError("beacons needs add, flush or status")
         }
@@ -30,11 +30,17 @@ struct BeaconsCommand {
         let path = stateDir + "/adplayerd.sqlite"
         if action == "status" {
             // Read only: works on a read-only state folder, and creates nothing.
-            guard let counts = try BeaconOutbox.status(path: path) else {
-                print("no outbox in \(stateDir): pending 0, dropped 0")
-                return 0
+            let status = try BeaconOutbox.status(path: path) ?? OutboxStatus()
+            if parsed.flag("json") {
+                let json: JSONValue = ["pending": .int(status.pending), "pending_bytes": .int(status.pendingBytes), "sent": .int(status.sent),
+                                       "failed_attempts": .int(status.failedAttempts),
+                                       "dropped": .object(status.dropped.mapValues { .int($0) })]
+                print(json.text)
+            } else {
+                let dropped = status.dropped.values.reduce(0, +)
+                print("pending \(status.pending), sent \(status.sent), dropped \(dropped)"
+                      + (dropped == 0 ? "" : " (" + status.dropped.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")"))
             }
-            print("pending \(counts.pending), dropped \(counts.dropped)")
             return 0
         }
         try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
@@ -43,17 +49,20 @@ struct BeaconsCommand {
             case .sent(let url, let attempts): print("sent \(url) (attempt \(attempts))")
             case .retrying(let url, let attempts, let reason, let delay):
                 print("retry \(url) after attempt \(attempts): \(reason); next in \(String(format: "%.1f", delay)) s")
-            case .dropped(let url, let age): print("dropped \(url): \(Int(age)) s old")
+            case .dropped(let url, let reason): print("dropped \(url): \(reason)")
+            case .diskFailing(let why): print("the disk refuses writes (\(why)): beacons wait in memory")
+            case .diskRecovered(let written): print("the disk takes writes again: \(written) written")
             }
         }, onWarning: { FileHandle.standardError.write(Data("<4>adplayerd: \($0)\n".utf8)) })
         switch action {
         case "add":
             guard !urls.isEmpty else { throw UsageError("add needs at least one URL") }
-            try outbox.enqueue(urls)
-            print("queued \(urls.count); pending \(try outbox.pendingCount())")
+            let queued = outbox.enqueue(urls: urls)
+            print("queued \(queued) of \(urls.count); pending \(outbox.pendingCount())")
+            return queued == urls.count ? 0 : 1
         case "flush":
-            try Blocking.run { try await outbox.deliverAll() }.get()
-            print("pending 0")
+            _ = Blocking.run { await outbox.deliverAll() }
+            print("pending \(outbox.pendingCount())")
         default:
             break
         }

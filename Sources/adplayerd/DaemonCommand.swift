@@ -22,7 +22,12 @@ struct DaemonCommand {
         usage: adplayerd [--config FILE] [--library DIR]... [--ads SOURCE] [--state-dir DIR] [--socket PATH]
                          [--socket-group GROUP] [--vo VO] [--ao AO] [--pause-ad-delay S] [--ads-token TOKEN]
                          [--log-level LEVEL] [--loop] [--mpris] [--mpv-ipc-socket PATH (unsafe)]
-          Runs the daemon (docs/configuration.md); adplayerctl controls it (docs/protocol.md).
+                         [--metrics-file PATH] [--metrics-interval S] [--outbox-max-beacons N] [--outbox-max-mib N]
+                         [--beacon-max-days N] [--time-sync-wait S] [--plays-max-rows N] [--plays-max-days N]
+                         [--limit-ad-tracking] [--gdpr-consent S] [--gpp-string S] [--gpp-section-id S]
+                         [--ifa S] [--ifa-type S] [--app-bundle S]
+          Runs the daemon (docs/configuration.md; tracking, proof of play, metrics: docs/reporting.md);
+          adplayerctl controls it (docs/protocol.md).
         """
 
     let arguments: [String]
@@ -95,27 +100,34 @@ struct DaemonCommand {
         let surface = MpvAdSurface(player: player) { announcement in
             broadcast(Self.describe(announcement))
         }
-        let outbox = try BeaconOutbox(path: durable ? statePath : ":memory:", sender: HTTPBeaconSender(fetcher: http), onEvent: { event in
+        let metrics = Metrics()
+        let outbox = try BeaconOutbox(path: durable ? statePath : ":memory:", configuration: configuration.outbox,
+                                      sender: HTTPBeaconSender(fetcher: http), onEvent: { event in
             switch event {
             case .sent(let url, let attempts):
                 broadcast(.beaconSent(url: url, attempts: attempts))
             case .retrying(let url, let attempts, let reason, _):
                 log.info("beacon \(url): attempt \(attempts) failed (\(reason)); it will be retried")
-            case .dropped(let url, let age):
-                log.warning("beacon \(url) dropped after \(Int(age)) s undelivered")
+            case .dropped(let url, let reason):
+                log.event(.warning, "beacon dropped (\(reason)): \(url)", id: .beaconDropped, fields: ["BEACON_URL": url, "DROP_REASON": reason])
+            case .diskFailing(let why):
+                log.error("tracking: the state disk refuses writes (\(why)); beacons wait in memory until it takes them again")
+            case .diskRecovered(let written):
+                log.notice("tracking: the state disk takes writes again; \(written) beacons written from memory")
             }
         }, onWarning: { log.warning("tracking: \($0)") })
+        metrics.report(outbox)
         let courier = OutboxCourier(outbox: outbox) { log.error($0) }
         outbox.onEnqueued { [weak courier] in courier?.wake() }   // weak: the courier holds the outbox
         courier.start()
-        let reporter = TrackingReporter(outbox: outbox) { log.error("tracking: \($0)") }
+        let reporter = TrackingReporter(outbox: outbox, policy: configuration.macroPolicy, metrics: metrics)
         let source = Locked<AdSourceFactory.Made?>(nil)
         func makeSource(_ configuration: Configuration) -> AdSourceFactory.Made? {
             guard let spec = configuration.ads else { return nil }
             do {
                 let made = try AdSourceFactory.make(spec, token: configuration.adsToken, fetcher: http, counters: store,
-                                                    onProblem: { log.warning("ads: \($0)") },
-                                                    onErrorBeacon: { url in try? outbox.enqueue([url]) })
+                                                    policy: configuration.macroPolicy, onProblem: { log.warning("ads: \($0)") },
+                                                    onErrorURLs: { urls, context in reporter.recordErrorURLs(urls, context) })
                 log.notice("ads from \(spec)")
                 return made
             } catch {
@@ -128,14 +140,16 @@ struct DaemonCommand {
         var adsConfiguration = VideoAdsConfiguration()
         adsConfiguration.executor = workers
         adsConfiguration.viewabilityMeasurable = configuration.vo != "null"   // vo=null shows nothing to anyone
+        let reporting = AdReporting(record: { reporter.record($0) }, recordStart: { event, then in reporter.recordStart(event, then: then) })
         let controller = Controller(player: player, surface: surface, store: store, log: log,
                                     source: source.withLock { $0?.source }, pauseAdDelay: configuration.pauseAdDelay,
-                                    adsConfiguration: adsConfiguration, emit: broadcast, onAdEvent: { reporter.record($0) })
+                                    adsConfiguration: adsConfiguration, emit: broadcast, reporting: reporting, metrics: metrics)
+        let metricsFile = configuration.metricsFile.map { MetricsFile(path: $0, every: configuration.metricsInterval, metrics: metrics, log: log) }
         let saved = store.load()
         try player.loop.sync { controller.start(resuming: saved) }
 
         // 4. The control socket.
-        let router = CommandRouter(loop: player.loop, controller: controller, library: configuration.library)
+        let router = CommandRouter(loop: player.loop, controller: controller, library: configuration.library, metrics: metrics, outbox: outbox)
         let control = try ControlServer(path: configuration.socket, group: configuration.socketGroup, log: log) { _, request, reply in
             router.handle(request, reply: reply)
         }
@@ -207,6 +221,7 @@ struct DaemonCommand {
         try? player.loop.sync { controller.stop() }
         reporter.flush()
         courier.stop(flushingFor: 2)
+        metricsFile?.stop()   // written once more: what the stop did
         player.shutdown()
         store.flush()
         source.withLock { $0?.cleanup() }

@@ -107,14 +107,14 @@ struct PlayCommand {
         }
         let courier = outbox.map { OutboxCourier(outbox: $0) { log.error($0) } }
         if let courier, let outbox { outbox.onEnqueued { [weak courier] in courier?.wake() }; courier.start() }
-        let reporter = outbox.map { TrackingReporter(outbox: $0) { log.error("tracking: \($0)") } }
+        let reporter = outbox.map { TrackingReporter(outbox: $0) }
 
         let store = try StateStore(path: ":memory:", log: log)
         var source: AdSourceFactory.Made?
         if let spec = options.ads {
             source = try AdSourceFactory.make(spec, token: ProcessInfo.processInfo.environment["ADPLAYERD_ADS_TOKEN"], fetcher: http,
                                               counters: store, onProblem: { log.warning("ads: \($0)") },
-                                              onErrorBeacon: { url in try? outbox?.enqueue([url]) })
+                                              onErrorURLs: { urls, context in reporter?.recordErrorURLs(urls, context) })
         }
         defer { source?.cleanup() }
         let failed = Locked(failures)
@@ -125,7 +125,7 @@ struct PlayCommand {
         let controller = Controller(player: player, surface: surface, store: store, log: log, source: source?.source,
                                     pauseAdDelay: options.pauseAdDelay, adsConfiguration: adsConfiguration,
                                     emit: { event in if event.name == .playerFailed { failed.withLock { $0 += 1 } } },
-                                    onAdEvent: { event in printer.print(event); reporter?.record(event) })
+                                    reporting: AdReporting(record: { event in printer.print(event); reporter?.record(event) }))
         controller.onQueueDone = { done.put(0) }
         let timeline = TimelineObserver(printer)   // observers are held weakly: keep it
         let observation = player.addObserver(timeline)

@@ -30,6 +30,7 @@ final class TimelinePrinter: Sendable {
         case .loaded(let info, _): text = "ad loaded   \(info.kind.rawValue) \(info.creativeID)"
         case .started(let info): text = "ad started  \(info.kind.rawValue) \(info.creativeID)"
         case .quartile(let info, let q): text = "ad quartile \(info.creativeID) \(q)/4"
+        case .progress(let info, let offset, _): text = "ad progress \(info.creativeID) \(offset)"
         case .viewability(let info, let viewability): text = "ad \(viewability.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(info.creativeID)"
         case .postrollPaused(let info, let paused): text = "ad \(paused ? "paused " : "resumed") \(info.creativeID)"
         case .ended(let info, let reason, let latency):

@@ -2,6 +2,7 @@ import AdPlayerDaemon
 import AdRuntime
 import AdSources
 import AdTestSupport
+import AdTracking
 import ControlProtocol
 import Foundation
 import XCTest
@@ -131,10 +132,12 @@ final class ControllerTests: XCTestCase {
         XCTAssertEqual(nofill?.fields["kind"], "overlay")
         XCTAssertEqual(nofill?.fields["content_id"], "ep")
         XCTAssertFalse(h.eventNames.contains(.adError), "\(h.events)")
-        let metrics = h.onLoop { h.controller.metrics() }
-        XCTAssertEqual(metrics["overlay"]?["nofill"], 1)
-        XCTAssertEqual(metrics["overlay"]?["requested"], 1)
-        XCTAssertEqual(metrics["overlay"]?["errors"], 0)
+        func value(_ name: String) -> Double? {
+            h.metrics.samples().first { $0.name == name && $0.labels["kind"] == "overlay" }?.value
+        }
+        XCTAssertTrue(waitUntil { value("adplayerd_ads_nofill_total") == 1 })
+        XCTAssertEqual(value("adplayerd_ads_requested_total"), 1)
+        XCTAssertNil(value("adplayerd_ad_errors_total"))
     }
 
     // MARK: Loop affinity

@@ -1,6 +1,8 @@
 import AdPlayerDaemon
 import AdRuntime
+import AdSources
 import AdTestSupport
+import AdTracking
 import ControlProtocol
 import Foundation
 import XCTest
@@ -99,11 +101,33 @@ final class ProtocolTests: XCTestCase {
         XCTAssertTrue(text.contains("version \(ControlProtocol.version)"))
     }
 
+    /// docs/reporting.md names every macro, metric and drop reason the code has, with the
+    /// values the code uses; docs/configuration.md every configuration key.
+    func testTheReportingAndConfigurationDocumentsListWhatTheCodeHas() throws {
+        let reporting = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/reporting.md"), encoding: .utf8)
+        for macro in Macro.allCases { XCTAssertTrue(reporting.contains("`[\(macro.rawValue)]`"), "macro \(macro.rawValue)") }
+        for name in Metrics.help.keys { XCTAssertTrue(reporting.contains("| `\(name)` | \(Metrics.help[name]!.type) |"), "metric \(name)") }
+        for reason in DropReason.allCases { XCTAssertTrue(reporting.contains("`\(reason.rawValue)`"), "drop reason \(reason.rawValue)") }
+        for id in [LogMessageID.adShown, .adError, .beaconDropped] { XCTAssertTrue(reporting.contains("`\(id.rawValue)`"), "MESSAGE_ID \(id)") }
+        XCTAssertTrue(reporting.contains("over 64 URLs for one event, or over 256 for one ad"))
+        XCTAssertEqual(TrackingReporter.maxURLsPerEvent, 64)
+        XCTAssertEqual(TrackingReporter.maxURLsPerAd, 256)
+        XCTAssertTrue(reporting.contains("over \(BeaconURL.maxBytes / 1024) KiB"))
+        let defaults = BeaconOutbox.Configuration()
+        XCTAssertTrue(reporting.contains("| beacons waiting | \(defaults.maxRows.formatted(.number.grouping(.automatic).locale(Locale(identifier: "en_US")))) |"))
+        XCTAssertTrue(reporting.contains("| bytes of URLs waiting | \(defaults.maxBytes >> 20) MiB |"))
+        XCTAssertTrue(reporting.contains("| a beacon's age | \(Int(defaults.maxAge / 86_400)) days"))
+        XCTAssertTrue(reporting.contains("(default \(Int(defaults.timeSyncWait)) s of run time"))
+
+        let configuration = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
+        for key in Configuration.keys { XCTAssertTrue(configuration.contains("`\(key)`"), "configuration key \(key)") }
+    }
+
     /// The client's encoding of each request is what the daemon decodes.
     func testRequestsRoundTrip() throws {
         let requests: [Request] = [.status, .open(path: "/a b.mp4", contentID: "ep-1", start: 3.5), .queue(paths: ["/a", "/b"]),
                                    .seek(.to(10)), .seek(.by(-5)), .speed(1.5), .loop(true), .closeAd, .subscribe(events: ["ad.*"]),
-                                   .subscribe(events: nil), .metrics, .version]
+                                   .subscribe(events: nil), .metrics, .plays(since: nil), .plays(since: 1_800_000_000.5), .version]
         for (index, request) in requests.enumerated() {
             let decoded = try Commands.decode(try JSONValue.parse(request.json(id: Int64(index)).line())).get()
             XCTAssertEqual(decoded.request, request)

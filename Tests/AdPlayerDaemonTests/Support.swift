@@ -2,6 +2,7 @@ import AdPlayerDaemon
 import AdRuntime
 import AdSources
 import AdTestSupport
+import AdTracking
 import ControlProtocol
 import Foundation
 import XCTest
@@ -32,6 +33,7 @@ final class ControllerHarness: @unchecked Sendable {
     let surface = RecordingAdSurface()
     let store: StateStore
     let log = Logger(level: .error)
+    let metrics = Metrics()
     let controller: Controller
     private let emitted = Locked<[ControlEvent]>([])
     private let adEvents = Locked<[AdEvent]>([])
@@ -41,9 +43,13 @@ final class ControllerHarness: @unchecked Sendable {
         player = ScriptedPlayer(loop: loop)
         store = try StateStore(path: statePath, log: log)
         let emitted = self.emitted, adEvents = self.adEvents
+        let metrics = self.metrics
         controller = Controller(player: player, surface: surface, store: store, log: log, source: source, pauseAdDelay: pauseAdDelay,
                                 adsConfiguration: VideoAdsConfiguration(), emit: { event in emitted.withLock { $0.append(event) } },
-                                onAdEvent: { event in adEvents.withLock { $0.append(event) } })
+                                reporting: AdReporting(record: { event in
+                                    adEvents.withLock { $0.append(event) }
+                                    metrics.count(event)
+                                }), metrics: metrics)
     }
 
     /// Starts the controller with what the store saved.

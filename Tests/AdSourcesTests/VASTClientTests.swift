@@ -30,7 +30,9 @@ final class VASTClientTests: XCTestCase {
         configuration.wrapperTimeout = wrapperTimeout
         let beacons = errorBeacons
         return VASTClient(tag: tag.hasPrefix("http") ? tag : "\(server.base)/vast/\(tag)", cacheDirectory: cache,
-                          configuration: configuration, onErrorBeacon: { url in beacons.list.withLock { $0.append(url) } })
+                          configuration: configuration, onErrorURLs: { urls, context in
+                              beacons.list.withLock { $0 += urls.map { Macros.expand($0, context, MacroPolicy()) } }
+                          })
     }
 
     private func request(_ kind: AdKind, at position: Double = 12.5) -> AdRequest {
@@ -133,7 +135,7 @@ final class VASTClientTests: XCTestCase {
     func testMacros() {
         let now = Date(timeIntervalSince1970: 1_800_000_000.25)
         let url = "https://t.example/e?c=[ERRORCODE]&t=[TIMESTAMP]&cb=[CACHEBUSTING]&cp=[CONTENTPLAYHEAD]&ap=[ADPLAYHEAD]&mp=[MEDIAPLAYHEAD]"
-        let expanded = VASTMacros.expand(url, .init(errorCode: 405, contentPlayhead: 3723.5, adPlayhead: 1.25, now: now))
+        let expanded = Macros.expand(url, MacroContext(contentPlayhead: 3723.5, adPlayhead: 1.25, errorCode: 405, timestamp: now), MacroPolicy())
         let query = Dictionary(uniqueKeysWithValues: URLComponents(string: expanded)!.queryItems!.map { ($0.name, $0.value ?? "") })
         XCTAssertEqual(query["c"], "405")
         XCTAssertEqual(query["t"], "2027-01-15T08:00:00.250Z")
@@ -142,8 +144,14 @@ final class VASTClientTests: XCTestCase {
         XCTAssertEqual(query["cp"], "01:02:03.500")
         XCTAssertEqual(query["ap"], "00:00:01.250")
         XCTAssertEqual(query["mp"], "01:02:03.500")
-        let unknown = VASTMacros.expand("https://t.example/e?c=[ERRORCODE]&cp=[CONTENTPLAYHEAD]", .init())
-        XCTAssertEqual(unknown, "https://t.example/e?c=-1&cp=-1")
+        let unknown = Macros.expand("https://t.example/e?c=[ERRORCODE]&cp=[CONTENTPLAYHEAD]&x=[WHATEVER]", MacroContext(), MacroPolicy())
+        XCTAssertEqual(unknown, "https://t.example/e?c=-1&cp=-1&x=-1")
+        // A request's own context: the content id, the kind, where the content is.
+        let tag = Macros.expand("https://ads.example/vast?cid=[CONTENTID]&pos=[BREAKPOSITION]&plc=[PLACEMENTTYPE]",
+                                MacroContext(contentID: "s01/e02", kind: .postroll), MacroPolicy())
+        XCTAssertEqual(tag, "https://ads.example/vast?cid=s01%2Fe02&pos=3&plc=1")
+        // An IPv6 host is no macro.
+        XCTAssertEqual(Macros.expand("http://[::1]:8080/b?x=1", MacroContext(), MacroPolicy()), "http://[::1]:8080/b?x=1")
     }
 
     func testOnlyHTTPTagsAreFetched() async {

@@ -1,11 +1,33 @@
-import AdTestSupport
-import AdTracking
-import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import AdRuntime
+import AdSources
+import AdTestSupport
+@testable import AdTracking
+import Foundation
 import XCTest
+
+/// A clock the tests move: the wall clock can jump without the monotonic one.
+final class TestTrackingClock: TrackingClock, @unchecked Sendable {
+    // @unchecked: everything is behind `state`'s lock.
+    private struct State {
+        var wall: Double = 1_800_000_000
+        var monotonic: Double = 1000
+        var synchronized = true
+    }
+
+    private let state = Locked(State())
+    let bootID: String
+
+    init(boot: String = "boot-1") { bootID = boot }
+
+    func wallNow() -> Date { Date(timeIntervalSince1970: state.withLock { $0.wall }) }
+    func monotonicNow() -> Double { state.withLock { $0.monotonic } }
+    func wallClockSynchronized() -> Bool { state.withLock { $0.synchronized } }
+
+    /// Time passes: both clocks move.
+    func advance(_ seconds: Double) { state.withLock { $0.wall += seconds; $0.monotonic += seconds } }
+    /// The wall clock alone jumps (NTP sets it, a stale RTC), and says whether it is synchronised.
+    func jumpWall(by seconds: Double, synchronized: Bool) { state.withLock { $0.wall += seconds; $0.synchronized = synchronized } }
+}
 
 /// R17 against a real HTTP endpoint on loopback (Tests/Fixtures/beacon_server.py).
 final class BeaconOutboxTests: XCTestCase {
@@ -25,15 +47,16 @@ final class BeaconOutboxTests: XCTestCase {
 
     private var database: String { directory.appendingPathComponent("adplayerd.sqlite").path }
 
-    private func outbox(baseDelay: Double = 0.01, maxDelay: Double = 0.2, concurrency: Int = 8,
-                        now: @escaping @Sendable () -> Date = { Date() },
+    private func outbox(at path: String? = nil, baseDelay: Double = 0.01, maxDelay: Double = 0.2, concurrency: Int = 8,
+                        clock: any TrackingClock = SystemTrackingClock(), configure: (inout BeaconOutbox.Configuration) -> Void = { _ in },
                         onEvent: @escaping @Sendable (OutboxEvent) -> Void = { _ in }) throws -> BeaconOutbox {
         var configuration = BeaconOutbox.Configuration()
         configuration.baseDelay = baseDelay
         configuration.maxDelay = maxDelay
         configuration.concurrency = concurrency
         configuration.requestTimeout = 5
-        return try BeaconOutbox(path: database, configuration: configuration, now: now, onEvent: onEvent)
+        configure(&configuration)
+        return try BeaconOutbox(path: path ?? database, configuration: configuration, clock: clock, onEvent: onEvent)
     }
 
     private func url(_ name: String) -> String { "http://127.0.0.1:\(server.port)/b/\(name)" }
@@ -42,16 +65,18 @@ final class BeaconOutboxTests: XCTestCase {
         let events = Locked<[OutboxEvent]>([])
         let outbox = try outbox(onEvent: { e in events.withLock { $0.append(e) } })
         try server.get("/_fail/3")
-        try outbox.enqueue([url("impression-1")])
-        XCTAssertEqual(try outbox.pendingCount(), 1, "written before the first attempt")
-        try await outbox.deliverAll(until: Date().addingTimeInterval(30))
+        XCTAssertEqual(outbox.enqueue(urls: [url("impression-1")]), 1)
+        XCTAssertEqual(outbox.pendingCount(), 1, "written before the first attempt")
+        await outbox.deliverAll(until: Date().addingTimeInterval(30))
         let counts = try server.counts()
         XCTAssertEqual(counts["/b/impression-1"], 1)
         XCTAssertEqual(counts["_attempts"], 4)
-        XCTAssertEqual(try outbox.pendingCount(), 0)
+        XCTAssertEqual(outbox.pendingCount(), 0)
         let retries = events.withLock { $0.filter { if case .retrying = $0 { true } else { false } } }
         XCTAssertEqual(retries.count, 3)
         XCTAssertEqual(events.withLock { $0.last }, .sent(url: url("impression-1"), attempts: 4))
+        XCTAssertEqual(outbox.status().sent, 1)
+        XCTAssertEqual(outbox.status().failedAttempts, 3)
     }
 
     func testBackoffGrowsExponentiallyWithJitterAndACap() throws {
@@ -69,51 +94,181 @@ final class BeaconOutboxTests: XCTestCase {
         try server.get("/_down")
         do {
             let first = try outbox()
-            try first.enqueue([url("a"), url("b")])
-            let report = try await first.deliverDue()
+            first.enqueue(urls: [url("a"), url("b")])
+            let report = await first.deliverDue()
             XCTAssertEqual(report.failed, 2)
         }
         try server.get("/_up")
         let second = try outbox()
-        XCTAssertEqual(try second.pendingCount(), 2)
-        try await second.deliverAll(until: Date().addingTimeInterval(30))
+        XCTAssertEqual(second.pendingCount(), 2)
+        await second.deliverAll(until: Date().addingTimeInterval(30))
         let counts = try server.counts()
         XCTAssertEqual(counts["/b/a"], 1)
         XCTAssertEqual(counts["/b/b"], 1)
     }
 
-    func testABeaconOlderThanTheMaximumAgeIsDroppedAndCounted() async throws {
-        let start = Date()
-        try outbox(now: { start }).enqueue([url("old")])
+    /// Aged by the time the box has run, not by the wall clock: a wall clock that jumps a month
+    /// (a box without a battery-backed clock, then NTP) drops nothing; a week of running does.
+    func testBeaconsAreAgedByRunTimeNotByTheWallClock() async throws {
+        try server.get("/_down")
+        let clock = TestTrackingClock()
         let events = Locked<[OutboxEvent]>([])
-        let later = try outbox(now: { start.addingTimeInterval(8 * 24 * 3600) }, onEvent: { e in events.withLock { $0.append(e) } })
-        let report = try await later.deliverDue()
+        let outbox = try outbox(clock: clock, onEvent: { e in events.withLock { $0.append(e) } })
+        outbox.enqueue(urls: [url("kept")])
+        clock.jumpWall(by: 30 * 86_400, synchronized: true)
+        _ = await outbox.deliverDue()
+        XCTAssertEqual(outbox.pendingCount(), 1, "a wall-clock jump ages nothing")
+        XCTAssertEqual(outbox.status().dropped["expired"], nil)
+        // Reopened (a restart), the run clock goes on from where it was saved: a week more of running.
+        let reopened = try self.outbox(clock: clock, onEvent: { e in events.withLock { $0.append(e) } })
+        clock.advance(7 * 86_400 + 1)
+        let report = await reopened.deliverDue()
         XCTAssertEqual(report.dropped, 1)
-        XCTAssertEqual(try later.droppedCount(), 1)
-        XCTAssertEqual(try later.pendingCount(), 0)
-        guard case .dropped(let dropped, let age)? = events.withLock({ $0.first }) else { return XCTFail("not reported") }
-        XCTAssertEqual(dropped, url("old"))
-        XCTAssertEqual(age, 8 * 24 * 3600, accuracy: 1)
-        XCTAssertEqual(try server.counts()["_attempts"], 0, "an expired beacon is not sent")
+        XCTAssertEqual(reopened.status().dropped["expired"], 1, "counted")
+        XCTAssertTrue(events.withLock { $0 }.contains(.dropped(url: url("kept"), reason: "expired")), "and told")
+        XCTAssertEqual(try server.counts()["/b/kept"], nil, "an expired beacon is not sent")
     }
 
-    func testOnlyHTTPURLsAreAccepted() throws {
+    /// Each URL is judged alone: a bad one is refused and counted, its neighbours go.
+    func testEachURLIsJudgedAlone() async throws {
         let outbox = try outbox()
-        for bad in ["file:///etc/passwd", "ftp://x/y", "not a url", "http://"] {
-            XCTAssertThrowsError(try outbox.enqueue([bad]), bad)
+        let beacons = ["a", "b", "c"].map { url($0) } + ["ftp://ads.example/imp", "http://", "http://x/ y", "http://x/" + String(repeating: "z", count: 17_000)]
+        XCTAssertEqual(outbox.enqueue(urls: beacons), 3)
+        await outbox.deliverAll(until: Date().addingTimeInterval(30))
+        let counts = try server.counts()
+        XCTAssertEqual(["a", "b", "c"].map { counts["/b/\($0)"] }, [1, 1, 1], "every good URL delivered")
+        XCTAssertEqual(outbox.status().dropped, ["not_http": 1, "no_host": 1, "malformed": 1, "too_long": 1])
+    }
+
+    /// The outbox is bounded: a flood against a failing server stays within it, the oldest
+    /// non-billable beacons go first, impressions last, and every drop is counted.
+    func testTheOutboxIsBoundedAndEveryDropIsCounted() async throws {
+        try server.get("/_down")
+        let recorded = RecordedTime.now(SystemTrackingClock())
+        let outbox = try outbox(configure: { $0.maxRows = 200; $0.maxBytes = 1 << 20 })
+        let impressions = (0..<150).map { Beacon(url: url("imp-\($0)"), event: "impression", billable: true, recorded: recorded) }
+        outbox.enqueue(impressions)
+        for chunk in stride(from: 0, to: 12_000, by: 1000) {
+            outbox.enqueue((chunk..<(chunk + 1000)).map { Beacon(url: url("q-\($0)"), event: "firstQuartile", recorded: recorded) })
         }
-        XCTAssertEqual(try outbox.pendingCount(), 0)
+        let status = outbox.status()
+        XCTAssertEqual(status.pending, 200, "at its bound")
+        XCTAssertEqual(status.dropped["outbox_full"], 12_150 - 200, "every drop counted")
+        try server.get("/_up")
+        await outbox.deliverAll(until: Date().addingTimeInterval(60))
+        let counts = try server.counts()
+        XCTAssertEqual((0..<150).filter { counts["/b/imp-\($0)"] == 1 }.count, 150, "the impressions kept")
+        XCTAssertEqual((11_950..<12_000).filter { counts["/b/q-\($0)"] == 1 }.count, 50, "the newest others kept")
+        XCTAssertNil(counts["/b/q-0"], "the oldest others dropped")
+    }
+
+    /// A disk that refuses writes (injected: SQLite's "database or disk is full"): beacons wait
+    /// in memory and are sent from there; what cannot be sent then is written once the disk
+    /// takes writes again — nothing lost, nothing silent.
+    func testInjectedWriteFailuresLoseNothing() async throws {
+        let events = Locked<[OutboxEvent]>([])
+        let outbox = try outbox(onEvent: { e in events.withLock { $0.append(e) } })
+        outbox.injectWriteFailures(true)
+        try server.get("/_down")
+        XCTAssertEqual(outbox.enqueue(urls: (0..<5).map { url("held-\($0)") }), 5)
+        XCTAssertEqual(outbox.status().pendingInMemory, 5)
+        XCTAssertTrue(outbox.status().diskFailing)
+        XCTAssertTrue(events.withLock { $0 }.contains { if case .diskFailing = $0 { true } else { false } })
+        _ = await outbox.deliverDue()
+        try server.get("/_up")
+        outbox.enqueue(urls: [url("sent-from-memory")])
+        await outbox.deliverAll(until: Date().addingTimeInterval(30))
+        XCTAssertEqual(try server.counts()["/b/sent-from-memory"], 1, "sent from memory while the disk refuses writes")
+        XCTAssertEqual((0..<5).filter { (try? server.counts()["/b/held-\($0)"]) == 1 }.count, 5)
+        // Down again, then the disk recovers: what waits in memory is written.
+        try server.get("/_down")
+        outbox.enqueue(urls: [url("written-later")])
+        outbox.injectWriteFailures(false)
+        _ = await outbox.deliverDue()
+        XCTAssertEqual(outbox.status().pendingInMemory, 0)
+        XCTAssertEqual(outbox.pendingCount(), 1)
+        XCTAssertTrue(events.withLock { $0 }.contains { if case .diskRecovered = $0 { true } else { false } })
+        let reopened = try self.outbox()
+        XCTAssertEqual(reopened.pendingCount(), 1, "on disk now")
+        XCTAssertEqual(reopened.status().sent, 6, "the counters too")
+    }
+
+    /// On a real full filesystem (an 8 MiB tmpfs filled to the last byte): the same.
+    func testAFullFilesystemLosesNothing() async throws {
+        let mount = directory.appendingPathComponent("small")
+        try FileManager.default.createDirectory(at: mount, withIntermediateDirectories: true)
+        let (status, output) = try runToEnd("/bin/mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", mount.path])
+        XCTAssertEqual(status, 0, "mount a tmpfs (the tests run as root): \(output)")
+        guard status == 0 else { return }
+        defer { _ = try? runToEnd("/bin/umount", [mount.path]) }
+        let path = mount.appendingPathComponent("adplayerd.sqlite").path
+        let outbox = try outbox(at: path)
+        try server.get("/_down")
+        outbox.enqueue(urls: [url("before")])
+        // Fill the filesystem.
+        let filler = mount.appendingPathComponent("filler").path
+        _ = try runToEnd("/bin/dd", ["if=/dev/zero", "of=\(filler)", "bs=4096"])
+        let long = String(repeating: "p", count: 4000)
+        XCTAssertEqual(outbox.enqueue(urls: (0..<50).map { url("full-\($0)-\(long)") }), 50, "kept, not refused")
+        XCTAssertTrue(outbox.status().diskFailing, "the disk is full: \(outbox.status())")
+        XCTAssertGreaterThan(outbox.status().pendingInMemory, 0)
+        // Space comes back: what waited in memory is written (at the courier's next pass).
+        try FileManager.default.removeItem(atPath: filler)
+        _ = await outbox.deliverDue()
+        outbox.enqueue(urls: [url("after")])
+        XCTAssertFalse(outbox.status().diskFailing)
+        XCTAssertEqual(outbox.status().pendingInMemory, 0)
+        XCTAssertEqual(outbox.pendingCount(), 52)
+        try server.get("/_up")
+        await outbox.deliverAll(until: Date().addingTimeInterval(60))
+        let counts = try server.counts()
+        XCTAssertEqual(counts["/b/before"], 1)
+        XCTAssertEqual(counts["/b/after"], 1)
+        XCTAssertEqual((0..<50).filter { counts["/b/full-\($0)-\(long)"] == 1 }.count, 50, "every beacon delivered once")
+        XCTAssertEqual(outbox.status().dropped, [:], "none dropped")
+    }
+
+    /// `[TIMESTAMP]` is the event's time; recorded while the wall clock was not synchronised,
+    /// the beacon waits for it and is sent with the corrected time (its monotonic time on the
+    /// synchronised clock's offset), decoded once to exactly that.
+    func testATimestampRecordedOnAWrongClockIsCorrectedOnceItSyncs() async throws {
+        let clock = TestTrackingClock()
+        clock.jumpWall(by: -400 * 86_400, synchronized: false)   // booted with a clock a year behind
+        let outbox = try outbox(clock: clock)
+        let recorded = RecordedTime.now(clock)
+        outbox.enqueue([Beacon(url: url("t") + "?ts=[TIMESTAMP]", event: "impression", billable: true, recorded: recorded)])
+        _ = await outbox.deliverDue()
+        XCTAssertEqual(try server.counts().keys.filter { $0.hasPrefix("/b/t") }, [], "it waits for the clock")
+        clock.advance(10)
+        clock.jumpWall(by: 400 * 86_400, synchronized: true)      // NTP sets it
+        await outbox.deliverAll(until: Date().addingTimeInterval(30))
+        let sent = try XCTUnwrap(try server.counts().keys.first { $0.hasPrefix("/b/t") })
+        let value = try XCTUnwrap(URLComponents(string: "http://x" + sent)?.queryItems?.first { $0.name == "ts" }?.value)
+        XCTAssertEqual(value, Macros.timestamp(Date(timeIntervalSince1970: 1_800_000_000)), "the event's time on the right clock: \(sent)")
+    }
+
+    /// Where the kernel's answer is refused (systemd's ProtectClock=), timesyncd's flag file
+    /// says whether the clock is synchronised: its folder without the flag, not yet; with it,
+    /// yes; no timesyncd at all, nothing is known to be wrong.
+    func testTimesyncdsFlagAnswersWhenTheKernelIsNotAsked() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("timesync-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        XCTAssertTrue(SystemTrackingClock.timesyncdSaysSynchronized(folder: folder), "no timesyncd")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        XCTAssertFalse(SystemTrackingClock.timesyncdSaysSynchronized(folder: folder), "timesyncd, no sync yet")
+        XCTAssertTrue(FileManager.default.createFile(atPath: folder + "/synchronized", contents: Data()))
+        XCTAssertTrue(SystemTrackingClock.timesyncdSaysSynchronized(folder: folder), "synchronised")
     }
 
     func testTenThousandBeaconsQueuedWhileTheEndpointIsDownAreAllDeliveredWhenItComesBack() async throws {
         try server.get("/_down")
         let outbox = try outbox(baseDelay: 0.05, maxDelay: 0.5, concurrency: 16)
-        try outbox.enqueue((0..<10_000).map { url("n\($0)") })
-        _ = try await outbox.deliverDue()
-        XCTAssertEqual(try outbox.pendingCount(), 10_000)
+        outbox.enqueue(urls: (0..<10_000).map { url("n\($0)") })
+        _ = await outbox.deliverDue()
+        XCTAssertEqual(outbox.pendingCount(), 10_000)
         try server.get("/_up")
-        try await outbox.deliverAll(until: Date().addingTimeInterval(300))
-        XCTAssertEqual(try outbox.pendingCount(), 0)
+        await outbox.deliverAll(until: Date().addingTimeInterval(300))
+        XCTAssertEqual(outbox.pendingCount(), 0)
         let counts = try server.counts()
         let delivered = (0..<10_000).filter { counts["/b/n\($0)"] == 1 }.count
         XCTAssertEqual(delivered, 10_000, "each exactly once")
@@ -125,7 +280,7 @@ final class BeaconOutboxTests: XCTestCase {
         let binary = Executables.adplayerd
         XCTAssertTrue(FileManager.default.isExecutableFile(atPath: binary), "build adplayerd first (swift build --build-tests)")
         let names = (0..<300).map { "k\($0)" }
-        try run(binary, ["beacons", "add", "--state-dir", directory.path] + names.map(url))
+        XCTAssertEqual(try runToEnd(binary, ["beacons", "add", "--state-dir", directory.path] + names.map(url)).status, 0)
         try server.get("/_delay/20")
         let flush = Process()
         flush.executableURL = URL(fileURLWithPath: binary)
@@ -142,23 +297,13 @@ final class BeaconOutboxTests: XCTestCase {
         let before = try server.counts().filter { $0.key.hasPrefix("/b/") }.count
         XCTAssertLessThan(before, 300, "killed before it finished")
         try server.get("/_delay/0")
-        try run(binary, ["beacons", "flush", "--state-dir", directory.path, "--base-delay", "0.01"])
+        XCTAssertEqual(try runToEnd(binary, ["beacons", "flush", "--state-dir", directory.path, "--base-delay", "0.01"]).status, 0)
         let counts = try server.counts()
         for name in names {
             let count = counts["/b/\(name)"] ?? 0
             XCTAssertTrue((1...2).contains(count), "\(name) arrived \(count) times")
         }
         XCTAssertEqual(try outbox().pendingCount(), 0)
-    }
-
-    private func run(_ binary: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 0, "adplayerd \(arguments.prefix(2).joined(separator: " "))")
     }
 
     /// A damaged outbox (here: its index's page overwritten, so the integrity check fails) is
@@ -169,9 +314,9 @@ final class BeaconOutboxTests: XCTestCase {
         var root: Int64 = 0
         do {
             let outbox = try outbox()
-            try outbox.enqueue(urls)
+            outbox.enqueue(urls: urls)
             let db = try SQLiteDatabase(path: database)
-            root = try db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'beacons_due'").first?.first?.integer ?? 0
+            root = try db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'beacons_next'").first?.first?.integer ?? 0
             try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         }
         XCTAssertGreaterThan(root, 1)
@@ -184,6 +329,22 @@ final class BeaconOutboxTests: XCTestCase {
         let said = warnings.withLock { $0 }
         XCTAssertTrue(said.contains { $0.contains(database) && $0.contains(".bad-") }, "\(said)")
         XCTAssertTrue(said.contains { $0.contains("2000 beacons were read back") }, "\(said)")
-        XCTAssertEqual(try reopened.pendingCount(), 2000, "no beacon lost")
+        XCTAssertEqual(reopened.pendingCount(), 2000, "no beacon lost")
+    }
+
+    /// An outbox of the previous version (URL and wall-clock time) is carried over.
+    func testAnOutboxOfThePreviousVersionIsCarriedOver() async throws {
+        do {
+            let db = try SQLiteDatabase(path: database)
+            try db.execute("""
+                CREATE TABLE beacons (id INTEGER PRIMARY KEY AUTOINCREMENT, url TEXT NOT NULL, created_at REAL NOT NULL,
+                                      attempts INTEGER NOT NULL DEFAULT 0, next_attempt_at REAL NOT NULL, last_error TEXT)
+                """)
+            try db.execute("INSERT INTO beacons (url, created_at, next_attempt_at) VALUES (?, 1, 1)", [.text(url("old-format"))])
+        }
+        let outbox = try outbox()
+        XCTAssertEqual(outbox.pendingCount(), 1)
+        await outbox.deliverAll(until: Date().addingTimeInterval(30))
+        XCTAssertEqual(try server.counts()["/b/old-format"], 1)
     }
 }

@@ -1,82 +1,205 @@
 import AdRuntime
+import AdSources
 import AdTestSupport
-import AdTracking
+@testable import AdTracking
 import Foundation
 import XCTest
 
-/// The runtime's events become the creative's beacons, through the outbox, to a real endpoint.
+/// The runtime's events become the creative's beacons and proof of play, through the outbox,
+/// to a loopback endpoint that records every request as an ad server would see it.
 final class TrackingReporterTests: XCTestCase {
-    func testAnOverlayAndAPostrollSendTheirBeacons() async throws {
-        let server = try FixtureServer(script: "beacon_server.py")
-        defer { server.stop() }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("reporter-\(UUID().uuidString)")
+    private var server: FixtureServer!
+    private var directory: URL!
+    private var outbox: BeaconOutbox!
+    /// A synchronised wall clock (this machine's kernel may say it is not: then `[TIMESTAMP]`
+    /// beacons would wait for it, `BeaconOutbox.Configuration.timeSyncWait`).
+    private let clock = TestTrackingClock()
+
+    override func setUpWithError() throws {
+        server = try FixtureServer(script: "beacon_server.py")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("reporter-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
         var configuration = BeaconOutbox.Configuration()
         configuration.baseDelay = 0.01
-        let outbox = try BeaconOutbox(path: directory.appendingPathComponent("adplayerd.sqlite").path, configuration: configuration)
-        let reporter = TrackingReporter(outbox: outbox)
-        func track(_ names: [String]) -> [String: [String]] {
-            Dictionary(uniqueKeysWithValues: names.map { ($0, ["\(server.base)/b/\($0)?e=[ERRORCODE]"]) })
-        }
-        let source = TestAdSource([
-            .overlay: .creative(AdCreative(id: "ov", kind: .overlay, content: .text("hi"), duration: 5,
-                                           tracking: track(["impression", "creativeView", "close"]))),
-            .postroll: .creative(AdCreative(id: "pr", kind: .postroll, content: .video(location: "pr.mp4"),
-                                            tracking: track(["start", "firstQuartile", "midpoint", "thirdQuartile", "complete"]))),
-        ])
+        outbox = try BeaconOutbox(path: directory.appendingPathComponent("adplayerd.sqlite").path, configuration: configuration, clock: clock)
+    }
+
+    override func tearDownWithError() throws {
+        server.stop()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// A VideoAds on a scripted player whose events go to `reporter`.
+    private func rig(_ behaviours: [AdKind: TestAdSource.Behaviour], reporter: TrackingReporter, content: String = "e",
+                     surface: RecordingAdSurface = RecordingAdSurface())
+        -> (VirtualLoop, ScriptedPlayer, VideoAds, RecordingAdSurface) {
         let loop = VirtualLoop()
         let player = ScriptedPlayer(loop: loop)
-        let surface = RecordingAdSurface()
-        let ads = VideoAds(content: ContentInfo(id: "e"), source: source, surface: surface, loop: loop,
+        let ads = VideoAds(content: ContentInfo(id: content), source: TestAdSource(behaviours), surface: surface, loop: loop,
                            onEvent: { reporter.record($0) })
         player.load("e.mp4", duration: 10)
         ads.track(player)
+        return (loop, player, ads, surface)
+    }
+
+    /// Everything the ads did, recorded and delivered. `player` is kept alive until then (the
+    /// ads hold it weakly, R9).
+    private func deliver(_ reporter: TrackingReporter, _ ads: VideoAds, _ player: ScriptedPlayer) async {
+        ads.waitForCallbacks()
+        withExtendedLifetime(player) {}
+        reporter.flush()
+        await outbox.deliverAll(until: Date().addingTimeInterval(30))
+    }
+
+    func testAnOverlayAndAPostrollSendTheirBeacons() async throws {
+        let reporter = TrackingReporter(outbox: outbox, clock: clock)
+        func track(_ names: [String]) -> [String: [String]] {
+            Dictionary(uniqueKeysWithValues: names.map { ($0, ["\(server.base)/b/\($0)?e=[ERRORCODE]"]) })
+        }
+        let (loop, player, ads, surface) = rig([
+            .overlay: .creative(AdCreative(id: "ov", kind: .overlay, content: .text("hi"), duration: 5,
+                                           tracking: track(["impression", "creativeView", "close"]))),
+            .postroll: .creative(AdCreative(id: "pr", kind: .postroll, content: .video(location: "pr.mp4"),
+                                            tracking: track(["start", "firstQuartile", "midpoint", "thirdQuartile", "complete"])
+                                                .merging(["progress:00:00:01.5": ["\(server.base)/b/progress?ad=[ADPLAYHEAD]"]]) { $1 })),
+        ], reporter: reporter)
         let overlay = try XCTUnwrap(requestAd(ads, .overlay)).get()
         try overlay.show { _ in }
         overlay.close()
         let postroll = try XCTUnwrap(requestAd(ads, .postroll)).get()
         loop.advance(by: 10)
         try postroll.show { _ in }
-        let reporterHandle = try XCTUnwrap(surface.reporter(postroll.id))
-        for second in 0...4 { reporterHandle.progress(Double(second), of: 4) }
-        reporterHandle.finished()
-        ads.waitForCallbacks()
-        reporter.flush()
-        try await outbox.deliverAll(until: Date().addingTimeInterval(30))
+        let video = try XCTUnwrap(surface.reporter(postroll.id))
+        for second in 0...4 { video.progress(Double(second), of: 4) }
+        video.finished()
+        await deliver(reporter, ads, player)
         let counts = try server.counts()
         for name in ["impression", "creativeView", "close", "start", "firstQuartile", "midpoint", "thirdQuartile", "complete"] {
             XCTAssertEqual(counts["/b/\(name)?e=-1"], 1, name)
         }
+        XCTAssertEqual(counts["/b/progress?ad=00%3A00%3A02.000"], 1, "the progress offset, with the ad's playhead: \(counts)")
     }
 
+    /// A creative that cannot be shown (here: refused by the surface) sends its Error URLs with
+    /// VAST error 405, and no impression.
     func testACreativeThatCannotBeShownSendsItsErrorURLsWithTheCode() async throws {
-        let server = try FixtureServer(script: "beacon_server.py")
-        defer { server.stop() }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("reporter-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let outbox = try BeaconOutbox(path: directory.appendingPathComponent("adplayerd.sqlite").path)
-        let reporter = TrackingReporter(outbox: outbox)
-        let source = TestAdSource([
+        let reporter = TrackingReporter(outbox: outbox, clock: clock)
+        let surface = RecordingAdSurface()
+        surface.refuse(creativeID: "bad")
+        let (_, player, ads, _) = rig([
             .overlay: .creative(AdCreative(id: "bad", kind: .overlay, content: .image(location: "x.png"), duration: 5,
                                            tracking: ["error": ["\(server.base)/b/error?code=[ERRORCODE]"],
                                                       "impression": ["\(server.base)/b/impression"]])),
-        ])
-        let loop = VirtualLoop()
-        let player = ScriptedPlayer(loop: loop)
-        let surface = RecordingAdSurface()
-        surface.refuse(creativeID: "bad")
-        let ads = VideoAds(content: ContentInfo(id: "e"), source: source, surface: surface, loop: loop,
-                           onEvent: { reporter.record($0) })
-        player.load("e.mp4", duration: 10)
-        ads.track(player)
+        ], reporter: reporter, surface: surface)
         try XCTUnwrap(requestAd(ads, .overlay)).get().show { _ in }
-        ads.waitForCallbacks()
-        reporter.flush()
-        try await outbox.deliverAll(until: Date().addingTimeInterval(30))
+        await deliver(reporter, ads, player)
         let counts = try server.counts()
-        XCTAssertEqual(counts["/b/error?code=502"], 1)
+        XCTAssertEqual(counts["/b/error?code=405"], 1)
         XCTAssertNil(counts["/b/impression"], "never on screen: no impression")
+    }
+
+    /// Every macro of the table, filled as documented and percent-encoded once: the endpoint
+    /// decodes each value once and gets exactly it; unknown macros are -1, what policy withholds
+    /// -2; no `[`…`]` ever leaves.
+    func testMacrosAreFilledAndEncodedOnce() async throws {
+        var policy = MacroPolicy()
+        policy.gdprConsent = "CPc:Bn/VP+cq=="
+        policy.gppString = "DBABMA~CPXxRfAPXxRfAAfKABENB"
+        policy.gppSectionIDs = "2,6"
+        policy.ifa = "6D92078A-8246-4BA4-AE5B-76104861E7DC"
+        policy.ifaType = "rida"
+        policy.appBundle = "tv.example.box"
+        let reporter = TrackingReporter(outbox: outbox, policy: policy, clock: clock)
+        reporter.setPlayerSize(width: 1920, height: 1080)
+        let names = Macro.allCases.map(\.rawValue) + ["NOTAMACRO", "lowercase_thing"]
+        let query = names.map { "\($0.lowercased())=[\($0)]" }.joined(separator: "&")
+        let template = "\(server.base)/b/all?\(query)"
+        let contentID = "ep 1/é?&=#x"
+        let (loop, player, ads, _) = rig([
+            .overlay: .creative(AdCreative(id: "ov", kind: .overlay, content: .text("hi"), duration: 5, tracking: ["impression": [template]],
+                                           adServingID: "srv id/1", universalAdID: "ad-id.org CNPA0484000H")),
+        ], reporter: reporter, content: contentID)
+        loop.advance(by: 2.5)
+        let overlay = try XCTUnwrap(requestAd(ads, .overlay)).get()
+        try overlay.show { _ in }
+        await deliver(reporter, ads, player)
+        let sent = try XCTUnwrap(try server.counts().keys.first { $0.hasPrefix("/b/all?") })
+        XCTAssertFalse(sent.contains("[") || sent.contains("]"), "a macro left the box: \(sent)")
+        let items = try XCTUnwrap(URLComponents(string: "http://x" + sent)?.queryItems)
+        let values = Dictionary(items.map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
+        XCTAssertEqual(values["contentid"], contentID)
+        XCTAssertEqual(values["placementtype"], "1")
+        XCTAssertEqual(values["breakposition"], "2")
+        XCTAssertEqual(values["contentplayhead"], "00:00:02.500")
+        XCTAssertEqual(values["mediaplayhead"], "00:00:02.500")
+        XCTAssertEqual(values["adplayhead"], "-1", "no ad playhead for an overlay")
+        XCTAssertNotNil(values["timestamp"].flatMap { $0.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"#, options: .regularExpression) },
+                        "ISO 8601 with ms, decoded once: \(values["timestamp"] ?? "")")
+        XCTAssertNotNil(values["cachebusting"].flatMap { $0.range(of: #"^\d{8}$"#, options: .regularExpression) })
+        XCTAssertEqual(values["errorcode"], "-1")
+        XCTAssertEqual(values["adservingid"], "srv id/1")
+        XCTAssertEqual(values["universaladid"], "ad-id.org CNPA0484000H")
+        XCTAssertEqual(values["limitadtracking"], "0")
+        XCTAssertEqual(values["gdprconsent"], policy.gdprConsent)
+        XCTAssertEqual(values["gppstring"], policy.gppString)
+        XCTAssertEqual(values["gppsectionid"], "2,6")
+        XCTAssertEqual(values["ifa"], policy.ifa)
+        XCTAssertEqual(values["ifatype"], "rida")
+        XCTAssertEqual(values["playersize"], "1920,1080")
+        XCTAssertEqual(values["clientua"], UserAgent.string)
+        XCTAssertEqual(values["deviceua"], UserAgent.string)
+        XCTAssertEqual(values["appbundle"], "tv.example.box")
+        XCTAssertEqual(values["notamacro"], "-1", "unknown: -1")
+        XCTAssertEqual(values["lowercase_thing"], "-1")
+        // Limit ad tracking: the advertising id is withheld (-2).
+        policy.limitAdTracking = true
+        XCTAssertEqual(Macros.expand("[IFA]|[IFATYPE]|[LIMITADTRACKING]", MacroContext(), policy), "-2%7C-2%7C1".replacingOccurrences(of: "%7C", with: "|"))
+    }
+
+    /// More URLs for one event than the bound: the first 64 go, the rest are refused and counted.
+    func testURLsPastTheBoundOfAnEventAreRefusedAndCounted() async throws {
+        let reporter = TrackingReporter(outbox: outbox, clock: clock)
+        let urls = (0..<100).map { "\(server.base)/b/imp-\($0)" }
+        let (_, player, ads, _) = rig([.overlay: .creative(AdCreative(id: "ov", kind: .overlay, content: .text("hi"), duration: 5,
+                                                                 tracking: ["impression": urls]))], reporter: reporter)
+        try XCTUnwrap(requestAd(ads, .overlay)).get().show { _ in }
+        await deliver(reporter, ads, player)
+        let counts = try server.counts()
+        XCTAssertEqual(counts.keys.filter { $0.hasPrefix("/b/imp-") }.count, TrackingReporter.maxURLsPerEvent)
+        XCTAssertEqual(outbox.status().dropped["too_many"], 100 - TrackingReporter.maxURLsPerEvent)
+    }
+
+    /// Viewability fires the creative's ViewableImpression URLs, and proof of play records every
+    /// shown ad: when, for how long, why it ended, whether it was viewable, its beacons' outcome.
+    func testViewabilityAndProofOfPlay() async throws {
+        let reporter = TrackingReporter(outbox: outbox, clock: clock)
+        let tracking = ["impression": ["\(server.base)/b/imp"], "viewable": ["\(server.base)/b/viewable"],
+                        "notViewable": ["\(server.base)/b/not-viewable"], "ftp": []]
+        let (loop, player, ads, _) = rig([.overlay: .creative(AdCreative(id: "ov", kind: .overlay, content: .text("hi"), duration: 5,
+                                                                         tracking: tracking, source: "catalog"))], reporter: reporter)
+        let first = try XCTUnwrap(requestAd(ads, .overlay)).get()
+        try first.show { _ in }
+        loop.advance(by: 1.2)
+        player.pause()
+        player.play()
+        let second = try XCTUnwrap(requestAd(ads, .overlay)).get()
+        try second.show { _ in }
+        loop.advance(by: 0.4)
+        player.pause()
+        await deliver(reporter, ads, player)
+        let counts = try server.counts()
+        XCTAssertEqual(counts["/b/imp"], 2)
+        XCTAssertEqual(counts["/b/viewable"], 1)
+        XCTAssertEqual(counts["/b/not-viewable"], 1)
+        let plays = outbox.plays()
+        XCTAssertEqual(plays.count, 2)
+        XCTAssertEqual(plays.map(\.viewable), ["viewable", "notViewable"])
+        XCTAssertEqual(plays.map(\.reason), ["paused", "paused"])
+        XCTAssertEqual(plays[0].seconds ?? 0, 1.2, accuracy: 0.001)
+        XCTAssertEqual(plays[1].seconds ?? 0, 0.4, accuracy: 0.001)
+        XCTAssertEqual(plays.map(\.source), ["catalog", "catalog"])
+        XCTAssertEqual(plays.map(\.beaconsSent), [2, 2])
+        XCTAssertEqual(plays.map(\.beaconsPending), [0, 0])
+        XCTAssertEqual(plays.map(\.contentID), ["e", "e"])
     }
 }

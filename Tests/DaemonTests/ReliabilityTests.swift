@@ -190,7 +190,7 @@ final class ReliabilityTests: XCTestCase {
         XCTAssertTrue(output.contains("moved it to"), output)
         XCTAssertTrue(output.contains(database) && output.contains(".bad-"), "both paths named: \(output)")
         let after = try run([Executables.adplayerd, "beacons", "status", "--state-dir", state]).1
-        XCTAssertEqual(after.trimmingCharacters(in: .whitespacesAndNewlines), "pending 1, dropped 0", after)
+        XCTAssertEqual(after.trimmingCharacters(in: .whitespacesAndNewlines), "pending 1, sent 0, dropped 0", after)
     }
 
     // MARK: Signals

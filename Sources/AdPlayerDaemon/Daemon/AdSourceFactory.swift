@@ -13,7 +13,8 @@ public enum AdSourceFactory {
     }
 
     public static func make(_ spec: String, token: String?, fetcher: any BoundedFetcher, counters: any FrequencyCounters,
-                     onProblem: @escaping @Sendable (String) -> Void, onErrorBeacon: @escaping @Sendable (String) -> Void) throws -> Made {
+                            policy: MacroPolicy = MacroPolicy(), onProblem: @escaping @Sendable (String) -> Void,
+                            onErrorURLs: @escaping @Sendable ([String], MacroContext) -> Void) throws -> Made {
         if spec.hasPrefix("http://") || spec.hasPrefix("https://") {
             guard let url = URL(string: spec), url.host != nil else { throw UsageError("--ads: \(spec) is not a URL") }
             if url.path.hasSuffix("/v1/ads") {
@@ -24,7 +25,7 @@ public enum AdSourceFactory {
                             cleanup: {})
             }
             let cache = FileManager.default.temporaryDirectory.appendingPathComponent("adplayerd-creatives-\(getpid())")
-            let client = VASTClient(tag: spec, cacheDirectory: cache, fetcher: fetcher, onErrorBeacon: onErrorBeacon)
+            let client = VASTClient(tag: spec, cacheDirectory: cache, fetcher: fetcher, policy: policy, onErrorURLs: onErrorURLs)
             return Made(source: client, cleanup: { client.removeCache() })
         }
         return Made(source: try LocalCatalog(folder: URL(fileURLWithPath: spec), counters: counters), cleanup: {})

@@ -1,4 +1,5 @@
 import AdRuntime
+import AdTracking
 import ControlProtocol
 import Foundation
 
@@ -14,11 +15,16 @@ public final class CommandRouter: Sendable {
     private let controller: Controller
     private let library: Locked<[String]>
     private let files = Workers(name: "adplayerd-files")
+    private let metrics: Metrics?
+    private let outbox: BeaconOutbox?
 
-    public init(loop: any PlayerLoop, controller: Controller, library: [String]) {
+    /// `metrics` and `outbox` answer `metrics` and `plays` off the loop (nil: nothing recorded).
+    public init(loop: any PlayerLoop, controller: Controller, library: [String], metrics: Metrics? = nil, outbox: BeaconOutbox? = nil) {
         self.loop = loop
         self.controller = controller
         self.library = Locked(library)
+        self.metrics = metrics
+        self.outbox = outbox
     }
 
     /// SIGHUP: the library folders of the new configuration.
@@ -30,7 +36,12 @@ public final class CommandRouter: Sendable {
         case .version: reply(.success(["protocol": .int(ControlProtocol.version), "daemon": "adplayerd"]))
         case .subscribe: reply(.failure(ControlError(.internalError, "subscribe is the socket's own")))
         case .status: onLoop(reply) { controller.status() }
-        case .metrics: onLoop(reply) { controller.metrics() }
+        case .metrics:
+            let metrics = self.metrics
+            files.execute { reply(.success(Self.describe(metrics))) }
+        case .plays(let since):
+            let outbox = self.outbox
+            files.execute { reply(.success(["plays": .array((outbox?.plays(since: since) ?? []).map(Self.describe))])) }
         case .play: onLoop(reply) { try controller.play() }
         case .pause: onLoop(reply) { try controller.pause() }
         case .toggle: onLoop(reply) { try controller.toggle() }
@@ -62,6 +73,33 @@ public final class CommandRouter: Sendable {
                 }
             }
         }
+    }
+
+    /// The metrics as samples and as Prometheus text (what `metrics-file` holds), and the ads'
+    /// counters by kind (what `adplayerctl metrics` prints).
+    static func describe(_ metrics: Metrics?) -> JSONValue {
+        let all = metrics?.samples() ?? []
+        let samples = all.map { sample -> JSONValue in
+            ["name": .string(sample.name), "labels": .object(sample.labels.mapValues { .string($0) }), "value": .number(sample.value)]
+        }
+        var result: [String: JSONValue] = ["samples": .array(samples), "text": .string(metrics?.text() ?? "")]
+        let names = ["requested": "adplayerd_ads_requested_total", "filled": "adplayerd_ads_filled_total", "nofill": "adplayerd_ads_nofill_total",
+                     "errors": "adplayerd_ad_errors_total", "started": "adplayerd_ads_started_total"]
+        for kind in ControlProtocol.adKinds {
+            result[kind] = .object(names.mapValues { name in
+                .int(Int64(all.filter { $0.name == name && $0.labels["kind"] == kind }.reduce(0) { $0 + $1.value }))
+            })
+        }
+        return .object(result)
+    }
+
+    /// A play as `plays` answers it (docs/protocol.md) and `plays export --format jsonl` prints it.
+    public static func describe(_ play: PlayRecord) -> JSONValue {
+        ["id": .string(play.id), "ad_id": .string(play.adID), "kind": .string(play.kind), "source": play.source.map { .string($0) } ?? .null,
+         "content_id": .string(play.contentID), "started": .string(ISO8601.format(play.started)),
+         "ended": play.ended.map { .string(ISO8601.format($0)) } ?? .null, "seconds": play.seconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null,
+         "reason": play.reason.map { .string($0) } ?? .null, "viewable": play.viewable.map { .string($0) } ?? .null,
+         "beacons": ["sent": .int(play.beaconsSent), "pending": .int(play.beaconsPending), "failed": .int(play.beaconsFailed)]]
     }
 
     /// Runs `body` on the loop and replies with what it returned or threw.

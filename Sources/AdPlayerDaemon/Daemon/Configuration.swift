@@ -1,11 +1,13 @@
 import AdRuntime
+import AdSources
+import AdTracking
 import ControlProtocol
 import Foundation
 
 /// The daemon's settings: a configuration file (`--config`), then command-line flags that
 /// override it. Every key is a flag's name without the dashes (SPEC §6). Format and example:
 /// docs/configuration.md.
-public struct Configuration: Sendable, Equatable {
+public struct Configuration: Sendable {
     public var configFile: String?
     /// Folders whose files `open` and `queue` accept (symlinks resolved, regular files only).
     public var library: [String] = []
@@ -28,6 +30,13 @@ public struct Configuration: Sendable, Equatable {
     public var mpris = false
     /// Loop the episode that plays (R14).
     public var loop = false
+    /// Privacy and identity for the macros of every ad request and tracking URL (docs/ads.md).
+    public var macroPolicy = MacroPolicy()
+    /// The outbox's and proof of play's bounds, and how beacons wait for the clock.
+    public var outbox = BeaconOutbox.Configuration()
+    /// node_exporter's textfile: the metrics written there every `metricsInterval` seconds.
+    public var metricsFile: String?
+    public var metricsInterval = 5.0
 
     /// Defaults from the environment: systemd's `RUNTIME_DIRECTORY`/`STATE_DIRECTORY`, else
     /// `/run/adplayerd` and `/var/lib/adplayerd` for root, else XDG's folders for a user.
@@ -53,10 +62,13 @@ public struct Configuration: Sendable, Equatable {
 
     /// Every key, as in the file and (with `--`) on the command line.
     public static let keys: [String] = ["config", "library", "ads", "state-dir", "socket", "socket-group", "vo", "ao",
-                                 "pause-ad-delay", "mpv-ipc-socket", "ads-token", "log-level", "mpris", "loop"]
+                                        "pause-ad-delay", "mpv-ipc-socket", "ads-token", "log-level", "mpris", "loop",
+                                        "limit-ad-tracking", "gdpr-consent", "gpp-string", "gpp-section-id", "ifa", "ifa-type", "app-bundle",
+                                        "outbox-max-beacons", "outbox-max-mib", "beacon-max-days", "time-sync-wait",
+                                        "plays-max-rows", "plays-max-days", "metrics-file", "metrics-interval"]
 
     /// Keys that take no value on the command line (`--mpris`); in a file they take yes/no.
-    public static let switches: Set<String> = ["mpris", "loop"]
+    public static let switches: Set<String> = ["mpris", "loop", "limit-ad-tracking"]
 
     /// Applies one setting. `source` names where it came from in errors (`FILE:LINE`, `--flag`).
     public mutating func set(_ key: String, _ value: String, source: String) throws(ConfigurationError) {
@@ -98,17 +110,58 @@ public struct Configuration: Sendable, Equatable {
                 throw fail("log-level: \"\(value)\" is not one of \(LogLevel.allCases.map(\.name).joined(separator: ", "))")
             }
             logLevel = level
-        case "mpris", "loop":
+        case "mpris", "loop", "limit-ad-tracking":
             let on: Bool
             switch value.lowercased() {
             case "yes", "true", "on", "1": on = true
             case "no", "false", "off", "0": on = false
             default: throw fail("\(key): \"\(value)\" is not yes or no")
             }
-            if key == "mpris" { mpris = on } else { loop = on }
+            switch key {
+            case "mpris": mpris = on
+            case "loop": loop = on
+            default: macroPolicy.limitAdTracking = on
+            }
+        case "gdpr-consent", "gpp-string", "gpp-section-id", "ifa", "ifa-type", "app-bundle":
+            // Sent in URLs (encoded once): printable ASCII, as these values are.
+            guard value.utf8.count <= 2048, value.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else {
+                throw fail("\(key): printable ASCII without spaces, at most 2048 characters")
+            }
+            let text: String? = value.isEmpty ? nil : value
+            switch key {
+            case "gdpr-consent": macroPolicy.gdprConsent = text
+            case "gpp-string": macroPolicy.gppString = text
+            case "gpp-section-id": macroPolicy.gppSectionIDs = text
+            case "ifa": macroPolicy.ifa = text
+            case "ifa-type": macroPolicy.ifaType = text
+            default: macroPolicy.appBundle = text
+            }
+        case "outbox-max-beacons": outbox.maxRows = try Self.integer(value, 100...10_000_000, key, fail)
+        case "outbox-max-mib": outbox.maxBytes = try Self.integer(value, 1...4096, key, fail) << 20
+        case "beacon-max-days": outbox.maxAge = Double(try Self.integer(value, 1...365, key, fail)) * 86_400
+        case "plays-max-rows": outbox.playsMaxRows = try Self.integer(value, 1000...10_000_000, key, fail)
+        case "plays-max-days": outbox.playsMaxAge = Double(try Self.integer(value, 1...3650, key, fail)) * 86_400
+        case "time-sync-wait", "metrics-interval":
+            do {
+                let seconds = try Seconds.parse(value, key == "time-sync-wait" ? .delay : .duration, field: key)
+                if key == "time-sync-wait" { outbox.timeSyncWait = seconds } else { metricsInterval = max(1, seconds) }
+            } catch {
+                throw fail("\(error)")
+            }
+        case "metrics-file":
+            guard value.isEmpty || value.hasPrefix("/") else { throw fail("metrics-file: \"\(value)\" must be an absolute path") }
+            metricsFile = value.isEmpty ? nil : value
         default:
             throw fail("unknown key \"\(key)\" (known: \(Self.keys.joined(separator: ", ")))")
         }
+    }
+
+    private static func integer(_ value: String, _ range: ClosedRange<Int>, _ key: String,
+                                _ fail: (String) -> ConfigurationError) throws(ConfigurationError) -> Int {
+        guard let number = Int(value), range.contains(number) else {
+            throw fail("\(key): \"\(value)\" is not a whole number from \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number
     }
 
     /// Reads a configuration file: `key = value` lines, `#` comments, blank lines; `library`

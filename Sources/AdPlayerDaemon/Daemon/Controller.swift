@@ -1,4 +1,5 @@
 import AdRuntime
+import AdTracking
 import ControlProtocol
 import Foundation
 
@@ -17,7 +18,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     private let store: StateStore
     private let log: Logger
     private let emit: @Sendable (ControlEvent) -> Void
-    private let onAdEvent: @Sendable (AdEvent) -> Void
+    private let reporting: AdReporting
+    private let metrics: Metrics?
     /// The last episode of the queue is done (`play` exits then; the daemon waits).
     public var onQueueDone: @Sendable () -> Void = {}
     /// What desktop media controls (MPRIS) show, after every change that may alter it, with the
@@ -46,8 +48,10 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     private var adOnScreen: AdInfo?
     /// Where each episode was left, by path (what `StateStore` saves, kept here for the loop).
     private var positions: [String: Double] = [:]
-    /// What the ads did, for `metrics`.
-    public private(set) var counters = AdCounters()
+    private var publishedPlaying: Bool?
+    private var publishedItem: [String]?
+    /// Ads whose `ad.started` waits for proof of play to hold them, with their later events.
+    private var unannounced: [UInt64: [AdEvent]] = [:]
 
     private struct Episode {
         let entry: QueueEntry
@@ -64,7 +68,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     public init(player: any ContentPlayer, surface: any AdSurface, store: StateStore, log: Logger, source: (any AdSource)?,
                 pauseAdDelay: Double, adsConfiguration: VideoAdsConfiguration, emit: @escaping @Sendable (ControlEvent) -> Void,
-                onAdEvent: @escaping @Sendable (AdEvent) -> Void) {
+                reporting: AdReporting = AdReporting(), metrics: Metrics? = nil) {
         self.player = player
         self.surface = surface
         self.store = store
@@ -73,7 +77,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         self.pauseAdDelay = pauseAdDelay
         self.adsConfiguration = adsConfiguration
         self.emit = emit
-        self.onAdEvent = onAdEvent
+        self.reporting = reporting
+        self.metrics = metrics
     }
 
     /// On the loop: starts observing, and resumes what was saved (the same episode, where it was).
@@ -325,12 +330,6 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         return status()
     }
 
-    /// What the ads did since the start, by kind (`metrics`).
-    public func metrics() -> JSONValue {
-        player.loop.assertInLoop()
-        return counters.json
-    }
-
     private func onPlayer(_ body: () throws -> Void) throws(ControlError) {
         do {
             try body()
@@ -471,12 +470,27 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     private func publishDesktop(seekedTo: Double? = nil) {
+        publishMetrics()
         guard let onDesktopChange else { return }
         let start = MonotonicTime.now()
         let state = desktopState()
         onDesktopChange(state, seekedTo)
         desktopPublishes.count += 1
         desktopPublishes.nanoseconds &+= MonotonicTime.now() &- start
+    }
+
+    /// Whether something plays, and which episode is in, for the metrics (a lock and two
+    /// dictionary writes; only when it changed).
+    private func publishMetrics() {
+        guard let metrics else { return }
+        let playing = postroll.map { !$0.paused } ?? (episode != nil && player.snapshot().playing)
+        let item = episode.map { [$0.entry.path, $0.entry.contentID] }
+        guard playing != publishedPlaying || item != publishedItem else { return }
+        publishedPlaying = playing
+        publishedItem = item
+        metrics.set("adplayerd_playing", [:], playing ? 1 : 0)
+        metrics.clear("adplayerd_item_info")
+        if let item { metrics.set("adplayerd_item_info", ["path": item[0], "content_id": item[1]], 1) }
     }
 
     // MARK: What the player and the ads say (on the loop)
@@ -523,74 +537,103 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         if case .seeked(_, let to) = event.change { publishDesktop(seekedTo: to) } else { publishDesktop() }
     }
 
+    /// An ad event: the controller's own state at once (status, MPRIS), tracking in order,
+    /// and clients — `ad.started` once proof of play holds the ad (`AdReporting.recordStart`),
+    /// that ad's later events after it.
     private func adEvent(_ event: AdEvent) {
-        onAdEvent(event)
-        counters.count(event)
         switch event {
-        case .requested(let kind, let content, let position):
-            emit(.adRequested(kind, contentID: content, position: position))
-        case .noFill(let kind, let content, let position):
-            emit(.adNoFill(kind, contentID: content, position: position))
-        case .loaded(let info, _):
-            emit(.adLoaded(info))
         case .started(let info):
             if info.kind != .postroll || adOnScreen == nil { adOnScreen = info }
             if info.kind == .postroll {
                 postroll = (info.id, false)
                 publishDesktop()
             }
-            emit(.adStarted(info))
-        case .quartile(let info, let quartile):
-            emit(.adQuartile(info, quartile))
-        case .viewability(let info, let viewability):
-            emit(.adViewability(info, viewability))
+            if let recordStart = reporting.recordStart {
+                unannounced[info.id] = []
+                recordStart(event) { [weak self, loop = player.loop] in
+                    _ = loop.execute { [weak self] in self?.announceStart(info) }
+                }
+                return
+            }
         case .postrollPaused(let info, let paused):
             if postroll?.id == info.id {
                 postroll?.paused = paused
                 publishDesktop()
             }
-            emit(.adPaused(info, paused))
-        case .ended(let info, let reason, let latency):
+        case .ended(let info, _, _):
             if adOnScreen?.id == info.id { adOnScreen = nil }
             if postroll?.id == info.id {
                 postroll = nil
                 publishDesktop()
             }
-            emit(.adEnded(info, reason: reason, latencyMicroseconds: latency))
-        case .contentEnded:
+        default:
             break
+        }
+        reporting.record(event)
+        if let id = event.adID, unannounced[id] != nil {
+            unannounced[id]?.append(event)
+        } else {
+            announce(event)
+        }
+    }
+
+    /// Proof of play holds the ad: clients hear of its start, then of what followed.
+    private func announceStart(_ info: AdInfo) {
+        let later = unannounced.removeValue(forKey: info.id) ?? []
+        announce(.started(info))
+        later.forEach(announce)
+    }
+
+    private func announce(_ event: AdEvent) {
+        switch event {
+        case .requested(let kind, let content, let position): emit(.adRequested(kind, contentID: content, position: position))
+        case .noFill(let kind, let content, let position): emit(.adNoFill(kind, contentID: content, position: position))
+        case .loaded(let info, _): emit(.adLoaded(info))
+        case .started(let info):
+            emit(.adStarted(info))
+            log.event(.info, "ad shown: \(info.kind.protocolName) \(info.creativeID) over \(info.contentID)", id: .adShown,
+                      fields: ["AD_ID": info.creativeID, "AD_KIND": info.kind.protocolName, "CONTENT_ID": info.contentID,
+                               "AD_INSTANCE": String(info.id, radix: 16)])
+        case .quartile(let info, let quartile): emit(.adQuartile(info, quartile))
+        case .viewability(let info, let viewability): emit(.adViewability(info, viewability))
+        case .postrollPaused(let info, let paused): emit(.adPaused(info, paused))
+        case .ended(let info, let reason, let latency): emit(.adEnded(info, reason: reason, latencyMicroseconds: latency))
         case .error(let kind, let creativeID, let error):
             emit(.adError(kind, adID: creativeID, error: error))
+            var fields = ["AD_KIND": kind.protocolName, "AD_ERROR": error.code, "CONTENT_ID": episode?.entry.contentID ?? ""]
+            if let creativeID { fields["AD_ID"] = creativeID }
+            if let vast = error.vastCode { fields["VAST_ERROR"] = String(vast) }
+            log.event(.notice, "ad error: \(kind.protocolName)\(creativeID.map { " " + $0 } ?? ""): \(error)", id: .adError, fields: fields)
+        case .progress, .contentEnded: break
         }
     }
 }
 
-/// What the ads did, by kind, since the daemon started (`metrics`; issue-free counters a
-/// fleet can read): requests, fills, no-fills, errors, starts.
-public struct AdCounters: Sendable, Equatable {
-    public struct Kind: Sendable, Equatable {
-        public var requested = 0, filled = 0, noFill = 0, errors = 0, started = 0
+/// Where the controller hands the ads' events for tracking (`TrackingReporter`): every event
+/// in order, and an ad's start with a continuation for once proof of play holds it.
+public struct AdReporting: Sendable {
+    public var record: @Sendable (AdEvent) -> Void
+    /// Records `.started` durably, then runs the continuation (any thread). Nil: clients hear
+    /// of a start at once.
+    public var recordStart: (@Sendable (AdEvent, @escaping @Sendable () -> Void) -> Void)?
+
+    public init(record: @escaping @Sendable (AdEvent) -> Void = { _ in },
+                recordStart: (@Sendable (AdEvent, @escaping @Sendable () -> Void) -> Void)? = nil) {
+        self.record = record
+        self.recordStart = recordStart
     }
+}
 
-    public private(set) var byKind: [AdKind: Kind] = [:]
-
-    mutating func count(_ event: AdEvent) {
-        switch event {
-        case .requested(let kind, _, _): byKind[kind, default: Kind()].requested += 1
-        case .noFill(let kind, _, _): byKind[kind, default: Kind()].noFill += 1
-        case .loaded(let info, _): byKind[info.kind, default: Kind()].filled += 1
-        case .started(let info): byKind[info.kind, default: Kind()].started += 1
-        case .error(let kind, _, _): byKind[kind, default: Kind()].errors += 1
-        default: break
+extension AdEvent {
+    /// The shown ad an event is about, if any.
+    var adID: UInt64? {
+        switch self {
+        case .started(let info), .quartile(let info, _), .viewability(let info, _), .postrollPaused(let info, _), .ended(let info, _, _),
+             .progress(let info, _, _):
+            info.id
+        default:
+            nil
         }
-    }
-
-    var json: JSONValue {
-        .object(Dictionary(uniqueKeysWithValues: AdKind.allCases.map { kind in
-            let k = byKind[kind] ?? Kind()
-            return (kind.protocolName, ["requested": .int(k.requested), "filled": .int(k.filled), "nofill": .int(k.noFill),
-                                        "errors": .int(k.errors), "started": .int(k.started)] as JSONValue)
-        }))
     }
 }
 

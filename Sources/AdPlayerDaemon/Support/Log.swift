@@ -1,4 +1,5 @@
 import AdRuntime
+import CSystem
 import Foundation
 import MpvPlayerAdapter
 
@@ -24,8 +25,21 @@ public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
     }
 }
 
+/// Messages a program can find in the journal by id (`journalctl MESSAGE_ID=…`).
+public enum LogMessageID: String, Sendable {
+    /// An ad went on screen (fields AD_ID, AD_KIND, CONTENT_ID, AD_INSTANCE).
+    case adShown = "4f3a1c2b8d9e4e6fa1b2c3d4e5f60718"
+    /// An ad could not be loaded or shown (fields AD_ID, AD_KIND, CONTENT_ID, AD_ERROR, VAST_ERROR).
+    case adError = "7b6c5d4e3f2a41b0c9d8e7f6a5b4c3d2"
+    /// A tracking beacon was dropped (fields BEACON_URL, DROP_REASON).
+    case beaconDropped = "a1e2d3c4b5a64f78e9d0c1b2a3f4e5d6"
+}
+
 /// The one logger: one line per message on stderr, `<N>` syslog priority first (journald
 /// reads it), newlines and control characters escaped so that no input can forge a line.
+/// When stderr is the journal (`$JOURNAL_STREAM`), messages go through `sd_journal_send`
+/// instead, with their priority, and events with a `MESSAGE_ID` and fields of their own
+/// (`log.event`).
 /// Lines are written by a thread of their own, so that a slow stderr (a pipe nobody reads)
 /// never holds up the player's loop; past `maxQueued` lines waiting, new ones are counted
 /// and dropped, and the count is logged when the writer catches up.
@@ -41,9 +55,11 @@ public final class Logger: Sendable {
     private let state: Locked<State>
     private let writer = Workers(name: "adplayerd-log")
     private let maxQueued = 10_000
+    private let journal: Bool
 
     public init(level: LogLevel) {
         state = Locked(State(level: level))
+        journal = csystem_stderr_is_journal() == 1
     }
 
     public var level: LogLevel {
@@ -58,6 +74,12 @@ public final class Logger: Sendable {
     public func debug(_ message: String) { log(.debug, message) }
 
     public func log(_ level: LogLevel, _ message: String) {
+        event(level, message, id: nil, fields: [:])
+    }
+
+    /// A message that is also an event: in the journal with its `MESSAGE_ID` and `fields`
+    /// (names in capitals, `AD_ID`); on a plain stderr, the message alone.
+    public func event(_ level: LogLevel, _ message: String, id: LogMessageID?, fields: [String: String]) {
         let accepted = state.withLock { state -> Bool in
             guard level <= state.level else { return false }
             guard state.queued < maxQueued else {
@@ -68,15 +90,37 @@ public final class Logger: Sendable {
             return true
         }
         guard accepted else { return }
-        let line = "<\(level.rawValue)>\(Self.escape(message))\n"
+        let escaped = Self.escape(message)
+        let journal = self.journal
         writer.execute { [state] in
             let dropped = state.withLock { state -> Int in
                 state.queued -= 1
                 defer { state.dropped = 0 }
                 return state.dropped
             }
+            if journal {
+                if dropped > 0 { Self.journalSend(.warning, "logger: \(dropped) messages were dropped (the journal too slow)", nil, [:]) }
+                Self.journalSend(level, escaped, id, fields)
+                return
+            }
             if dropped > 0 { FileHandle.standardError.write(Data("<4>logger: \(dropped) lines were dropped (stderr too slow)\n".utf8)) }
-            FileHandle.standardError.write(Data(line.utf8))
+            FileHandle.standardError.write(Data("<\(level.rawValue)>\(escaped)\n".utf8))
+        }
+    }
+
+    private static func journalSend(_ level: LogLevel, _ message: String, _ id: LogMessageID?, _ fields: [String: String]) {
+        var entries = ["MESSAGE=\(message)", "PRIORITY=\(level.rawValue)", "SYSLOG_IDENTIFIER=adplayerd"]
+        if let id { entries.append("MESSAGE_ID=\(id.rawValue)") }
+        for (name, value) in fields.sorted(by: { $0.key < $1.key }).prefix(24)
+        where !name.isEmpty && name.allSatisfy({ ($0.isUppercase && $0.isASCII) || $0.isNumber || $0 == "_" }) {
+            entries.append("\(name)=\(escape(String(value.prefix(4096))))")
+        }
+        var pointers = entries.map { strdup($0) }
+        defer { pointers.forEach { free($0) } }
+        pointers.withUnsafeMutableBufferPointer { buffer in
+            buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { fields in
+                _ = csystem_journal_send(fields.baseAddress, Int32(fields.count))
+            }
         }
     }
 

@@ -55,6 +55,9 @@ public enum AdEvent: Sendable, Equatable {
     case postrollPaused(AdInfo, Bool)
     /// A post-roll passed a quartile (1: first quartile, 2: midpoint, 3: third quartile).
     case quartile(AdInfo, Int)
+    /// A post-roll's video passed one of its creative's `progress` offsets (`00:00:05`, `25%`),
+    /// at `adPlayhead` seconds into the video. Once per offset.
+    case progress(AdInfo, offset: String, adPlayhead: Double)
     /// Whether it was viewable (`AdViewability`): once per ad that started — as soon as it met
     /// the MRC time, or at its end (before `ended`) when it did not or cannot be told.
     case viewability(AdInfo, AdViewability)

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The episode a `VideoAds` is for: an id that ad servers know it by.
 public struct ContentInfo: Sendable, Equatable {
     /// The id ad servers know the episode by (a `title_id`).
@@ -23,6 +25,18 @@ public enum AdKind: String, Sendable, Equatable, CaseIterable {
     case pauseAd = "pause_ad"
     /// A linear (video) ad after the episode played to its end (R8).
     case postroll
+}
+
+extension AdKind {
+    /// The kind's name where people and other programs read it — the control protocol, proof
+    /// of play, metrics' labels: `overlay`, `pause`, `postroll`.
+    public var protocolName: String {
+        switch self {
+        case .overlay: "overlay"
+        case .pauseAd: "pause"
+        case .postroll: "postroll"
+        }
+    }
 }
 
 /// What an ad shows.
@@ -55,18 +69,32 @@ public struct AdCreative: Sendable, Equatable {
     public var duration: Double?
     /// Overlays: the content time at which a scheduled slot starts, if the source has one.
     public var slotStart: Double?
-    /// Tracking URLs by event name (`impression`, `start`, `firstQuartile`, …); the
-    /// tracking layer sends them.
+    /// Tracking URLs by event name (`impression`, `start`, `firstQuartile`, `viewable`,
+    /// `progress:00:00:05`, …); the tracking layer sends them.
     public var tracking: [String: [String]]
+    /// The ad server's id for this serving (VAST's `AdServingId`).
+    public var adServingID: String?
+    /// The creative's `UniversalAdId` (`registry value`).
+    public var universalAdID: String?
+    /// Which source served it (`catalog`, `vast`, `slots`, the first of a fallback chain…),
+    /// for proof of play.
+    public var source: String?
+    /// Until when it may be shown from a cache (VAST's `Expires`, or the source's lifetime).
+    public var expires: Date?
 
     public init(id: String, kind: AdKind, content: AdCreativeContent, duration: Double? = nil,
-                slotStart: Double? = nil, tracking: [String: [String]] = [:]) {
+                slotStart: Double? = nil, tracking: [String: [String]] = [:], adServingID: String? = nil,
+                universalAdID: String? = nil, source: String? = nil, expires: Date? = nil) {
         self.id = id
         self.kind = kind
         self.content = content
         self.duration = duration
         self.slotStart = slotStart
         self.tracking = tracking
+        self.adServingID = adServingID
+        self.universalAdID = universalAdID
+        self.source = source
+        self.expires = expires
     }
 }
 

@@ -1,62 +1,12 @@
 import AdRuntime
 import Foundation
 
-/// VAST macros (IAB VAST 4.x §6): replaced in ad tag, tracking and error URLs.
-public enum VASTMacros {
-    /// Values for one expansion; unknown values are sent as -1, as VAST 4.1 asks.
-    public struct Values: Sendable {
-        public var errorCode: Int?
-        public var contentPlayhead: Double?
-        public var adPlayhead: Double?
-        public var now: Date
-
-        public init(errorCode: Int? = nil, contentPlayhead: Double? = nil, adPlayhead: Double? = nil, now: Date = Date()) {
-            self.errorCode = errorCode
-            self.contentPlayhead = contentPlayhead
-            self.adPlayhead = adPlayhead
-            self.now = now
-        }
-    }
-
-    public static func expand(_ url: String, _ values: Values) -> String {
-        var out = url
-        let replacements: [(String, String)] = [
-            ("[ERRORCODE]", values.errorCode.map(String.init) ?? "-1"),
-            ("[TIMESTAMP]", timestamp(values.now)),
-            ("[CACHEBUSTING]", String(format: "%08d", Int.random(in: 0..<100_000_000))),
-            ("[CONTENTPLAYHEAD]", values.contentPlayhead.map(playhead) ?? "-1"),
-            ("[MEDIAPLAYHEAD]", values.contentPlayhead.map(playhead) ?? "-1"),
-            ("[ADPLAYHEAD]", values.adPlayhead.map(playhead) ?? "-1"),
-        ]
-        for (macro, value) in replacements where out.contains(macro) {
-            out = out.replacingOccurrences(of: macro, with: value.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charset: "+&=:"))) ?? value)
-        }
-        return out
-    }
-
-    /// `HH:MM:SS.mmm`.
-    static func playhead(_ seconds: Double) -> String {
-        let ms = Int((max(0, seconds) * 1000).rounded())
-        return String(format: "%02d:%02d:%02d.%03d", ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000)
-    }
-
-    static func timestamp(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
-    }
-}
-
-private extension CharacterSet {
-    init(charset: String) { self.init(charactersIn: charset) }
-}
-
 /// An ad source speaking VAST 2.0–4.2 (SPEC §4.2): `InLine` and `Wrapper` chains (depth 5,
 /// the wrappers' tracking merged in), `NonLinear` image `StaticResource`s for overlays and
 /// pause ads (downloaded to a cache folder, because mpv draws local bitmaps), `Linear`
 /// progressive `MediaFile`s for post-rolls. Timeouts: 8 s for the first document, 4 s per
 /// wrapper. When it gives up it sends the chain's `Error` URLs with `[ERRORCODE]` (through
-/// `onErrorBeacon`, for the outbox) and throws the `VASTError`.
+/// `onErrorURLs`, for the tracking layer to queue) and throws the `VASTError`.
 ///
 /// Threading: any thread; each request is independent.
 public final class VASTClient: AdSource {
@@ -87,15 +37,20 @@ public final class VASTClient: AdSource {
     private let configuration: Configuration
     private let fetcher: any BoundedFetcher
     private let cache: URL
-    private let onErrorBeacon: @Sendable (String) -> Void
+    private let policy: MacroPolicy
+    private let onErrorURLs: @Sendable ([String], MacroContext) -> Void
 
+    /// `onErrorURLs` gets the chain's `Error` URLs (macros not yet filled) with what to fill them
+    /// with (the VAST code in `errorCode`), for the tracking layer to queue.
     public init(tag: String, cacheDirectory: URL, configuration: Configuration = Configuration(),
-                fetcher: any BoundedFetcher = BoundedHTTP(threads: 2), onErrorBeacon: @escaping @Sendable (String) -> Void = { _ in }) {
+                fetcher: any BoundedFetcher = BoundedHTTP(threads: 2), policy: MacroPolicy = MacroPolicy(),
+                onErrorURLs: @escaping @Sendable ([String], MacroContext) -> Void = { _, _ in }) {
         self.tag = tag
         self.cache = cacheDirectory
         self.configuration = configuration
         self.fetcher = fetcher
-        self.onErrorBeacon = onErrorBeacon
+        self.policy = policy
+        self.onErrorURLs = onErrorURLs
     }
 
     public func ad(for request: AdRequest) async throws -> AdCreative? {
@@ -113,9 +68,9 @@ public final class VASTClient: AdSource {
         var impressions: [String] = []
         var tracking: [String: [String]] = [:]
         var chain: [String] = []
-        let values = VASTMacros.Values(contentPlayhead: request.position)
+        let values = MacroContext(contentID: request.content.id, kind: request.kind, contentPlayhead: request.position)
         do {
-            var next: String? = VASTMacros.expand(tag, values)
+            var next: String? = Macros.expand(tag, values, policy)
             var data = document
             var depth = 0
             while true {
@@ -142,13 +97,21 @@ public final class VASTClient: AdSource {
                     guard depth <= configuration.maxWrapperDepth else {
                         throw VASTError(code: .wrapperLimit, message: "more than \(configuration.maxWrapperDepth) wrappers")
                     }
-                    next = VASTMacros.expand(uri, values)
+                    next = Macros.expand(uri, values, policy)
                     continue
                 }
                 var creative = try await choose(ad, for: request)
                 creative.tracking.merge(tracking) { $0 + $1 }
                 creative.tracking["impression", default: []] += impressions
                 creative.tracking["error", default: []] += errors
+                for (event, urls) in [("viewable", ad.viewable), ("notViewable", ad.notViewable), ("viewUndetermined", ad.viewUndetermined)]
+                where !urls.isEmpty {
+                    creative.tracking[event, default: []] += urls
+                }
+                creative.adServingID = ad.adServingID
+                creative.universalAdID = ad.creatives.compactMap(\.universalAdID).first
+                creative.source = "vast"
+                creative.expires = ad.expires.flatMap { Double($0) }.flatMap { $0 > 0 && $0 < 366 * 86_400 ? Date().addingTimeInterval($0) : nil }
                 return Resolution(creative: creative, chain: chain)
             }
         } catch let error as VASTError {
@@ -272,9 +235,10 @@ public final class VASTClient: AdSource {
         }
     }
 
-    private func fire(_ urls: [String], code: VASTErrorCode, _ values: VASTMacros.Values) {
+    private func fire(_ urls: [String], code: VASTErrorCode, _ values: MacroContext) {
+        guard !urls.isEmpty else { return }
         var values = values
         values.errorCode = code.rawValue
-        for url in urls { onErrorBeacon(VASTMacros.expand(url, values)) }
+        onErrorURLs(urls, values)
     }
 }

@@ -69,17 +69,31 @@ public struct VASTDocument: Sendable, Equatable {
         public var nonLinears: [NonLinear] = []
         public var isLinear = false
         public var isNonLinear = false
-        /// Tracking events by name (`start`, `firstQuartile`, `creativeView`, `close`, …).
+        /// Tracking events by name (`start`, `firstQuartile`, `creativeView`, `close`, …);
+        /// `progress` events by `progress:OFFSET`, the offset as written (`00:00:05`, `25%`).
         public var tracking: [String: [String]] = [:]
+        /// `UniversalAdId` as `registry value` (VAST 4.0's attributes or 4.1's text).
+        public var universalAdID: String?
     }
 
     public struct Ad: Sendable, Equatable {
         public var id: String?
+        /// Its place in a pod (`sequence`); nil: a stand-alone ad (a buffet's).
+        public var sequence: Int?
         /// For a wrapper, the next document's URL.
         public var wrapperURI: String?
+        /// `Impression` URLs (`about:blank`, a placeholder, is left out).
         public var impressions: [String] = []
         public var errors: [String] = []
         public var creatives: [Creative] = []
+        /// `AdServingId` (VAST 4.1): the ad server's id for this serving.
+        public var adServingID: String?
+        /// `Expires` (VAST 4.1), seconds as written: how long the ad may be cached.
+        public var expires: String?
+        /// `ViewableImpression`'s URLs.
+        public var viewable: [String] = []
+        public var notViewable: [String] = []
+        public var viewUndetermined: [String] = []
         public var isWrapper: Bool { wrapperURI != nil }
     }
 
@@ -156,6 +170,7 @@ private final class Builder: NSObject, XMLParserDelegate {
             version = attributeDict["version"]
         case "Ad":
             ad = VASTDocument.Ad(id: attributeDict["id"])
+            ad?.sequence = attributeDict["sequence"].flatMap { Int($0) }.flatMap { (1...1000).contains($0) ? $0 : nil }
         case "Wrapper":
             ad?.wrapperURI = ""   // a wrapper, whose target `VASTAdTagURI` must follow
         case "Creative":
@@ -198,8 +213,24 @@ private final class Builder: NSObject, XMLParserDelegate {
             ad = nil
         case "VASTAdTagURI":
             ad?.wrapperURI = value
-        case "Impression" where !value.isEmpty:
+        case "Impression" where !value.isEmpty && value.lowercased() != "about:blank":
             ad?.impressions.append(value)
+        case "AdServingId" where !value.isEmpty:
+            ad?.adServingID = String(value.prefix(256))
+        case "Expires" where !value.isEmpty:
+            ad?.expires = String(value.prefix(32))
+        case "Viewable" where !value.isEmpty && parent == "ViewableImpression":
+            ad?.viewable.append(value)
+        case "NotViewable" where !value.isEmpty && parent == "ViewableImpression":
+            ad?.notViewable.append(value)
+        case "ViewUndetermined" where !value.isEmpty && parent == "ViewableImpression":
+            ad?.viewUndetermined.append(value)
+        case "UniversalAdId":
+            // 4.0: idRegistry and idValue attributes; 4.1: idRegistry and the value as text.
+            let registry = attrs["idRegistry"] ?? "unknown"
+            if let id = attrs["idValue"] ?? (value.isEmpty ? nil : value), id != "unknown" {
+                creative?.universalAdID = String("\(registry) \(id)".prefix(256))
+            }
         case "Error" where !value.isEmpty:
             if ad != nil { ad?.errors.append(value) } else { topErrors.append(value) }
         case "Creative":
@@ -215,7 +246,11 @@ private final class Builder: NSObject, XMLParserDelegate {
             mediaFile = nil
         case "Tracking":
             if let event = attrs["event"], !value.isEmpty {
-                creative?.tracking[event, default: []].append(value)
+                if event == "progress", let offset = attrs["offset"] {
+                    creative?.tracking["progress:\(offset.prefix(32))", default: []].append(value)
+                } else {
+                    creative?.tracking[event, default: []].append(value)
+                }
             }
         case "StaticResource" where nonLinear != nil:
             nonLinear?.staticResource = (value, attrs["creativeType"] ?? "")

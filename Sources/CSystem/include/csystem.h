@@ -26,6 +26,16 @@ int csystem_notify(const char *state);
    from this process, 0 when not, < 0 -errno. */
 int csystem_watchdog(uint64_t *usec);
 
+/* Whether the kernel says the wall clock is synchronised (adjtimex: not TIME_ERROR, STA_UNSYNC
+   clear) — what timedatectl's NTPSynchronized reports. 1 yes, 0 no, -1 unknown. */
+int csystem_clock_synchronized(void);
+
+/* sd_journal_sendv: `count` fields "NAME=value" (MESSAGE=, PRIORITY=, MESSAGE_ID=, …); 0 on success. */
+int csystem_journal_send(const char *const *fields, int count);
+
+/* Whether stderr is connected to the journal ($JOURNAL_STREAM names its device and inode). */
+int csystem_stderr_is_journal(void);
+
 /* Raises the soft RLIMIT_NOFILE to the hard limit; the new soft limit, or -1. */
 long csystem_raise_file_limit(void);
 #endif
