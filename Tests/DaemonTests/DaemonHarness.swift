@@ -16,12 +16,15 @@ final class DaemonProcess: @unchecked Sendable {
     private let extraArguments: [String]
     private let environment: [String: String]
     private let wrapper: [String]
+    private let stderrIsJournal: Bool
 
     /// `environment`: added to the test's own (a private bus's address, a display). `wrapper`:
     /// a command that execs the daemon (`prlimit --nofile=48:48 --`), so the pid is the daemon's.
+    /// `stderrIsJournal`: `$JOURNAL_STREAM` names the stderr pipe, as systemd does for a journal stream.
     init(catalog: URL? = nil, library: String? = nil, extra: [String] = [], environment: [String: String] = [:],
-         wrapper: [String] = []) throws {
+         wrapper: [String] = [], stderrIsJournal: Bool = false) throws {
         self.wrapper = wrapper
+        self.stderrIsJournal = stderrIsJournal
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("daemon-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         socket = folder.appendingPathComponent("ctl.sock").path
@@ -48,8 +51,14 @@ final class DaemonProcess: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: wrapper.first ?? Executables.adplayerd)
         process.arguments = wrapper.isEmpty ? extraArguments : Array(wrapper.dropFirst()) + [Executables.adplayerd] + extraArguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        var environment = ProcessInfo.processInfo.environment.merging(self.environment) { $1 }
         let pipe = Pipe()
+        if stderrIsJournal {
+            var info = stat()
+            fstat(pipe.fileHandleForWriting.fileDescriptor, &info)
+            environment["JOURNAL_STREAM"] = "\(info.st_dev):\(info.st_ino)"
+        }
+        process.environment = environment
         process.standardError = pipe
         process.standardOutput = FileHandle.nullDevice
         let errors = self.errors

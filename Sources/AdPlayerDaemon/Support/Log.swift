@@ -98,9 +98,9 @@ public final class Logger: Sendable {
                 defer { state.dropped = 0 }
                 return state.dropped
             }
-            if journal {
-                if dropped > 0 { Self.journalSend(.warning, "logger: \(dropped) messages were dropped (the journal too slow)", nil, [:]) }
-                Self.journalSend(level, escaped, id, fields)
+            // A journal that refuses a message (gone, full): the line goes to stderr instead.
+            if journal, dropped == 0 || Self.journalSend(.warning, "logger: \(dropped) messages were dropped (the journal too slow)", nil, [:]),
+               Self.journalSend(level, escaped, id, fields) {
                 return
             }
             if dropped > 0 { FileHandle.standardError.write(Data("<4>logger: \(dropped) lines were dropped (stderr too slow)\n".utf8)) }
@@ -108,7 +108,8 @@ public final class Logger: Sendable {
         }
     }
 
-    private static func journalSend(_ level: LogLevel, _ message: String, _ id: LogMessageID?, _ fields: [String: String]) {
+    /// Whether the journal took the message.
+    private static func journalSend(_ level: LogLevel, _ message: String, _ id: LogMessageID?, _ fields: [String: String]) -> Bool {
         var entries = ["MESSAGE=\(message)", "PRIORITY=\(level.rawValue)", "SYSLOG_IDENTIFIER=adplayerd"]
         if let id { entries.append("MESSAGE_ID=\(id.rawValue)") }
         for (name, value) in fields.sorted(by: { $0.key < $1.key }).prefix(24)
@@ -117,9 +118,9 @@ public final class Logger: Sendable {
         }
         var pointers = entries.map { strdup($0) }
         defer { pointers.forEach { free($0) } }
-        pointers.withUnsafeMutableBufferPointer { buffer in
+        return pointers.withUnsafeMutableBufferPointer { buffer in
             buffer.withMemoryRebound(to: UnsafePointer<CChar>?.self) { fields in
-                _ = csystem_journal_send(fields.baseAddress, Int32(fields.count))
+                csystem_journal_send(fields.baseAddress, Int32(fields.count)) >= 0
             }
         }
     }
