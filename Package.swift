@@ -36,7 +36,7 @@ let package = Package(
         // The SDK core: VideoAds, the player model and its loop, the lifecycles. Foundation only.
         .target(name: "AdRuntime", swiftSettings: strict),
         // Where ads come from: the local catalog, VAST, the slots API, and their HTTP reader.
-        .target(name: "AdSources", dependencies: ["AdRuntime", "CCurl"], swiftSettings: strict),
+        .target(name: "AdSources", dependencies: ["AdRuntime", "CCurl", "CFFmpeg"], swiftSettings: strict),
         // What is sent and recorded of the ads: beacons (the outbox), proof of play, metrics.
         .target(name: "AdTracking", dependencies: ["CSQLite", "CSystem", "AdRuntime", "AdSources"], swiftSettings: strict),
         .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "CFFmpeg", "AdRuntime"], swiftSettings: strict),

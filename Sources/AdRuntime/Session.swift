@@ -134,7 +134,13 @@ final class AdSession: @unchecked Sendable {
 
     // MARK: Requests
 
-    func request(_ kind: AdKind, completion: @escaping @Sendable (Result<Ad, AdError>) -> Void) {
+    func prefetch(_ kind: AdKind, at position: Double?) {
+        loop.assertInLoop()
+        guard !destroyed else { return }
+        source.prefetch(AdRequest(content: content, kind: kind, position: position ?? requestPosition()))
+    }
+
+    func request(_ kind: AdKind, podPosition: Int = 0, completion: @escaping @Sendable (Result<Ad, AdError>) -> Void) {
         loop.assertInLoop()
         defer { flush() }
         guard !destroyed else {
@@ -142,7 +148,7 @@ final class AdSession: @unchecked Sendable {
             return
         }
         let position = requestPosition()
-        let request = AdRequest(content: content, kind: kind, position: position)
+        let request = AdRequest(content: content, kind: kind, position: position, podPosition: max(0, podPosition))
         let id = nextRequest
         nextRequest += 1
         var pending = PendingRequest(kind: kind, item: boundItemIfCurrent, position: position, completion: completion)

@@ -101,8 +101,15 @@ public final class VideoAds: Sendable {
     /// position where it ended; R11). The completion runs once, on the loop: with the ad, or
     /// with `noFill`, `timeout`, `loadFailed`, `destroyed` — and the content plays on
     /// whatever happens (R16). The source and the surface's preparation run off the loop.
-    public func request(_ kind: AdKind, completion: @escaping @Sendable (Result<Ad, AdError>) -> Void) {
-        loop.run { [session] in session.request(kind, completion: completion) }
+    public func request(_ kind: AdKind, podPosition: Int = 0, completion: @escaping @Sendable (Result<Ad, AdError>) -> Void) {
+        loop.run { [session] in session.request(kind, podPosition: podPosition, completion: completion) }
+    }
+
+    /// Lets the source get ready for a request of `kind` ahead of time (`AdSource.prefetch`):
+    /// its creatives downloaded while the content plays. Nothing is requested from the runtime's
+    /// point of view — no event, no ad — until `request`.
+    public func prefetch(_ kind: AdKind, at position: Double? = nil) {
+        loop.run { [session] in session.prefetch(kind, at: position) }
     }
 
     /// `request(_:completion:)` for async code.

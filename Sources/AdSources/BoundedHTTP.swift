@@ -73,6 +73,19 @@ public protocol BoundedFetcher: Sendable {
 }
 
 extension BoundedFetcher {
+    /// A 2xx answer's body written to `path` (created, or truncated), its size returned; or
+    /// `FetchError` (the file then holds whatever arrived: the caller removes it). A fetcher
+    /// that streams (`BoundedHTTP`) never holds the body in memory; this default does.
+    public func download(_ request: HTTPRequest, to path: String, limits: HTTPLimits) async throws -> Int {
+        let body = try await fetch(request, limits: limits)
+        do {
+            try body.write(to: URL(fileURLWithPath: path))
+        } catch {
+            throw FetchError(kind: .network("cannot write \(path): \(error.localizedDescription)"), url: request.url)
+        }
+        return body.count
+    }
+
     /// A 2xx answer's body, or `FetchError`.
     public func fetch(_ request: HTTPRequest, limits: HTTPLimits) async throws -> Data {
         let response = try await exchange(request, limits: limits)
@@ -107,8 +120,27 @@ public final class BoundedHTTP: BoundedFetcher {
               scheme == "http" || scheme == "https", parsed.host != nil else {
             throw FetchError(kind: .notHTTP, url: request.url)
         }
-        let transfer = Transfer(request: request, limits: limits)
-        return try await withTaskCancellationHandler {
+        return try await run(Transfer(request: request, limits: limits, sink: nil))
+    }
+
+    /// Streams the body to `path` as it arrives (a post-roll of tens of MiB never sits in memory).
+    public func download(_ request: HTTPRequest, to path: String, limits: HTTPLimits) async throws -> Int {
+        guard let parsed = URL(string: request.url), let scheme = parsed.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", parsed.host != nil else {
+            throw FetchError(kind: .notHTTP, url: request.url)
+        }
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw FetchError(kind: .network("cannot write \(path): \(String(cString: strerror(errno)))"), url: request.url) }
+        defer { close(fd) }
+        let transfer = Transfer(request: request, limits: limits, sink: fd)
+        let response = try await run(transfer)
+        guard (200..<300).contains(response.status) else { throw FetchError(kind: .http(response.status), url: request.url) }
+        if transfer.sinkFailed { throw FetchError(kind: .network("cannot write \(path)"), url: request.url) }
+        return transfer.received
+    }
+
+    private func run(_ transfer: Transfer) async throws -> HTTPResponse {
+        try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 workers.execute { continuation.resume(with: transfer.perform()) }
             }
@@ -124,13 +156,18 @@ private final class Transfer: @unchecked Sendable {
     // libcurl's callbacks it calls on that thread); `cancelled` is behind its lock.
     let request: HTTPRequest
     let limits: HTTPLimits
+    /// Where the body goes when it is not kept in memory: an open file.
+    let sink: Int32?
     var body = Data()
+    var received = 0
     var overflow = false
+    var sinkFailed = false
     private let cancelled = Locked(false)
 
-    init(request: HTTPRequest, limits: HTTPLimits) {
+    init(request: HTTPRequest, limits: HTTPLimits, sink: Int32?) {
         self.request = request
         self.limits = limits
+        self.sink = sink
     }
 
     func cancel() { cancelled.withLock { $0 = true } }
@@ -185,6 +222,8 @@ private final class Transfer: @unchecked Sendable {
             return fail(.tooLarge)
         case CURLE_WRITE_ERROR where overflow:
             return fail(.tooLarge)
+        case CURLE_WRITE_ERROR where sinkFailed:
+            return fail(.network("the body could not be written to its file"))
         case CURLE_ABORTED_BY_CALLBACK:
             return fail(.cancelled)
         case CURLE_UNSUPPORTED_PROTOCOL:
@@ -202,9 +241,23 @@ private let transferWrite: ccurl_write_fn = { data, size, count, context in
     guard let data, let context else { return 0 }
     let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
     let length = size * count
-    guard transfer.body.count + length <= transfer.limits.maxBytes else {
+    guard transfer.received + length <= transfer.limits.maxBytes else {
         transfer.overflow = true
         return 0   // fewer bytes than given: libcurl stops with CURLE_WRITE_ERROR
+    }
+    transfer.received += length
+    if let sink = transfer.sink {
+        var offset = 0
+        while offset < length {
+            let n = write(sink, data + offset, length - offset)
+            if n < 0, errno == EINTR { continue }
+            guard n > 0 else {
+                transfer.sinkFailed = true
+                return 0
+            }
+            offset += n
+        }
+        return length
     }
     transfer.body.append(UnsafeRawPointer(data).assumingMemoryBound(to: UInt8.self), count: length)
     return length

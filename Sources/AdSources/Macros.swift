@@ -109,6 +109,19 @@ public struct MacroContext: Sendable, Equatable {
     }
 }
 
+/// The output's size as it changes, read whenever a URL is filled (`[PLAYERSIZE]`).
+public final class OutputSize: Sendable {
+    private let size = Locked<MacroContext.PlayerSize?>(nil)
+
+    public init() {}
+
+    public func set(width: Int, height: Int) {
+        size.withLock { $0 = width > 0 && height > 0 ? MacroContext.PlayerSize(width: width, height: height) : nil }
+    }
+
+    public var current: MacroContext.PlayerSize? { size.withLock { $0 } }
+}
+
 public enum Macros {
     /// `template` with every macro filled (see `Macro`). With `keepingTimestamp`, `[TIMESTAMP]`
     /// stays for the outbox to fill when it sends (the event's time, corrected if the clock was

@@ -29,4 +29,6 @@ public final class SlotCursor: AdSource {
     public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
         base.mayFill(kind, content: content, at: kind == .overlay ? max(position, from.withLock { $0 }) : position)
     }
+
+    public func prefetch(_ request: AdRequest) { base.prefetch(request) }
 }

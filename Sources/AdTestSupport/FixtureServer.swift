@@ -69,4 +69,9 @@ public final class FixtureServer: @unchecked Sendable {
     public func counts() throws -> [String: Int] {
         (try JSONSerialization.jsonObject(with: get("/_counts")) as? [String: Int]) ?? [:]
     }
+
+    /// The `/_requests` JSON object of the VAST server: documents and media it answered, by path.
+    public func requests() throws -> [String: Int] {
+        (try JSONSerialization.jsonObject(with: get("/_requests")) as? [String: Int]) ?? [:]
+    }
 }

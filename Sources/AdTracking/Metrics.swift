@@ -7,7 +7,7 @@ import Foundation
 /// labels, kept here; the outbox's figures are read from it when the text is made.
 ///
 /// Names follow Prometheus' conventions: `adplayerd_` first, `_total` for counters, units in
-/// the name (`_seconds`). docs/ads.md lists them.
+/// the name (`_seconds`). docs/reporting.md lists them.
 ///
 /// Threading: any thread (one lock; an increment costs a lock and a dictionary update).
 public final class Metrics: Sendable {

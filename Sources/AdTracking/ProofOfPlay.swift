@@ -1,7 +1,7 @@
 import AdRuntime
 import Foundation
 
-/// An ad that went on screen, as proof of play records it (docs/ads.md, "Proof of play").
+/// An ad that went on screen, as proof of play records it (docs/reporting.md, "Proof of play").
 public struct Play: Sendable, Equatable {
     /// The showing's id: the ad's instance (as `ad.started` names it).
     public var id: String

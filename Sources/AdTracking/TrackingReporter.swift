@@ -2,7 +2,7 @@ import AdRuntime
 import AdSources
 import Foundation
 
-/// Turns what the runtime does into what ad servers and operators are told (docs/ads.md):
+/// Turns what the runtime does into what ad servers and operators are told (docs/reporting.md):
 ///
 /// - **Beacons** of the creative, written to the outbox (R17): `impression` (billable) and
 ///   `creativeView` when an ad goes on screen, `start`, the quartiles and `progress` offsets of

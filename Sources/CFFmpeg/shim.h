@@ -6,6 +6,8 @@
 #include <libswscale/swscale.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/error.h>
+/* SHA-256: the creative cache names a file by its content. */
+#include <libavutil/sha.h>
 /* zlib (libavformat's own dependency): a PNG's image data is checked to be all there. */
 #include <zlib.h>
 

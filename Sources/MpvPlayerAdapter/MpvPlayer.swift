@@ -375,6 +375,7 @@ final class PlayerCore: @unchecked Sendable {
         let adEvents = mapping.takeAdEvents()
         let resized = mapping.takeOutputSizeChange()
         for change in mapping.takeDetailChanges() { detailChanged?(change) }
+        if resized { detailChanged?(.outputSize(width: mapping.outputSize.width, height: mapping.outputSize.height)) }
         guard let listener else { return }
         adEvents.forEach { listener.adPlayback($0) }
         if resized { listener.outputResized(width: mapping.outputSize.width, height: mapping.outputSize.height) }

@@ -585,4 +585,6 @@ public enum MpvDetailChange: Sendable, Equatable {
     case windowMinimized(Bool)
     /// The item's duration became known, or changed (nil: no item, or unknown).
     case duration(Double?)
+    /// The output's size in pixels changed (`[PLAYERSIZE]` for ad servers).
+    case outputSize(width: Int, height: Int)
 }

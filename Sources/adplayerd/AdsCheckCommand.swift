@@ -1,17 +1,21 @@
+import AdPlayerDaemon
 import AdRuntime
 import AdSources
 import ControlProtocol
 import Foundation
 import MpvPlayerAdapter
 
-/// `adplayerd ads-check SOURCE [--json] [--content ID]`: resolves an ad source as the daemon
-/// would and prints what would be shown (kind, creative, size, duration, tracking events) or
-/// why nothing would be (with the VAST error code). Exit 0 when at least one ad resolved,
-/// 1 when none, 2 on bad usage.
+/// `adplayerd ads-check SOURCE... [--json] [--content ID]` (or `--config FILE`: the `ads` of
+/// a configuration): resolves each ad source of the chain, in order, as the daemon would and
+/// prints what would be shown (kind, creative, size, duration, tracking events) or why nothing
+/// would be (with the VAST error code). Exit 0 when at least one ad resolved, 1 when none, 2
+/// on bad usage.
 struct AdsCheckCommand {
     static let usage = """
-        usage: adplayerd ads-check SOURCE [--json] [--content ID]
-          SOURCE: a catalog folder (catalog.json), a VAST file, or an http(s) VAST URL
+        usage: adplayerd ads-check SOURCE... [--json] [--content ID]
+               adplayerd ads-check --config FILE [--json] [--content ID]
+          SOURCE: a catalog folder (catalog.json), a VAST file, or an http(s) VAST URL; several are
+          a fallback chain, asked in order (as `ads` given more than once)
         """
 
     struct Found: Encodable {
@@ -24,6 +28,8 @@ struct AdsCheckCommand {
         var slots: [[Double]]?
         var tracking: [String: Int]
         var chain: [String]?
+        /// Post-rolls: ads of its pod after it.
+        var podRemaining: Int?
     }
 
     struct Problem: Encodable {
@@ -43,39 +49,58 @@ struct AdsCheckCommand {
     let arguments: [String]
 
     func run() throws -> Int32 {
-        let parsed = try CommandLineArguments(arguments, spec: ["json": .flag, "content": .value])
+        let parsed = try CommandLineArguments(arguments, spec: ["json": .flag, "content": .value, "config": .value])
         let json = parsed.flag("json")
         let content = parsed.value("content") ?? "episode"
-        guard parsed.positional.count <= 1 else { throw UsageError("one SOURCE only") }
-        guard let source = parsed.positional.first else { throw UsageError("ads-check needs a SOURCE") }
-        var report: Report
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
-            report = checkCatalog(source)
-        } else if source.hasPrefix("http://") || source.hasPrefix("https://") || FileManager.default.fileExists(atPath: source) {
-            report = checkVAST(source, content: content)
-        } else {
-            throw UsageError("\(source) is neither a folder, a file nor an http(s) URL")
+        var sources = parsed.positional
+        if let file = parsed.value("config") {
+            guard sources.isEmpty else { throw UsageError("SOURCE or --config, not both") }
+            var configuration = Configuration()
+            do {
+                try configuration.read(file: file)
+            } catch {
+                throw UsageError("\(error)")
+            }
+            sources = configuration.ads
+            guard !sources.isEmpty else { throw UsageError("\(file) names no ad source (ads = …)") }
+        }
+        guard !sources.isEmpty else { throw UsageError("ads-check needs a SOURCE") }
+        var reports: [Report] = []
+        for source in sources {
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
+                reports.append(checkCatalog(source))
+            } else if source.hasPrefix("http://") || source.hasPrefix("https://") || FileManager.default.fileExists(atPath: source) {
+                reports.append(checkVAST(source, content: content))
+            } else {
+                throw UsageError("\(source) is neither a folder, a file nor an http(s) URL")
+            }
         }
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(report), as: UTF8.self))
+            // One source: its report; a chain: the reports in order.
+            let data = reports.count == 1 ? try encoder.encode(reports[0]) : try encoder.encode(["chain": reports])
+            print(String(decoding: data, as: UTF8.self))
         } else {
-            print("\(report.source) (\(report.type))")
-            for ad in report.ads {
-                var line = "  \(ad.kind.padding(toLength: 9, withPad: " ", startingAt: 0)) \(ad.id): \(ad.creative)"
-                if let w = ad.width, let h = ad.height { line += ", \(w)×\(h)" }
-                if let d = ad.duration { line += ", \(d) s" }
-                if let slots = ad.slots { line += ", slots " + slots.map { "\($0[0])s+\($0[1])s" }.joined(separator: " ") }
-                if !ad.tracking.isEmpty { line += ", tracking " + ad.tracking.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ") }
-                print(line)
-            }
-            for problem in report.problems {
-                print("  \(problem.kind.padding(toLength: 9, withPad: " ", startingAt: 0)) \(problem.id.map { "\($0): " } ?? "")nothing: \(problem.message) [\(problem.code)]")
+            for (index, report) in reports.enumerated() {
+                print((reports.count > 1 ? "\(index + 1). " : "") + "\(report.source) (\(report.type))"
+                      + (reports.count > 1 && index > 0 ? ", asked when the sources before it fill nothing" : ""))
+                for ad in report.ads {
+                    var line = "  \(ad.kind.padding(toLength: 9, withPad: " ", startingAt: 0)) \(ad.id): \(ad.creative)"
+                    if let w = ad.width, let h = ad.height { line += ", \(w)×\(h)" }
+                    if let d = ad.duration { line += ", \(d) s" }
+                    if let slots = ad.slots { line += ", slots " + slots.map { "\($0[0])s+\($0[1])s" }.joined(separator: " ") }
+                    if let pod = ad.podRemaining, pod > 0 { line += ", first of a pod of \(pod + 1)" }
+                    if !ad.tracking.isEmpty { line += ", tracking " + ad.tracking.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ") }
+                    print(line)
+                }
+                for problem in report.problems {
+                    print("  \(problem.kind.padding(toLength: 9, withPad: " ", startingAt: 0)) \(problem.id.map { "\($0): " } ?? "")nothing: \(problem.message) [\(problem.code)]")
+                }
             }
         }
-        return report.ads.isEmpty ? 1 : 0
+        return reports.allSatisfy(\.ads.isEmpty) ? 1 : 0
     }
 
     private func checkCatalog(_ folder: String) -> Report {
@@ -117,9 +142,15 @@ struct AdsCheckCommand {
     private func checkVAST(_ source: String, content: String) -> Report {
         let isURL = source.hasPrefix("http")
         var report = Report(source: source, type: isURL ? "vast-url" : "vast-file")
-        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("adplayerd-ads-check-\(getpid())")
-        let client = VASTClient(tag: isURL ? source : URL(fileURLWithPath: source).absoluteString, cacheDirectory: cache)
-        defer { client.removeCache() }
+        let cache: CreativeCache
+        do {
+            cache = try CreativeCache.temporary()
+        } catch {
+            report.problems.append(Problem(kind: "vast", id: nil, code: "cache", message: "\(error)"))
+            return report
+        }
+        defer { try? FileManager.default.removeItem(atPath: cache.folder) }
+        let client = VASTClient(tag: isURL ? source : URL(fileURLWithPath: source).absoluteString, cache: cache)
         var document: Data?
         if !isURL {
             do {
@@ -138,6 +169,7 @@ struct AdsCheckCommand {
                 let creative = resolution.creative
                 var found = Found(kind: kind.rawValue, id: creative.id, creative: "", duration: creative.duration,
                                   tracking: creative.tracking.mapValues(\.count), chain: resolution.chain)
+                if kind == .postroll { found.podRemaining = creative.podRemaining }
                 switch creative.content {
                 case .image(let location, let w, let h):
                     found.creative = "image"

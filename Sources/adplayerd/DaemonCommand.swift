@@ -7,7 +7,7 @@ import CSystem
 import Foundation
 import MpvPlayerAdapter
 
-/// `adplayerd [--config FILE] [--library DIR]… [--ads SOURCE] …`: the daemon. A set of
+/// `adplayerd [--config FILE] [--library DIR]… [--ads SOURCE]… …`: the daemon. A set of
 /// services started in order and stopped in reverse (in the manner of swift-service-lifecycle):
 ///
 ///     logger → state store → mpv → ad runtime (source, outbox, policy) → control socket → D-Bus (MPRIS, sleep) → READY=1
@@ -19,7 +19,7 @@ import MpvPlayerAdapter
 /// Configuration: docs/configuration.md; protocol: docs/protocol.md.
 struct DaemonCommand {
     static let usage = """
-        usage: adplayerd [--config FILE] [--library DIR]... [--ads SOURCE] [--state-dir DIR] [--socket PATH]
+        usage: adplayerd [--config FILE] [--library DIR]... [--ads SOURCE]... [--state-dir DIR] [--socket PATH]
                          [--socket-group GROUP] [--vo VO] [--ao AO] [--pause-ad-delay S] [--ads-token TOKEN]
                          [--log-level LEVEL] [--loop] [--mpris] [--mpv-ipc-socket PATH (unsafe)]
                          [--metrics-file PATH] [--metrics-interval S] [--outbox-max-beacons N] [--outbox-max-mib N]
@@ -121,14 +121,22 @@ struct DaemonCommand {
         outbox.onEnqueued { [weak courier] in courier?.wake() }   // weak: the courier holds the outbox
         courier.start()
         let reporter = TrackingReporter(outbox: outbox, policy: configuration.macroPolicy, metrics: metrics)
+        let outputSize = OutputSize()
         let source = Locked<AdSourceFactory.Made?>(nil)
         func makeSource(_ configuration: Configuration) -> AdSourceFactory.Made? {
-            guard let spec = configuration.ads else { return nil }
+            guard !configuration.ads.isEmpty else { return nil }
+            var options = AdSourceFactory.Options(fetcher: http, counters: store)
+            options.token = configuration.adsToken
+            options.policy = configuration.macroPolicy
+            options.cacheFolder = durable ? configuration.creativeCacheFolder : nil
+            options.cacheMaxBytes = configuration.cacheMaxBytes
+            options.vast.offlineLifetime = configuration.offlineAdLifetime
+            options.outputSize = outputSize
+            options.onProblem = { log.warning("ads: \($0)") }
+            options.onErrorURLs = { urls, context in reporter.recordErrorURLs(urls, context) }
             do {
-                let made = try AdSourceFactory.make(spec, token: configuration.adsToken, fetcher: http, counters: store,
-                                                    policy: configuration.macroPolicy, onProblem: { log.warning("ads: \($0)") },
-                                                    onErrorURLs: { urls, context in reporter.recordErrorURLs(urls, context) })
-                log.notice("ads from \(spec)")
+                let made = try AdSourceFactory.make(configuration.ads, options)
+                log.notice("ads from " + made.chain.joined(separator: ", then "))
                 return made
             } catch {
                 log.error("ads: \(error); episodes play without ads")
@@ -140,7 +148,11 @@ struct DaemonCommand {
         var adsConfiguration = VideoAdsConfiguration()
         adsConfiguration.executor = workers
         adsConfiguration.viewabilityMeasurable = configuration.vo != "null"   // vo=null shows nothing to anyone
-        let reporting = AdReporting(record: { reporter.record($0) }, recordStart: { event, then in reporter.recordStart(event, then: then) })
+        var reporting = AdReporting(record: { reporter.record($0) }, recordStart: { event, then in reporter.recordStart(event, then: then) })
+        reporting.playerSize = { width, height in
+            outputSize.set(width: width, height: height)
+            reporter.setPlayerSize(width: width, height: height)
+        }
         let controller = Controller(player: player, surface: surface, store: store, log: log,
                                     source: source.withLock { $0?.source }, pauseAdDelay: configuration.pauseAdDelay,
                                     adsConfiguration: adsConfiguration, emit: broadcast, reporting: reporting, metrics: metrics)

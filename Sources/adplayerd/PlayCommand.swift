@@ -6,7 +6,7 @@ import ControlProtocol
 import Foundation
 import MpvPlayerAdapter
 
-/// `adplayerd play [--vo VO] [--ao AO] [--ads SOURCE] [--state-dir DIR] [--pause-ad-delay S] [--demo] FILE…`:
+/// `adplayerd play [--vo VO] [--ao AO] [--ads SOURCE]... [--state-dir DIR] [--pause-ad-delay S] [--demo] FILE…`:
 /// plays the files one after another in the foreground, with the daemon's ad policy, and
 /// prints the player model's changes and the ads' events as a timeline. Exit 0 when every
 /// file played, 1 when one could not, 2 on bad usage. SIGTERM/SIGINT stop it cleanly (the
@@ -17,7 +17,7 @@ struct PlayCommand {
         var vo = "null"
         var ao = "null"
         var demo = false
-        var ads: String?
+        var ads: [String] = []
         var stateDir: String?
         var pauseAdDelay = 1.0
 
@@ -29,7 +29,7 @@ struct PlayCommand {
             options.vo = parsed.value("vo") ?? options.vo
             options.ao = parsed.value("ao") ?? options.ao
             options.demo = parsed.flag("demo")
-            options.ads = parsed.value("ads")
+            options.ads = parsed.values("ads")
             options.stateDir = parsed.value("state-dir")
             if let text = parsed.value("pause-ad-delay") {
                 do {
@@ -45,13 +45,14 @@ struct PlayCommand {
     }
 
     static let usage = """
-        usage: adplayerd play [--vo VO] [--ao AO] [--ads SOURCE] [--state-dir DIR] [--pause-ad-delay S] [--demo] FILE...
+        usage: adplayerd play [--vo VO] [--ao AO] [--ads SOURCE]... [--state-dir DIR] [--pause-ad-delay S] [--demo] FILE...
           Plays FILEs through libmpv with the daemon's ad policy and prints a timeline. Exit 0: every file
           played; 1: some file could not; 2: bad usage.
           --vo, --ao          mpv's video and audio outputs (default: null, null)
           --ads SOURCE        a catalog folder (catalog.json), a VAST tag URL, or the slots API (an URL ending
-                              in /v1/ads; token in $ADPLAYERD_ADS_TOKEN)
-          --state-dir DIR     keep the tracking outbox (R17) in DIR/adplayerd.sqlite and deliver it
+                              in /v1/ads; token in $ADPLAYERD_ADS_TOKEN); repeat it for a fallback chain
+          --state-dir DIR     keep the tracking outbox (R17) in DIR/adplayerd.sqlite and deliver it, and
+                              VAST creatives in DIR/creatives
           --pause-ad-delay S  seconds of pause before a pause ad (default 1)
           --demo              pause, resume, change speed and seek during the first file
         """
@@ -111,10 +112,13 @@ struct PlayCommand {
 
         let store = try StateStore(path: ":memory:", log: log)
         var source: AdSourceFactory.Made?
-        if let spec = options.ads {
-            source = try AdSourceFactory.make(spec, token: ProcessInfo.processInfo.environment["ADPLAYERD_ADS_TOKEN"], fetcher: http,
-                                              counters: store, onProblem: { log.warning("ads: \($0)") },
-                                              onErrorURLs: { urls, context in reporter?.recordErrorURLs(urls, context) })
+        if !options.ads.isEmpty {
+            var sourceOptions = AdSourceFactory.Options(fetcher: http, counters: store)
+            sourceOptions.token = ProcessInfo.processInfo.environment["ADPLAYERD_ADS_TOKEN"]
+            sourceOptions.cacheFolder = options.stateDir.map { $0 + "/creatives" }
+            sourceOptions.onProblem = { log.warning("ads: \($0)") }
+            sourceOptions.onErrorURLs = { urls, context in reporter?.recordErrorURLs(urls, context) }
+            source = try AdSourceFactory.make(options.ads, sourceOptions)
         }
         defer { source?.cleanup() }
         let failed = Locked(failures)

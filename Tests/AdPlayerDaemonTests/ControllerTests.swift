@@ -140,6 +140,32 @@ final class ControllerTests: XCTestCase {
         XCTAssertNil(value("adplayerd_ad_errors_total"))
     }
 
+    /// A post-roll pod plays as a break: after each ad, the next of its pod (the source says how
+    /// many follow), then the next episode. The pause ad and the post-roll are prefetched as the
+    /// episode starts — and the next pause ad after a pause ad is taken.
+    func testAPostrollPodPlaysInOrderAndTheEpisodesAdsArePrefetched() throws {
+        let source = PodSource(pod: 3)
+        let h = try ControllerHarness(source: source, pauseAdDelay: 0)
+        h.player.setMedia("/lib/ep.mp4", duration: 2)
+        h.start()
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4"), QueueEntry(path: "/lib/ep2.mp4")]) }
+        h.wait(for: .playerPlaying)
+        XCTAssertTrue(waitUntil { source.prefetched.withLock { $0 } == [.pauseAd, .postroll] }, "\(source.prefetched.withLock { $0 })")
+        _ = try h.onLoop { try h.controller.pause() }
+        h.wait(for: .adStarted) { $0.fields["kind"] == "pause" }
+        XCTAssertTrue(waitUntil { source.prefetched.withLock { $0 } == [.pauseAd, .postroll, .pauseAd] }, "the next pause's")
+        _ = try h.onLoop { try h.controller.play() }
+        for position in 0..<3 {
+            h.advance(2)
+            let started = h.wait(for: .adStarted) { $0.fields["kind"] == "postroll" && $0.fields["ad_id"]?.string == "pr-\(position)" }
+            let id = try XCTUnwrap(started?.fields["instance"]?.string.flatMap { UInt64($0, radix: 16) })
+            h.onLoop { h.surface.reporter(id)?.finished() }
+        }
+        h.wait(for: .playerItem) { $0.fields["path"]?.string == "/lib/ep2.mp4" }
+        XCTAssertEqual(source.positions.withLock { $0 }, [0, 1, 2], "each ad of the pod asked for in turn")
+        XCTAssertEqual(h.offLoop.take(), [])
+    }
+
     // MARK: Loop affinity
 
     /// The controller is loop-only: each entry point called off the loop is caught.
@@ -180,4 +206,30 @@ final class ControllerTests: XCTestCase {
         XCTAssertEqual(QueueEntry(path: "/srv/tv/show.s01e02.mkv").contentID, "show.s01e02")
         XCTAssertEqual(QueueEntry(path: folder).contentID, FilePath.lastComponent(folder))
     }
+}
+
+/// A source with a pause ad and a post-roll pod of `pod` ads; it records the pod positions
+/// asked for and the kinds prefetched.
+private final class PodSource: AdSource, @unchecked Sendable {
+    // @unchecked: the records behind their locks.
+    let pod: Int
+    let positions = Locked<[Int]>([])
+    let prefetched = Locked<[AdKind]>([])
+
+    init(pod: Int) { self.pod = pod }
+
+    func ad(for request: AdRequest) async throws -> AdCreative? {
+        switch request.kind {
+        case .overlay: return nil
+        case .pauseAd: return AdCreative(id: "pa", kind: .pauseAd, content: .text("Paused"))
+        case .postroll:
+            positions.withLock { $0.append(request.podPosition) }
+            var creative = AdCreative(id: "pr-\(request.podPosition)", kind: .postroll, content: .video(location: "/ads/pr.mp4"))
+            creative.podRemaining = pod - 1 - request.podPosition
+            return creative
+        }
+    }
+
+    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { kind != .overlay }
+    func prefetch(_ request: AdRequest) { prefetched.withLock { $0.append(request.kind) } }
 }

@@ -101,11 +101,16 @@ final class ProtocolTests: XCTestCase {
         XCTAssertTrue(text.contains("version \(ControlProtocol.version)"))
     }
 
-    /// docs/reporting.md names every macro, metric and drop reason the code has, with the
-    /// values the code uses; docs/configuration.md every configuration key.
+    /// docs/ads.md names every macro and the cache's figures, docs/reporting.md every metric and
+    /// drop reason the code has, with the values the code uses; docs/configuration.md every
+    /// configuration key.
     func testTheReportingAndConfigurationDocumentsListWhatTheCodeHas() throws {
         let reporting = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/reporting.md"), encoding: .utf8)
-        for macro in Macro.allCases { XCTAssertTrue(reporting.contains("`[\(macro.rawValue)]`"), "macro \(macro.rawValue)") }
+        let ads = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/ads.md"), encoding: .utf8)
+        for macro in Macro.allCases { XCTAssertTrue(ads.contains("`[\(macro.rawValue)]`"), "macro \(macro.rawValue)") }
+        XCTAssertTrue(ads.contains("cache-max-mib` (default \(CreativeCache.defaultMaxBytes >> 20) MiB)"))
+        XCTAssertTrue(ads.contains("(16 a kind") && ads.contains("within 10 minutes"))
+        XCTAssertEqual(VASTClient.Configuration().prefetchLifetime, 600)
         for name in Metrics.help.keys { XCTAssertTrue(reporting.contains("| `\(name)` | \(Metrics.help[name]!.type) |"), "metric \(name)") }
         for reason in DropReason.allCases { XCTAssertTrue(reporting.contains("`\(reason.rawValue)`"), "drop reason \(reason.rawValue)") }
         for id in [LogMessageID.adShown, .adError, .beaconDropped] { XCTAssertTrue(reporting.contains("`\(id.rawValue)`"), "MESSAGE_ID \(id)") }

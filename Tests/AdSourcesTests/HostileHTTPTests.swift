@@ -85,9 +85,9 @@ final class HostileHTTPTests: XCTestCase {
     // MARK: VAST
 
     private func vast(_ tag: String, _ kind: AdKind = .overlay) async -> Result<AdCreative?, any Error> {
-        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("hostile-vast-\(UUID().uuidString)")
-        let client = VASTClient(tag: server.base + tag, cacheDirectory: cache, fetcher: http)
-        defer { client.removeCache() }
+        guard let cache = try? CreativeCache.temporary() else { return .failure(CreativeCache.Problem(description: "no cache")) }
+        let client = VASTClient(tag: server.base + tag, cache: cache, fetcher: http)
+        defer { try? FileManager.default.removeItem(atPath: cache.folder) }
         do {
             return .success(try await client.ad(for: AdRequest(content: ContentInfo(id: "e"), kind: kind, position: 0)))
         } catch {

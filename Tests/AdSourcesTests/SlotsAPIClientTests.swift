@@ -20,7 +20,8 @@ final class SlotsAPIClientTests: XCTestCase {
 
     func testSlotsBecomeHTMLOverlaysAtTheirTimes() async throws {
         let first = try await overlay("episode-1")
-        XCTAssertEqual(first, AdCreative(id: "s-1", kind: .overlay, content: .html(url: "\(server.base)/overlay/s-1"), duration: 8, slotStart: 5))
+        XCTAssertEqual(first, AdCreative(id: "s-1", kind: .overlay, content: .html(url: "\(server.base)/overlay/s-1"), duration: 8, slotStart: 5,
+                                           source: "slots"))
         let second = try await overlay("episode-1", at: 13)
         XCTAssertEqual(second?.id, "s-2")
         let none = try await overlay("episode-1", at: 21)

@@ -9,27 +9,30 @@ import XCTest
 /// linear, every macro, every error code it reports.
 final class VASTClientTests: XCTestCase {
     private var server: FixtureServer!
-    private var cache: URL!
+    private var cache: CreativeCache!
     private let errorBeacons = StringLog()
 
     override func setUpWithError() throws {
         _ = try Media.path("overlay.png")   // the media the fixtures point at
         server = try FixtureServer(script: "vast_server.py")
-        cache = FileManager.default.temporaryDirectory.appendingPathComponent("vast-cache-\(UUID().uuidString)")
+        cache = try CreativeCache.temporary()
         errorBeacons.list.withLock { $0 = [] }
     }
 
     override func tearDownWithError() throws {
         server.stop()
-        try? FileManager.default.removeItem(at: cache)
+        try? FileManager.default.removeItem(atPath: cache.folder)
     }
 
-    private func client(_ tag: String, firstTimeout: Double = 8, wrapperTimeout: Double = 1) -> VASTClient {
+    private func client(_ tag: String, firstTimeout: Double = 8, wrapperTimeout: Double = 1, offlineLifetime: Double = 86_400,
+                        cache: CreativeCache? = nil) -> VASTClient {
         var configuration = VASTClient.Configuration()
         configuration.firstTimeout = firstTimeout
         configuration.wrapperTimeout = wrapperTimeout
+        configuration.offlineLifetime = offlineLifetime
+        let cache = cache ?? self.cache!
         let beacons = errorBeacons
-        return VASTClient(tag: tag.hasPrefix("http") ? tag : "\(server.base)/vast/\(tag)", cacheDirectory: cache,
+        return VASTClient(tag: tag.hasPrefix("http") ? tag : "\(server.base)/vast/\(tag)", cache: cache,
                           configuration: configuration, onErrorURLs: { urls, context in
                               beacons.list.withLock { $0 += urls.map { Macros.expand($0, context, MacroPolicy()) } }
                           })
@@ -59,7 +62,7 @@ final class VASTClientTests: XCTestCase {
         guard case .image(let path, let width, let height) = creative.content else { return XCTFail("\(creative.content)") }
         XCTAssertEqual(width, 200)
         XCTAssertEqual(height, 100)
-        XCTAssertTrue(path.hasPrefix(cache.path), "downloaded into the cache: \(path)")
+        XCTAssertTrue(path.hasPrefix(cache.folder), "downloaded into the cache: \(path)")
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), try Data(contentsOf: repositoryRoot.appendingPathComponent("media/overlay.png")))
         XCTAssertEqual(creative.tracking["impression"]?.count, 2, "every Impression")
         XCTAssertEqual(creative.tracking["creativeView"], ["\(server.base)/b/creativeView"])
@@ -79,8 +82,14 @@ final class VASTClientTests: XCTestCase {
         let v20 = try await XCTUnwrapAsync(await client("inline-nonlinear-2.0.xml").ad(for: request(.pauseAd)))
         guard case .image(_, 300, 200) = v20.content else { return XCTFail("\(v20.content)") }
         for version in ["4.0", "4.1"] {
+            // The same MediaFile: streamed the first time (and cached meanwhile), then maybe from the cache.
             let postroll = try await XCTUnwrapAsync(await client("inline-both-\(version).xml").ad(for: request(.postroll)))
-            XCTAssertEqual(postroll.content, .video(location: "\(server.base)/media/postroll.mp4"), version)
+            guard case .video(let location) = postroll.content else { return XCTFail("\(postroll.content)") }
+            if location.hasPrefix("http") {
+                XCTAssertEqual(location, "\(server.base)/media/postroll.mp4", version)
+            } else {
+                XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: location)), try Data(contentsOf: repositoryRoot.appendingPathComponent("media/postroll.mp4")))
+            }
             let pause = try await XCTUnwrapAsync(await client("inline-both-\(version).xml").ad(for: request(.pauseAd)))
             guard case .image = pause.content else { return XCTFail(version) }
         }
@@ -152,6 +161,88 @@ final class VASTClientTests: XCTestCase {
         XCTAssertEqual(tag, "https://ads.example/vast?cid=s01%2Fe02&pos=3&plc=1")
         // An IPv6 host is no macro.
         XCTAssertEqual(Macros.expand("http://[::1]:8080/b?x=1", MacroContext(), MacroPolicy()), "http://[::1]:8080/b?x=1")
+    }
+
+    // MARK: Pods, the buffet, the cache, offline, prefetch
+
+    /// A pod plays in its sequence (not the file's order); its second ad has nothing mpv plays,
+    /// so the response's stand-alone ad takes its place and the failed ad's Error URL carries
+    /// 403; `about:blank` is no impression; the serving id is kept for `[ADSERVINGID]`.
+    func testAPodPlaysInOrderAndAFailedAdIsReplacedFromTheBuffet() async throws {
+        let vast = client("pod-buffet.xml")
+        var served: [(String, Int)] = []
+        for position in 0..<4 {
+            let request = AdRequest(content: ContentInfo(id: "episode-1"), kind: .postroll, position: 4, podPosition: position)
+            guard let creative = try await vast.ad(for: request) else { break }
+            served.append((creative.id, creative.podRemaining))
+            if creative.id == "pod-1" {
+                XCTAssertEqual(creative.tracking["impression"], ["\(server.base)/b/imp-pod-1"], "about:blank is left out")
+            }
+            if creative.id == "pod-3" { XCTAssertEqual(creative.adServingID, "serving/3 a&b") }
+        }
+        XCTAssertEqual(served.map(\.0), ["pod-1", "buffet-1", "pod-3"])
+        XCTAssertEqual(served.map(\.1), [2, 1, 0])
+        XCTAssertEqual(errorBeacons.list.withLock { $0 }, ["\(server.base)/b/err-pod-2?code=403"])
+    }
+
+    /// Creatives come from the cache: an image is fetched once for any number of requests, and
+    /// the file is the bytes served; a post-roll streams the first time and plays from the cache
+    /// the next.
+    func testCreativesAreFetchedOnceAndPlayedFromTheCache() async throws {
+        let vast = client("inline-both-4.1.xml")
+        for _ in 0..<3 { _ = try await vast.ad(for: request(.pauseAd)) }
+        XCTAssertEqual(try server.requests()["/media/pause.png"], 1)
+        let first = try await XCTUnwrapAsync(await vast.ad(for: request(.postroll)))
+        XCTAssertEqual(first.content, .video(location: "\(server.base)/media/postroll.mp4"), "not cached yet: streamed")
+        XCTAssertTrue(waitUntil(timeout: 20) { self.cache.file(for: "\(self.server.base)/media/postroll.mp4") != nil }, "cached meanwhile")
+        let second = try await XCTUnwrapAsync(await vast.ad(for: request(.postroll)))
+        guard case .video(let path) = second.content else { return XCTFail("\(second.content)") }
+        XCTAssertTrue(path.hasPrefix(cache.folder + "/objects/"), path)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), try Data(contentsOf: repositoryRoot.appendingPathComponent("media/postroll.mp4")))
+    }
+
+    /// While the server cannot be reached, an ad it served is shown again from the cache until
+    /// its Expires — by a new client on the same cache too (a restart) — and not once expired
+    /// (a lifetime of 0 for an ad without Expires: never).
+    func testWithTheServerDownAnAdWithinItsLifetimeIsServedFromTheCache() async throws {
+        let online = try await XCTUnwrapAsync(await client("overlay-expiring.xml").ad(for: request(.overlay)))
+        XCTAssertEqual(online.source, "vast")
+        try server.get("/_down")
+        let restarted = client("overlay-expiring.xml")
+        let offline = try await XCTUnwrapAsync(await restarted.ad(for: request(.overlay)))
+        XCTAssertEqual(offline.source, "vast-cache")
+        XCTAssertEqual(offline.id, "ov-exp")
+        XCTAssertEqual(offline.tracking["impression"], online.tracking["impression"], "its own tracking, to be sent when the network is back")
+        guard case .image(let path, _, _) = offline.content else { return XCTFail("\(offline.content)") }
+        XCTAssertTrue(path.hasPrefix(cache.folder))
+        // Without Expires and with no lifetime configured, nothing is kept for offline use.
+        try server.get("/_up")
+        let other = try CreativeCache.temporary()
+        defer { try? FileManager.default.removeItem(atPath: other.folder) }
+        _ = try await client("inline-both-4.1.xml", offlineLifetime: 0, cache: other).ad(for: request(.pauseAd))
+        try server.get("/_down")
+        do {
+            _ = try await client("inline-both-4.1.xml", offlineLifetime: 0, cache: other).ad(for: request(.pauseAd))
+            XCTFail("no ad may stand in")
+        } catch let error as VASTError {
+            XCTAssertEqual(error.code, .undefined)
+        }
+    }
+
+    /// A prefetched answer serves the request that follows: no document or creative is fetched
+    /// then; another content's request asks the server itself.
+    func testAPrefetchedAnswerServesTheRequest() async throws {
+        let vast = client("inline-both-4.1.xml")
+        vast.prefetch(request(.pauseAd))
+        XCTAssertTrue(waitUntil(timeout: 20) { ((try? self.server.requests()) ?? [:])["/media/pause.png"] == 1 })
+        let before = try server.requests()
+        try server.get("/_down")
+        let creative = try await XCTUnwrapAsync(await vast.ad(for: request(.pauseAd)))
+        XCTAssertEqual(creative.source, "vast", "the prefetched answer, not an offline stand-in")
+        try server.get("/_up")
+        XCTAssertEqual(try server.requests(), before, "nothing fetched for the request")
+        _ = try await vast.ad(for: AdRequest(content: ContentInfo(id: "episode-2"), kind: .pauseAd, position: 0))
+        XCTAssertEqual(try server.requests()["/vast/inline-both-4.1.xml"], 2)
     }
 
     func testOnlyHTTPTagsAreFetched() async {

@@ -9,6 +9,9 @@
   /redirect-loop        an HTTP redirect to itself
   /huge                 a 20 MB body (streamed; a client must stop reading at its limit)
   /b/...                a beacon: counted; /_counts returns {path: count}
+  /_down, /_up          while down, every other request is cut off unanswered (the network
+                        gone, as a client sees it); /_requests returns {path: count} of the
+                        /vast/ and /media/ requests answered (and with its query too, when it has one)
 """
 import http.server
 import json
@@ -22,6 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MEDIA = os.path.join(HERE, "..", "..", "media")
 lock = threading.Lock()
 counts = {}
+requests = {}
+state = {"down": False}
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -43,6 +48,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         path = self.path.split("?")[0]
         base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        if path in ("/_down", "/_up"):
+            with lock:
+                state["down"] = path == "/_down"
+            return self.reply(200)
+        if path == "/_requests":
+            with lock:
+                return self.reply(200, json.dumps(requests).encode(), "application/json")
+        with lock:
+            down = state["down"]
+        if down:
+            self.close_connection = True
+            return
+        if path.startswith("/vast/") or path.startswith("/media/"):
+            with lock:
+                requests[path] = requests.get(path, 0) + 1
+                if "?" in self.path:
+                    requests[self.path] = requests.get(self.path, 0) + 1
         if path.startswith("/slow/"):
             _, _, seconds, rest = path.split("/", 3)
             time.sleep(float(seconds))

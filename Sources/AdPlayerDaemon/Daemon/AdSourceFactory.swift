@@ -3,31 +3,92 @@ import AdSources
 import ControlProtocol
 import Foundation
 
-/// `--ads SOURCE` as an ad source: a catalog folder, a slots API URL (…/v1/ads) or a VAST tag
-/// URL. One place, for the daemon and `play`.
+/// `ads = SOURCE` (given once or more) as an ad source: each a catalog folder, a slots API URL
+/// (…/v1/ads) or a VAST tag URL; several make a fallback chain (`FallbackSource`), asked in
+/// order until one fills. One place, for the daemon, `play` and `ads-check`.
 public enum AdSourceFactory {
     public struct Made: Sendable {
         public let source: any AdSource
-        /// What to remove at exit (a VAST client's folder of downloaded creatives).
+        /// The chain, in order: what each `ads` is (`catalog /srv/ads`, `VAST https://…`).
+        public let chain: [String]
+        /// What to remove at exit (a private temporary creative cache).
         public let cleanup: @Sendable () -> Void
     }
 
-    public static func make(_ spec: String, token: String?, fetcher: any BoundedFetcher, counters: any FrequencyCounters,
-                            policy: MacroPolicy = MacroPolicy(), onProblem: @escaping @Sendable (String) -> Void,
-                            onErrorURLs: @escaping @Sendable ([String], MacroContext) -> Void) throws -> Made {
+    public struct Options: Sendable {
+        public var token: String?
+        public var fetcher: any BoundedFetcher
+        public var counters: any FrequencyCounters
+        public var policy = MacroPolicy()
+        /// Where VAST creatives are kept (`CreativeCache`); nil: a private temporary folder,
+        /// removed at `cleanup` (ads-check, `play` without a state folder).
+        public var cacheFolder: String?
+        public var cacheMaxBytes = CreativeCache.defaultMaxBytes
+        public var vast = VASTClient.Configuration()
+        /// The output's size, for `[PLAYERSIZE]` in VAST requests.
+        public var outputSize: OutputSize?
+        public var onProblem: @Sendable (String) -> Void = { _ in }
+        public var onErrorURLs: @Sendable ([String], MacroContext) -> Void = { _, _ in }
+
+        public init(fetcher: any BoundedFetcher, counters: any FrequencyCounters) {
+            self.fetcher = fetcher
+            self.counters = counters
+        }
+    }
+
+    public static func make(_ specs: [String], _ options: Options) throws -> Made {
+        guard !specs.isEmpty else { throw UsageError("--ads: no source") }
+        var cache: CreativeCache?
+        var temporary: String?
+        func creativeCache() throws -> CreativeCache {
+            if let cache { return cache }
+            do {
+                let made: CreativeCache
+                if let folder = options.cacheFolder {
+                    made = try CreativeCache(folder: folder, maxBytes: options.cacheMaxBytes)
+                } else {
+                    made = try CreativeCache.temporary(maxBytes: options.cacheMaxBytes)
+                    temporary = made.folder
+                }
+                cache = made
+                return made
+            } catch {
+                throw UsageError("the creative cache: \(error)")
+            }
+        }
+        var members: [FallbackSource.Member] = []
+        var chain: [String] = []
+        do {
+            for spec in specs {
+                let (source, what) = try member(spec, options, creativeCache)
+                members.append(FallbackSource.Member(name: spec, source: source))
+                chain.append(what)
+            }
+        } catch {
+            if let temporary { try? FileManager.default.removeItem(atPath: temporary) }
+            throw error
+        }
+        let cleanup: @Sendable () -> Void = { [temporary] in
+            if let temporary { try? FileManager.default.removeItem(atPath: temporary) }
+        }
+        let source: any AdSource = members.count == 1 ? members[0].source : FallbackSource(members, onProblem: options.onProblem)
+        return Made(source: source, chain: chain, cleanup: cleanup)
+    }
+
+    private static func member(_ spec: String, _ options: Options, _ cache: () throws -> CreativeCache) throws -> (any AdSource, String) {
         if spec.hasPrefix("http://") || spec.hasPrefix("https://") {
             guard let url = URL(string: spec), url.host != nil else { throw UsageError("--ads: \(spec) is not a URL") }
             if url.path.hasSuffix("/v1/ads") {
                 var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
                 components.path = String(url.path.dropLast("/v1/ads".count))
                 components.query = nil
-                return Made(source: SlotsAPIClient(endpoint: components.url!, token: token ?? "", fetcher: fetcher, onProblem: onProblem),
-                            cleanup: {})
+                return (SlotsAPIClient(endpoint: components.url!, token: options.token ?? "", fetcher: options.fetcher,
+                                       onProblem: options.onProblem), "slots API \(spec)")
             }
-            let cache = FileManager.default.temporaryDirectory.appendingPathComponent("adplayerd-creatives-\(getpid())")
-            let client = VASTClient(tag: spec, cacheDirectory: cache, fetcher: fetcher, policy: policy, onErrorURLs: onErrorURLs)
-            return Made(source: client, cleanup: { client.removeCache() })
+            let client = VASTClient(tag: spec, cache: try cache(), configuration: options.vast, fetcher: options.fetcher,
+                                    policy: options.policy, outputSize: options.outputSize, onErrorURLs: options.onErrorURLs)
+            return (client, "VAST \(spec) (creatives in \(client.cache.folder))")
         }
-        return Made(source: try LocalCatalog(folder: URL(fileURLWithPath: spec), counters: counters), cleanup: {})
+        return (try LocalCatalog(folder: URL(fileURLWithPath: spec), counters: options.counters), "catalog \(spec)")
     }
 }

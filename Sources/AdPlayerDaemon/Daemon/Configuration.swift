@@ -11,8 +11,9 @@ public struct Configuration: Sendable {
     public var configFile: String?
     /// Folders whose files `open` and `queue` accept (symlinks resolved, regular files only).
     public var library: [String] = []
-    /// A catalog folder, a VAST tag URL or a slots API URL (…/v1/ads); none: no ads.
-    public var ads: String?
+    /// Ad sources, asked in order until one fills: catalog folders, VAST tag URLs, slots API
+    /// URLs (…/v1/ads); none: no ads.
+    public var ads: [String] = []
     public var stateDir: String
     public var socket: String
     /// The control socket is 0600, or 0660 for this group (and members of it may connect).
@@ -37,6 +38,13 @@ public struct Configuration: Sendable {
     /// node_exporter's textfile: the metrics written there every `metricsInterval` seconds.
     public var metricsFile: String?
     public var metricsInterval = 5.0
+    /// VAST creatives on disk: `$CACHE_DIRECTORY` under systemd, else the state folder's
+    /// `creatives` (see `creativeCacheFolder`); bounded in bytes.
+    public var cacheDirectory: String?
+    public var cacheMaxBytes = CreativeCache.defaultMaxBytes
+    /// How long a VAST ad with no `<Expires>` may be shown from the cache while its server
+    /// cannot be reached (0: never).
+    public var offlineAdLifetime = VASTClient.Configuration().offlineLifetime
 
     /// Defaults from the environment: systemd's `RUNTIME_DIRECTORY`/`STATE_DIRECTORY`, else
     /// `/run/adplayerd` and `/var/lib/adplayerd` for root, else XDG's folders for a user.
@@ -44,7 +52,11 @@ public struct Configuration: Sendable {
         socket = Self.defaultSocket(environment)
         stateDir = Self.defaultStateDir(environment)
         adsToken = environment["ADPLAYERD_ADS_TOKEN"]
+        cacheDirectory = environment["CACHE_DIRECTORY"]?.split(separator: ":").first.map(String.init)
     }
+
+    /// Where VAST creatives are kept.
+    public var creativeCacheFolder: String { cacheDirectory ?? stateDir + "/creatives" }
 
     public static func defaultSocket(_ environment: [String: String]) -> String {
         if let runtime = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first { return "\(runtime)/control.sock" }
@@ -65,7 +77,8 @@ public struct Configuration: Sendable {
                                         "pause-ad-delay", "mpv-ipc-socket", "ads-token", "log-level", "mpris", "loop",
                                         "limit-ad-tracking", "gdpr-consent", "gpp-string", "gpp-section-id", "ifa", "ifa-type", "app-bundle",
                                         "outbox-max-beacons", "outbox-max-mib", "beacon-max-days", "time-sync-wait",
-                                        "plays-max-rows", "plays-max-days", "metrics-file", "metrics-interval"]
+                                        "plays-max-rows", "plays-max-days", "metrics-file", "metrics-interval",
+                                        "cache-max-mib", "offline-ad-lifetime", "beacon-max-delay"]
 
     /// Keys that take no value on the command line (`--mpris`); in a file they take yes/no.
     public static let switches: Set<String> = ["mpris", "loop", "limit-ad-tracking"]
@@ -79,7 +92,9 @@ public struct Configuration: Sendable {
         case "library":
             guard value.hasPrefix("/") else { throw fail("library: \"\(value)\" must be an absolute folder") }
             library.append(value)
-        case "ads": ads = value.isEmpty ? nil : value
+        case "ads":
+            // Repeatable: a fallback chain in order. An empty value clears the list.
+            if value.isEmpty { ads = [] } else { ads.append(value) }
         case "state-dir":
             guard !value.isEmpty else { throw fail("state-dir: empty") }
             stateDir = value
@@ -136,6 +151,11 @@ public struct Configuration: Sendable {
             case "ifa-type": macroPolicy.ifaType = text
             default: macroPolicy.appBundle = text
             }
+        case "beacon-max-delay":
+            outbox.maxDelay = Double(try Self.integer(value, 1...86_400, key, fail))
+            outbox.baseDelay = min(outbox.baseDelay, outbox.maxDelay)
+        case "cache-max-mib": cacheMaxBytes = try Self.integer(value, 16...1_048_576, key, fail) << 20
+        case "offline-ad-lifetime": offlineAdLifetime = Double(try Self.integer(value, 0...30 * 86_400, key, fail))
         case "outbox-max-beacons": outbox.maxRows = try Self.integer(value, 100...10_000_000, key, fail)
         case "outbox-max-mib": outbox.maxBytes = try Self.integer(value, 1...4096, key, fail) << 20
         case "beacon-max-days": outbox.maxAge = Double(try Self.integer(value, 1...365, key, fail)) * 86_400
@@ -214,6 +234,7 @@ public struct Configuration: Sendable {
         }
         // Flags win; a library given on the command line replaces the file's list.
         if parsed.flag("library") { configuration.library = [] }
+        if parsed.flag("ads") { configuration.ads = [] }
         for option in parsed.options where option.name != "config" { try configuration.set(option.name, option.value, source: option.source) }
         return configuration
     }

@@ -34,6 +34,8 @@ public enum PlayerDetailChange: Sendable, Equatable {
     case windowMinimized(Bool)
     /// The item's duration became known, or changed.
     case duration
+    /// The output's size in pixels (`[PLAYERSIZE]`).
+    case outputSize(width: Int, height: Int)
 }
 
 extension MpvPlayer: ContentPlayer {
@@ -48,6 +50,7 @@ extension MpvPlayer: ContentPlayer {
             switch change {
             case .windowMinimized(let minimized): handler(.windowMinimized(minimized))
             case .duration: handler(.duration)
+            case .outputSize(let width, let height): handler(.outputSize(width: width, height: height))
             }
         }
     }

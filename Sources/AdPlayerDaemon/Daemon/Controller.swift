@@ -101,6 +101,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
                 setBackground(minimized, for: .minimized)
             case .duration:
                 publishDesktop()   // MPRIS's mpris:length
+            case .outputSize(let width, let height):
+                reporting.playerSize?(width, height)
             }
         }
         publishDesktop()
@@ -616,6 +618,8 @@ public struct AdReporting: Sendable {
     /// Records `.started` durably, then runs the continuation (any thread). Nil: clients hear
     /// of a start at once.
     public var recordStart: (@Sendable (AdEvent, @escaping @Sendable () -> Void) -> Void)?
+    /// The output's size changed (pixels): for `[PLAYERSIZE]` in tracking and ad requests.
+    public var playerSize: (@Sendable (Int, Int) -> Void)?
 
     public init(record: @escaping @Sendable (AdEvent) -> Void = { _ in },
                 recordStart: (@Sendable (AdEvent, @escaping @Sendable () -> Void) -> Void)? = nil) {

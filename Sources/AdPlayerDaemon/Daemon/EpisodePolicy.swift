@@ -95,7 +95,9 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             pauseAdRequested = true
             guard source.mayFill(.pauseAd, content: content, at: event.snapshot.position) else { break }
             ads.request(.pauseAd) { [weak self, pauseAdDelay] result in
-                guard let self, case .success(let pauseAd) = result else { return }
+                guard let self else { return }
+                prefetch(.pauseAd)   // the next pause's, while this one shows
+                guard case .success(let pauseAd) = result else { return }
                 let id = pauseAd.id
                 do {
                     try pauseAd.show(afterPausedFor: pauseAdDelay) { [weak self] _ in self?.pauseAdEnded(id) }
@@ -146,6 +148,16 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         tracked = true
         ads.track(player)
         scheduleNextOverlay()
+        // The pause ad and the post-roll this episode may need, fetched while it plays.
+        prefetch(.pauseAd)
+        prefetch(.postroll, at: content.duration)
+    }
+
+    /// Lets the source fetch what a request of `kind` will need (SPEC §4: showing an ad never
+    /// waits for the network), when it can have one.
+    private func prefetch(_ kind: AdKind, at position: Double? = nil) {
+        guard !finished, source.mayFill(kind, content: content, at: position ?? player?.snapshot().position ?? 0) else { return }
+        ads.prefetch(kind, at: position)
     }
 
     /// The next slot of the source, shown when playback plays across its start (R12); when
@@ -184,11 +196,25 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
 
     private func contentEnded() {
         guard source.mayFill(.postroll, content: content, at: player?.snapshot().position ?? 0) else { return finish() }
-        ads.request(.postroll) { [weak self] result in
+        requestPostroll(podPosition: 0)
+    }
+
+    /// The post-roll at `podPosition` of its break; after it, the next of its pod while the
+    /// source says more follow (VAST `sequence`), then the next episode.
+    private func requestPostroll(podPosition: Int) {
+        ads.request(.postroll, podPosition: podPosition) { [weak self] result in
             guard let self, !finished else { return }
             guard case .success(let postroll) = result else { return finish() }
+            let more = postroll.creative.podRemaining > 0
             do {
-                try postroll.show { [weak self] _ in self?.finish() }
+                try postroll.show { [weak self] reason in
+                    guard let self, !finished else { return }
+                    if more, reason != .destroyed, reason != .contentChanged {
+                        requestPostroll(podPosition: podPosition + 1)
+                    } else {
+                        finish()
+                    }
+                }
                 shown[postroll.id] = postroll
             } catch {
                 finish()

@@ -5,11 +5,15 @@ public struct AdRequest: Sendable, Equatable {
     public var kind: AdKind
     /// Seconds into the episode.
     public var position: Double
+    /// The ad's place in its break: 0 for the first (or only) one; 1, 2… for the next ads of a
+    /// post-roll pod (asked for while the one before said more follow: `AdCreative.podRemaining`).
+    public var podPosition: Int
 
-    public init(content: ContentInfo, kind: AdKind, position: Double) {
+    public init(content: ContentInfo, kind: AdKind, position: Double, podPosition: Int = 0) {
         self.content = content
         self.kind = kind
         self.position = position
+        self.podPosition = podPosition
     }
 }
 
@@ -26,8 +30,14 @@ public protocol AdSource: Sendable {
     /// pause ad for this episode), so that no request is made that can only come back empty.
     /// Called on the player's loop: cheap, non-blocking, no I/O. Default: true.
     func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool
+
+    /// Gets ready for `request` ahead of time (asks its server, downloads the creatives), so
+    /// that the request itself, when it comes, does not wait for the network. Called on the
+    /// player's loop: it returns at once and does the work elsewhere. Default: nothing.
+    func prefetch(_ request: AdRequest)
 }
 
 extension AdSource {
     public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { true }
+    public func prefetch(_ request: AdRequest) {}
 }

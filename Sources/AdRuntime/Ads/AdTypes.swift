@@ -81,6 +81,9 @@ public struct AdCreative: Sendable, Equatable {
     public var source: String?
     /// Until when it may be shown from a cache (VAST's `Expires`, or the source's lifetime).
     public var expires: Date?
+    /// Post-rolls: how many ads of its pod follow it (VAST `sequence`); the app asks for the
+    /// next with `AdRequest.podPosition` one more.
+    public var podRemaining = 0
 
     public init(id: String, kind: AdKind, content: AdCreativeContent, duration: Double? = nil,
                 slotStart: Double? = nil, tracking: [String: [String]] = [:], adServingID: String? = nil,

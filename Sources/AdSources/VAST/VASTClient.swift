@@ -1,14 +1,29 @@
 import AdRuntime
 import Foundation
 
-/// An ad source speaking VAST 2.0–4.2 (SPEC §4.2): `InLine` and `Wrapper` chains (depth 5,
-/// the wrappers' tracking merged in), `NonLinear` image `StaticResource`s for overlays and
-/// pause ads (downloaded to a cache folder, because mpv draws local bitmaps), `Linear`
-/// progressive `MediaFile`s for post-rolls. Timeouts: 8 s for the first document, 4 s per
-/// wrapper. When it gives up it sends the chain's `Error` URLs with `[ERRORCODE]` (through
-/// `onErrorURLs`, for the tracking layer to queue) and throws the `VASTError`.
+/// An ad source speaking VAST 2.0–4.3 (SPEC §4.2), as ad servers count it:
 ///
-/// Threading: any thread; each request is independent.
+/// - **Every `<Ad>` of a response**: an ad pod (`sequence`) plays in order as a post-roll break
+///   (`AdCreative.podRemaining`, then `AdRequest.podPosition`); an ad that fails (no creative
+///   this player can show, a file missing or too large) has its `Error` URLs sent with the code
+///   and is replaced by a stand-alone ad of the same response (the buffet). Overlays and pause
+///   ads take the first ad that works. A wrapper is followed to the first ad of what it wraps
+///   (depth 5, its tracking merged in).
+/// - **Creatives from the box's disk** (`CreativeCache`): images are downloaded into it;
+///   post-roll videos too (streamed to disk, bounded) — one not cached yet plays from the
+///   network this time and is cached for the next.
+/// - **Prefetch**: `prefetch` resolves a request ahead of time and downloads its creatives; the
+///   request, when it comes, takes that answer (for `prefetchLifetime`, within `<Expires>`).
+/// - **Offline**: the ads served lately are kept (`OfflineAds`); while the server cannot be
+///   reached, one of them is served again from the cache until its `<Expires>` (or
+///   `offlineLifetime`).
+///
+/// Timeouts: 8 s for the first document, 4 s per wrapper. When a request gives nothing, the
+/// chain's `Error` URLs go out with `[ERRORCODE]` (through `onErrorURLs`, for the tracking
+/// layer to queue).
+///
+/// Threading: any thread; each request is independent; prefetched answers, pods and
+/// downloads in flight behind their locks.
 public final class VASTClient: AdSource {
     public struct Configuration: Sendable {
         public var firstTimeout = 8.0
@@ -17,12 +32,18 @@ public final class VASTClient: AdSource {
         public var maxDocumentBytes = 1024 * 1024
         public var maxCreativeBytes = 16 * 1024 * 1024
         public var creativeTimeout = 8.0
+        /// A post-roll video downloaded into the cache: at most this large, this long.
+        public var maxVideoBytes = 256 * 1024 * 1024
+        public var videoTimeout = 600.0
         public var defaultOverlayDuration = 10.0
         /// A post-roll's MediaFile must answer its first bytes within this (VAST 402 otherwise),
         /// so that a dead server costs seconds, not mpv's minute-long network timeout.
         public var mediaProbeTimeout = 5.0
-        /// Downloaded creatives kept in the cache folder; older ones are deleted.
-        public var maxCachedCreatives = 16
+        /// How long an ad with no `<Expires>` may be shown from the cache while its server
+        /// cannot be reached (0: never).
+        public var offlineLifetime = 86_400.0
+        /// How long a prefetched answer is used (at most its `<Expires>`).
+        public var prefetchLifetime = 600.0
         public init() {}
     }
 
@@ -31,22 +52,55 @@ public final class VASTClient: AdSource {
         public var creative: AdCreative
         /// Documents followed: the tag, then each wrapper's target.
         public var chain: [String]
+        /// The creative's file as the server named it (the cache's key).
+        public var media: String?
+        /// Served from the cache because the server could not be reached.
+        public var offline = false
+    }
+
+    /// What the wrappers above an ad handed down to it.
+    private struct Inherited {
+        var errors: [String] = []
+        var impressions: [String] = []
+        var tracking: [String: [String]] = [:]
+        var chain: [String] = []
+    }
+
+    /// The rest of a post-roll pod, for the requests that follow its first ad.
+    private struct Pod {
+        var ads: [VASTDocument.Ad]
+        var buffet: [VASTDocument.Ad]
+        var chain: [String]
+        var served: Int
+    }
+
+    private struct Prefetched {
+        var content: String
+        var task: Task<Resolution?, any Error>
+        var until: Double
     }
 
     public let tag: String
     private let configuration: Configuration
     private let fetcher: any BoundedFetcher
-    private let cache: URL
+    public let cache: CreativeCache
+    private let offline: OfflineAds
     private let policy: MacroPolicy
+    private let outputSize: OutputSize?
     private let onErrorURLs: @Sendable ([String], MacroContext) -> Void
+    private let prefetched = Locked<[AdKind: Prefetched]>([:])
+    private let pods = Locked<[String: Pod]>([:])
+    private let downloads = Locked<Set<String>>([])
 
     /// `onErrorURLs` gets the chain's `Error` URLs (macros not yet filled) with what to fill them
     /// with (the VAST code in `errorCode`), for the tracking layer to queue.
-    public init(tag: String, cacheDirectory: URL, configuration: Configuration = Configuration(),
-                fetcher: any BoundedFetcher = BoundedHTTP(threads: 2), policy: MacroPolicy = MacroPolicy(),
+    public init(tag: String, cache: CreativeCache, configuration: Configuration = Configuration(),
+                fetcher: any BoundedFetcher = BoundedHTTP(threads: 2), policy: MacroPolicy = MacroPolicy(), outputSize: OutputSize? = nil,
                 onErrorURLs: @escaping @Sendable ([String], MacroContext) -> Void = { _, _ in }) {
+        self.outputSize = outputSize
         self.tag = tag
-        self.cache = cacheDirectory
+        self.cache = cache
+        self.offline = OfflineAds(cache: cache, tag: tag)
         self.configuration = configuration
         self.fetcher = fetcher
         self.policy = policy
@@ -54,69 +108,180 @@ public final class VASTClient: AdSource {
     }
 
     public func ad(for request: AdRequest) async throws -> AdCreative? {
-        try await resolve(request)?.creative
+        if request.podPosition > 0 { return try await nextInPod(request)?.creative }
+        if let kept = takePrefetched(request) {
+            // A prefetch that failed is forgotten: the request asks the server itself.
+            if let resolution = try? await kept.value { return resolution.creative }
+        }
+        return try await resolve(request)?.creative
     }
 
-    /// Deletes the cache folder of downloaded creatives (call when done with the client).
-    public func removeCache() {
-        try? FileManager.default.removeItem(at: cache)
+    public func prefetch(_ request: AdRequest) {
+        guard request.podPosition == 0 else { return }
+        let now = Date().timeIntervalSince1970
+        prefetched.withLock { kept in
+            if let current = kept[request.kind], current.content == request.content.id, current.until > now { return }
+            let task = Task { [self] in try await resolve(request, prefetching: true) }
+            kept[request.kind] = Prefetched(content: request.content.id, task: task, until: now + configuration.prefetchLifetime)
+        }
     }
 
-    /// Follows the chain from the tag (or from `document`, a VAST file already read).
-    public func resolve(_ request: AdRequest, document: Data? = nil) async throws -> Resolution? {
-        var errors: [String] = []
-        var impressions: [String] = []
-        var tracking: [String: [String]] = [:]
-        var chain: [String] = []
-        let values = MacroContext(contentID: request.content.id, kind: request.kind, contentPlayhead: request.position)
-        do {
-            var next: String? = Macros.expand(tag, values, policy)
-            var data = document
-            var depth = 0
-            while true {
-                if data == nil, let url = next {
-                    chain.append(url)
-                    data = try await fetchDocument(url, timeout: depth == 0 ? configuration.firstTimeout : configuration.wrapperTimeout,
-                                                   wrapper: depth > 0)
-                }
-                let vast = try VASTDocument.parse(data!)
-                data = nil
-                errors += vast.errors
-                guard let ad = vast.ads.first else {
-                    if depth > 0 { throw VASTError(code: .noAdsAfterWrapper, message: "the wrapper chain ended in no ad") }
-                    fire(errors, code: .noAdsAfterWrapper, values)
-                    return nil   // no fill
-                }
-                errors += ad.errors
-                impressions += ad.impressions
-                for creative in ad.creatives where creative.isLinear == (request.kind == .postroll) {
-                    tracking.merge(creative.tracking) { $0 + $1 }
-                }
-                if let uri = ad.wrapperURI {
-                    depth += 1
-                    guard depth <= configuration.maxWrapperDepth else {
-                        throw VASTError(code: .wrapperLimit, message: "more than \(configuration.maxWrapperDepth) wrappers")
-                    }
-                    next = Macros.expand(uri, values, policy)
-                    continue
-                }
-                var creative = try await choose(ad, for: request)
-                creative.tracking.merge(tracking) { $0 + $1 }
-                creative.tracking["impression", default: []] += impressions
-                creative.tracking["error", default: []] += errors
-                for (event, urls) in [("viewable", ad.viewable), ("notViewable", ad.notViewable), ("viewUndetermined", ad.viewUndetermined)]
-                where !urls.isEmpty {
-                    creative.tracking[event, default: []] += urls
-                }
-                creative.adServingID = ad.adServingID
-                creative.universalAdID = ad.creatives.compactMap(\.universalAdID).first
-                creative.source = "vast"
-                creative.expires = ad.expires.flatMap { Double($0) }.flatMap { $0 > 0 && $0 < 366 * 86_400 ? Date().addingTimeInterval($0) : nil }
-                return Resolution(creative: creative, chain: chain)
+    /// The prefetched answer for `request`, taken (each serves one request), if it is for this
+    /// content and still fresh.
+    private func takePrefetched(_ request: AdRequest) -> Task<Resolution?, any Error>? {
+        prefetched.withLock { kept in
+            guard let current = kept.removeValue(forKey: request.kind) else { return nil }
+            guard current.content == request.content.id, current.until > Date().timeIntervalSince1970 else {
+                current.task.cancel()
+                return nil
             }
+            return current.task
+        }
+    }
+
+    /// Follows the tag to an ad (or from `document`, a VAST file already read).
+    public func resolve(_ request: AdRequest, document: Data? = nil, prefetching: Bool = false) async throws -> Resolution? {
+        let values = MacroContext(contentID: request.content.id, kind: request.kind, contentPlayhead: request.position,
+                                  playerSize: outputSize?.current)
+        let url = Macros.expand(tag, values, policy)
+        let data: Data
+        if let document {
+            data = document
+        } else {
+            do {
+                data = try await fetcher.fetch(url, limits: HTTPLimits(maxBytes: configuration.maxDocumentBytes, deadline: configuration.firstTimeout))
+            } catch let error as FetchError {
+                if error.serverUnreachable, !prefetching, var creative = offline.take(request.kind) {
+                    creative.podRemaining = 0
+                    return Resolution(creative: creative, chain: [url], media: nil, offline: true)
+                }
+                throw Self.vastError(error, wrapper: false)
+            }
+        }
+        let vast = try VASTDocument.parse(data)
+        // A pod (ads with a sequence, in order), and the buffet (stand-alone ads, in order).
+        let pod = vast.ads.filter { $0.sequence != nil }.sorted { $0.sequence! < $1.sequence! }
+        var buffet = vast.ads.filter { $0.sequence == nil }
+        guard !pod.isEmpty || !buffet.isEmpty else {
+            fire(vast.errors, code: .noAdsAfterWrapper, values)
+            return nil   // no fill
+        }
+        if request.kind == .postroll, !pod.isEmpty {
+            var rest = pod
+            let first = rest.removeFirst()
+            let resolution = try await resolveSlot(first, buffet: &buffet, chain: [url], request, values, prefetching: prefetching)
+            pods.withLock { $0[request.content.id] = Pod(ads: rest, buffet: buffet, chain: [url], served: 1) }
+            var answer = resolution
+            answer.creative.podRemaining = rest.count
+            return answer
+        }
+        let candidates = pod + buffet
+        var others = Array(candidates.dropFirst())
+        return try await resolveSlot(candidates[0], buffet: &others, chain: [url], request, values, prefetching: prefetching)
+    }
+
+    /// The next ad of the content's post-roll pod (its place taken by a buffet ad if it fails);
+    /// nil when the pod is done.
+    private func nextInPod(_ request: AdRequest) async throws -> Resolution? {
+        guard var pod = pods.withLock({ $0.removeValue(forKey: request.content.id) }), !pod.ads.isEmpty else { return nil }
+        let values = MacroContext(contentID: request.content.id, kind: request.kind, contentPlayhead: request.position,
+                                  playerSize: outputSize?.current)
+        let next = pod.ads.removeFirst()
+        let resolution = try await resolveSlot(next, buffet: &pod.buffet, chain: pod.chain, request, values, prefetching: false)
+        pod.served += 1
+        let remaining = pod.ads.count
+        if remaining > 0 { pods.withLock { $0[request.content.id] = pod } }
+        var answer = resolution
+        answer.creative.podRemaining = remaining
+        return answer
+    }
+
+    /// `primary`, or in its place the first stand-alone ad of `buffet` that works (each one
+    /// tried is taken out of it); the last failure when none works.
+    private func resolveSlot(_ primary: VASTDocument.Ad, buffet: inout [VASTDocument.Ad], chain: [String], _ request: AdRequest,
+                             _ values: MacroContext, prefetching: Bool) async throws -> Resolution {
+        var candidate = primary
+        while true {
+            do {
+                let resolution = try await resolveAd(candidate, Inherited(chain: chain), depth: 0, request, values, prefetching: prefetching)
+                remember(resolution)
+                return resolution
+            } catch let error as VASTError {
+                guard !buffet.isEmpty else { throw error }
+                candidate = buffet.removeFirst()
+            }
+        }
+    }
+
+    /// One ad: a wrapper followed to the first ad of what it wraps, an inline ad's creative
+    /// chosen. A failure sends the `Error` URLs of the ad and of its wrappers with the code.
+    private func resolveAd(_ ad: VASTDocument.Ad, _ inherited: Inherited, depth: Int, _ request: AdRequest, _ values: MacroContext,
+                           prefetching: Bool) async throws -> Resolution {
+        var inherited = inherited
+        inherited.errors += ad.errors
+        inherited.impressions += ad.impressions
+        for creative in ad.creatives where creative.isLinear == (request.kind == .postroll) {
+            inherited.tracking.merge(creative.tracking) { $0 + $1 }
+        }
+        do {
+            if let uri = ad.wrapperURI {
+                guard depth < configuration.maxWrapperDepth else {
+                    throw VASTError(code: .wrapperLimit, message: "more than \(configuration.maxWrapperDepth) wrappers")
+                }
+                let url = Macros.expand(uri, values, policy)
+                inherited.chain.append(url)
+                let data = try await fetchDocument(url, timeout: configuration.wrapperTimeout, wrapper: true)
+                let wrapped = try VASTDocument.parse(data)
+                inherited.errors += wrapped.errors
+                guard let inner = wrapped.ads.first(where: { $0.sequence != nil }) ?? wrapped.ads.first else {
+                    throw VASTError(code: .noAdsAfterWrapper, message: "the wrapper chain ended in no ad")
+                }
+                return try await resolveAd(inner, inherited, depth: depth + 1, request, values, prefetching: prefetching)
+            }
+            var (creative, media) = try await choose(ad, for: request, prefetching: prefetching)
+            creative.tracking.merge(inherited.tracking) { $0 + $1 }
+            creative.tracking["impression", default: []] += inherited.impressions
+            creative.tracking["error", default: []] += inherited.errors
+            for (event, urls) in [("viewable", ad.viewable), ("notViewable", ad.notViewable), ("viewUndetermined", ad.viewUndetermined)]
+            where !urls.isEmpty {
+                creative.tracking[event, default: []] += urls
+            }
+            creative.adServingID = ad.adServingID
+            creative.universalAdID = ad.creatives.compactMap(\.universalAdID).first
+            creative.source = "vast"
+            creative.expires = ad.expires.flatMap { Double($0) }.flatMap { $0 > 0 && $0 < 366 * 86_400 ? Date().addingTimeInterval($0) : nil }
+            return Resolution(creative: creative, chain: inherited.chain, media: media)
         } catch let error as VASTError {
-            fire(errors, code: error.code, values)
-            throw error
+            // Errors deeper down were reported there, with their wrappers' URLs.
+            if !error.reported { fire(inherited.errors, code: error.code, values) }
+            throw error.markedReported()
+        }
+    }
+
+    /// A resolved ad whose file is in the cache, kept for when the server cannot be reached.
+    private func remember(_ resolution: Resolution) {
+        let creative = resolution.creative
+        guard let media = resolution.media else { return }
+        let expires = creative.expires?.timeIntervalSince1970
+            ?? (configuration.offlineLifetime > 0 ? Date().timeIntervalSince1970 + configuration.offlineLifetime : nil)
+        guard let expires else { return }
+        var size: (Int?, Int?) = (nil, nil)
+        var video = false
+        switch creative.content {
+        case .image(_, let width, let height): size = (width, height)
+        case .video: video = true
+        case .text, .html: return
+        }
+        offline.remember(OfflineAds.Entry(kind: creative.kind.rawValue, id: creative.id, media: media, video: video, width: size.0,
+                                          height: size.1, duration: creative.duration, tracking: creative.tracking,
+                                          adServingID: creative.adServingID, universalAdID: creative.universalAdID, expires: expires))
+    }
+
+    private static func vastError(_ error: FetchError, wrapper: Bool) -> VASTError {
+        switch error.kind {
+        case .timeout: VASTError(code: .wrapperTimeout, message: error.description)
+        case .tooLarge: VASTError(code: .xmlParsing, message: error.description)
+        default: VASTError(code: wrapper ? .wrapperError : .undefined, message: error.description)
         }
     }
 
@@ -124,11 +289,7 @@ public final class VASTClient: AdSource {
         do {
             return try await fetcher.fetch(url, limits: HTTPLimits(maxBytes: configuration.maxDocumentBytes, deadline: timeout))
         } catch let error as FetchError {
-            switch error.kind {
-            case .timeout: throw VASTError(code: .wrapperTimeout, message: error.description)
-            case .tooLarge: throw VASTError(code: .xmlParsing, message: error.description)
-            default: throw VASTError(code: wrapper ? .wrapperError : .undefined, message: error.description)
-            }
+            throw Self.vastError(error, wrapper: wrapper)
         }
     }
 
@@ -136,7 +297,9 @@ public final class VASTClient: AdSource {
     private static let notPlayable = ["application/javascript", "application/x-javascript", "text/javascript",
                                       "application/x-shockwave-flash", "text/html"]
 
-    private func choose(_ ad: VASTDocument.Ad, for request: AdRequest) async throws -> AdCreative {
+    /// The creative of an inline ad this player can show, with its file's URL; its file in the
+    /// cache (an image always; a post-roll's video when cached, or when prefetching).
+    private func choose(_ ad: VASTDocument.Ad, for request: AdRequest, prefetching: Bool) async throws -> (AdCreative, String?) {
         let id = ad.id ?? "vast"
         switch request.kind {
         case .postroll:
@@ -153,8 +316,16 @@ public final class VASTClient: AdSource {
             guard let url = URL(string: file.url), ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
                 throw VASTError(code: .fileNotFound, message: "MediaFile is not an http(s) URL: \(file.url)")
             }
+            if let path = cache.file(for: file.url) {
+                return (AdCreative(id: id, kind: .postroll, content: .video(location: path)), file.url)
+            }
+            if prefetching, let path = try? await cache.fetch(file.url, with: fetcher, limits: videoLimits) {
+                return (AdCreative(id: id, kind: .postroll, content: .video(location: path)), file.url)
+            }
+            // Not cached yet: played from the server this time (if it answers), cached for the next.
             try await probe(file.url)
-            return AdCreative(id: id, kind: .postroll, content: .video(location: file.url))
+            cacheInBackground(file.url)
+            return (AdCreative(id: id, kind: .postroll, content: .video(location: file.url)), file.url)
         case .overlay, .pauseAd:
             let nonLinears = ad.creatives.filter(\.isNonLinear).flatMap(\.nonLinears)
             for nonLinear in nonLinears {
@@ -165,15 +336,27 @@ public final class VASTClient: AdSource {
                 guard isImage else { continue }
                 let duration = request.kind == .overlay ? try overlayDuration(nonLinear) : nil
                 let path = try await download(resource.url)
-                return AdCreative(id: id, kind: request.kind,
-                                  content: .image(location: path, width: nonLinear.width, height: nonLinear.height),
-                                  duration: duration)
+                return (AdCreative(id: id, kind: request.kind,
+                                   content: .image(location: path, width: nonLinear.width, height: nonLinear.height),
+                                   duration: duration), resource.url)
             }
             if request.kind == .overlay, let html = nonLinears.compactMap(\.htmlOrIFrame).first(where: { $0.hasPrefix("http") }) {
-                return AdCreative(id: id, kind: .overlay, content: .html(url: html),
-                                  duration: try nonLinears.first.map(overlayDuration) ?? configuration.defaultOverlayDuration)
+                return (AdCreative(id: id, kind: .overlay, content: .html(url: html),
+                                   duration: try nonLinears.first.map(overlayDuration) ?? configuration.defaultOverlayDuration), nil)
             }
             throw VASTError(code: .noSupportedNonLinear, message: "no NonLinear with a PNG or JPEG StaticResource")
+        }
+    }
+
+    private var videoLimits: HTTPLimits { HTTPLimits(maxBytes: configuration.maxVideoBytes, deadline: configuration.videoTimeout) }
+
+    /// Downloads a post-roll's video into the cache while it plays from the network (once at a
+    /// time a URL; a failure only means it streams again next time).
+    private func cacheInBackground(_ url: String) {
+        guard downloads.withLock({ $0.insert(url).inserted }) else { return }
+        Task { [self] in
+            _ = try? await cache.fetch(url, with: fetcher, limits: videoLimits)
+            downloads.withLock { _ = $0.remove(url) }
         }
     }
 
@@ -202,36 +385,14 @@ public final class VASTClient: AdSource {
         }
     }
 
-    /// Downloads an image creative into the cache folder (http(s) only, size and time limits);
-    /// the folder keeps the newest `maxCachedCreatives`.
+    /// An image creative in the cache (fetched if it is not there, http(s) only, size and time
+    /// limits).
     private func download(_ url: String) async throws -> String {
-        let data: Data
         do {
-            data = try await fetcher.fetch(url, limits: HTTPLimits(maxBytes: configuration.maxCreativeBytes,
-                                                                   deadline: configuration.creativeTimeout))
+            return try await cache.fetch(url, with: fetcher, limits: HTTPLimits(maxBytes: configuration.maxCreativeBytes,
+                                                                                deadline: configuration.creativeTimeout))
         } catch {
             throw VASTError(code: .nonLinearFetchFailed, message: "the creative could not be fetched: \(error)")
-        }
-        let manager = FileManager.default
-        try? manager.createDirectory(at: cache, withIntermediateDirectories: true)
-        let suffix = URL(string: url).map(\.pathExtension).flatMap { ["png", "jpg", "jpeg"].contains($0.lowercased()) ? $0 : nil } ?? "img"
-        let file = cache.appendingPathComponent(UUID().uuidString + "." + suffix)
-        do {
-            try data.write(to: file, options: .atomic)
-        } catch {
-            throw VASTError(code: .nonLinearFetchFailed, message: "cannot write \(file.path): \(error.localizedDescription)")
-        }
-        trimCache()
-        return file.path
-    }
-
-    private func trimCache() {
-        let manager = FileManager.default
-        let files = (try? manager.contentsOfDirectory(at: cache, includingPropertiesForKeys: [.creationDateKey])) ?? []
-        guard files.count > configuration.maxCachedCreatives else { return }
-        let dated = files.map { ($0, (try? $0.resourceValues(forKeys: [.creationDateKey]).creationDate) ?? .distantPast) }
-        for (file, _) in dated.sorted(by: { $0.1 < $1.1 }).prefix(files.count - configuration.maxCachedCreatives) {
-            try? manager.removeItem(at: file)
         }
     }
 
@@ -240,5 +401,17 @@ public final class VASTClient: AdSource {
         var values = values
         values.errorCode = code.rawValue
         onErrorURLs(urls, values)
+    }
+}
+
+extension FetchError {
+    /// The server could not be reached or did not answer (no network, refused, a timeout, a
+    /// 5xx): what an ad from the cache stands in for. A 4xx or a bad answer is not.
+    var serverUnreachable: Bool {
+        switch kind {
+        case .timeout, .network: true
+        case .http(let status): status >= 500
+        default: false
+        }
     }
 }

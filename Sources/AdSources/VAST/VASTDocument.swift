@@ -29,7 +29,22 @@ public enum VASTErrorCode: Int, Sendable {
 public struct VASTError: Error, Sendable, Equatable, CustomStringConvertible {
     public let code: VASTErrorCode
     public let message: String
+    /// Its `Error` URLs have been sent (by the ad that failed, with its wrappers').
+    var reported = false
     public var description: String { "VAST \(code.rawValue): \(message)" }
+
+    public init(code: VASTErrorCode, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    func markedReported() -> VASTError {
+        var copy = self
+        copy.reported = true
+        return copy
+    }
+
+    public static func == (a: VASTError, b: VASTError) -> Bool { a.code == b.code && a.message == b.message }
 }
 
 /// A VAST 2.0–4.2 document, the parts an overlay/pause-ad/post-roll player needs.

@@ -1,0 +1,69 @@
+import AdRuntime
+import Foundation
+
+/// Several ad sources in order (`ads` given more than once: a VAST tag, then the local
+/// catalog): a request goes to each until one fills. A source that fails is reported
+/// (`onProblem`) and the next one asked; the request fails only when every source failed, and
+/// is no fill when none had an ad. The next ads of a post-roll pod come from the source that
+/// served its first.
+///
+/// Threading: any thread; the pods' sources behind a lock.
+public final class FallbackSource: AdSource {
+    public struct Member: Sendable {
+        /// How the configuration named it (`ads = …`), for messages and `ads-check`.
+        public let name: String
+        public let source: any AdSource
+
+        public init(name: String, source: any AdSource) {
+            self.name = name
+            self.source = source
+        }
+    }
+
+    public let members: [Member]
+    private let onProblem: @Sendable (String) -> Void
+    /// Which member served the first ad of a content's post-roll pod.
+    private let podSource = Locked<[String: Int]>([:])
+
+    public init(_ members: [Member], onProblem: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.members = members
+        self.onProblem = onProblem
+    }
+
+    public func ad(for request: AdRequest) async throws -> AdCreative? {
+        if request.podPosition > 0 {
+            // The rest of a pod: from its source only.
+            guard let index = podSource.withLock({ $0[request.content.id] }), members.indices.contains(index) else { return nil }
+            return try await members[index].source.ad(for: request)
+        }
+        var failure: (any Error)?
+        var answeredNoFill = false
+        for (index, member) in members.enumerated()
+        where member.source.mayFill(request.kind, content: request.content, at: request.position) {
+            try Task.checkCancellation()
+            do {
+                if let creative = try await member.source.ad(for: request) {
+                    if request.kind == .postroll { podSource.withLock { $0[request.content.id] = index } }
+                    return creative
+                }
+                answeredNoFill = true
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                failure = failure ?? error
+                if index < members.count - 1 { onProblem("ad source \(member.name): \(error); asking the next one") }
+            }
+        }
+        if let failure, !answeredNoFill { throw failure }
+        return nil
+    }
+
+    public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
+        members.contains { $0.source.mayFill(kind, content: content, at: position) }
+    }
+
+    /// The first source that may fill gets ready (the others are asked only if it fails then).
+    public func prefetch(_ request: AdRequest) {
+        members.first { $0.source.mayFill(request.kind, content: request.content, at: request.position) }?.source.prefetch(request)
+    }
+}

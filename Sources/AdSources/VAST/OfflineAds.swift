@@ -1,0 +1,97 @@
+import AdRuntime
+import Foundation
+
+/// The VAST ads a server served lately, kept (with the creative cache holding their files) so
+/// that they can be shown again while that server cannot be reached — each until its
+/// `<Expires>`, or the configured lifetime when it has none (SPEC §4, "offline"). Their
+/// tracking is theirs: an impression shown offline is recorded at show time and delivered
+/// when the network returns (R17).
+///
+/// Kept in the cache folder (`offline-<tag hash>.json`, written whole: temp + rename), at most
+/// `maxPerKind` a kind, the newest first; served in turn.
+///
+/// Threading: any thread but the player's loop (file reads and writes); one lock.
+final class OfflineAds: Sendable {
+    struct Entry: Codable, Equatable {
+        var kind: String
+        var id: String
+        /// The creative file's URL (the cache's key) and what it is.
+        var media: String
+        var video: Bool
+        var width: Int?
+        var height: Int?
+        var duration: Double?
+        var tracking: [String: [String]]
+        var adServingID: String?
+        var universalAdID: String?
+        /// Seconds since 1970.
+        var expires: Double
+    }
+
+    private struct State {
+        var entries: [Entry]
+        var turn: [String: Int] = [:]
+    }
+
+    static let maxPerKind = 16
+    private static let maxFileBytes = 8 << 20
+    private let path: String
+    private let cache: CreativeCache
+    private let state: Locked<State>
+
+    init(cache: CreativeCache, tag: String) {
+        self.cache = cache
+        path = cache.folder + "/offline-" + CreativeCache.sha256(Data(tag.utf8)).prefix(16) + ".json"
+        let saved = (try? SafeFile.read(path, maxBytes: Self.maxFileBytes)).flatMap { try? JSONDecoder().decode([Entry].self, from: $0) } ?? []
+        state = Locked(State(entries: saved))
+    }
+
+    /// Keeps `entry` (replacing an older serving of the same creative) and saves the list.
+    func remember(_ entry: Entry) {
+        let entries = state.withLock { state -> [Entry] in
+            state.entries.removeAll { ($0.kind == entry.kind && $0.id == entry.id && $0.media == entry.media) || $0.expires <= Date().timeIntervalSince1970 }
+            state.entries.insert(entry, at: 0)
+            var counts: [String: Int] = [:]
+            state.entries = state.entries.filter { e in
+                counts[e.kind, default: 0] += 1
+                return counts[e.kind]! <= Self.maxPerKind
+            }
+            return state.entries
+        }
+        save(entries)
+    }
+
+    /// An ad of `kind` that has not expired and whose file is in the cache (checked), in turn;
+    /// nil if none.
+    func take(_ kind: AdKind) -> AdCreative? {
+        let now = Date().timeIntervalSince1970
+        let candidates = state.withLock { $0.entries.filter { $0.kind == kind.rawValue && $0.expires > now } }
+        guard !candidates.isEmpty else { return nil }
+        let start = state.withLock { state -> Int in
+            defer { state.turn[kind.rawValue, default: 0] += 1 }
+            return state.turn[kind.rawValue, default: 0]
+        }
+        for offset in 0..<candidates.count {
+            let entry = candidates[(start + offset) % candidates.count]
+            guard let file = cache.file(for: entry.media) else { continue }
+            var creative = AdCreative(id: entry.id, kind: kind,
+                                      content: entry.video ? .video(location: file) : .image(location: file, width: entry.width, height: entry.height),
+                                      duration: entry.duration, tracking: entry.tracking, adServingID: entry.adServingID,
+                                      universalAdID: entry.universalAdID, source: "vast-cache")
+            creative.expires = Date(timeIntervalSince1970: entry.expires)
+            return creative
+        }
+        return nil
+    }
+
+    private func save(_ entries: [Entry]) {
+        guard let data = try? JSONEncoder().encode(entries) else { return }
+        let temporary = path + ".tmp-" + UUID().uuidString
+        do {
+            try data.write(to: URL(fileURLWithPath: temporary))
+            if rename(temporary, path) != 0 { unlink(temporary) }
+        } catch {
+            unlink(temporary)
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import AdRuntime
+import AdSources
+import AdTestSupport
+import Foundation
+import XCTest
+
+/// The creative cache on a real disk, fed by the loopback VAST server's media: private,
+/// content-addressed, bounded, kept across restarts, and never handing out a damaged file.
+final class CreativeCacheTests: XCTestCase {
+    private var server: FixtureServer!
+    private var folder: String!
+    private let http = BoundedHTTP(threads: 2)
+    private let limits = HTTPLimits(maxBytes: 64 << 20, deadline: 20)
+
+    override func setUpWithError() throws {
+        _ = try Media.path("overlay.png")
+        server = try FixtureServer(script: "vast_server.py")
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("cache-\(UUID().uuidString.prefix(8))").path
+    }
+
+    override func tearDownWithError() throws {
+        server.stop()
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    private func media(_ name: String) -> String { "\(server.base)/media/\(name)" }
+
+    private func bytes(_ name: String) throws -> Data { try Data(contentsOf: repositoryRoot.appendingPathComponent("media/\(name)")) }
+
+    /// The folder is made 0700; a file is named by the SHA-256 of its bytes (as sha256sum says).
+    func testAFileIsNamedByItsContentInAPrivateFolder() async throws {
+        let cache = try CreativeCache(folder: folder)
+        let path = try await cache.fetch(media("overlay.png"), with: http, limits: limits)
+        var info = stat()
+        XCTAssertEqual(stat(folder, &info), 0)
+        XCTAssertEqual(info.st_mode & 0o777, 0o700)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), try bytes("overlay.png"))
+        let (_, sum) = try runToEnd("/usr/bin/sha256sum", [path])
+        XCTAssertEqual(URL(fileURLWithPath: path).lastPathComponent, String(sum.prefix(64)))
+        XCTAssertEqual(cache.totalBytes, try bytes("overlay.png").count)
+    }
+
+    /// A folder that is a symlink, or someone else's, is refused (the old /tmp cache could be
+    /// made by another user first).
+    func testAFolderThatIsASymlinkOrSomeoneElsesIsRefused() throws {
+        let target = folder + "-target"
+        try FileManager.default.createDirectory(atPath: target, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: target) }
+        XCTAssertEqual(symlink(target, folder), 0)
+        XCTAssertThrowsError(try CreativeCache(folder: folder)) { XCTAssertTrue("\($0)".contains("not a directory"), "\($0)") }
+        unlink(folder)
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        XCTAssertEqual(chown(folder, 65534, 65534), 0, "the tests run as root")
+        XCTAssertThrowsError(try CreativeCache(folder: folder)) { XCTAssertTrue("\($0)".contains("not to this user"), "\($0)") }
+    }
+
+    /// A file damaged on disk is never handed out: it is deleted and fetched again.
+    func testADamagedFileIsFetchedAgainNeverUsed() async throws {
+        let cache = try CreativeCache(folder: folder)
+        let path = try await cache.fetch(media("pause.png"), with: http, limits: limits)
+        let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: path))
+        try handle.seek(toOffset: 100)
+        try handle.write(contentsOf: Data(repeating: 0xFF, count: 16))
+        try handle.close()
+        XCTAssertNil(cache.file(for: media("pause.png")), "damaged: not used")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path))
+        let again = try await cache.fetch(media("pause.png"), with: http, limits: limits)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: again)), try bytes("pause.png"))
+        XCTAssertEqual(try server.requests()["/media/pause.png"], 2)
+    }
+
+    /// Past the byte bound the least recently used files go; what is kept survives a restart,
+    /// and a temporary file a crash left is removed.
+    func testTheBoundEvictsTheLeastRecentlyUsedAndTheRestSurvivesARestart() async throws {
+        let sizes = try ["overlay.png", "pause.png", "overlay.jpg"].map { try bytes($0).count }
+        // Room for the two largest, not for all three.
+        let bound = sizes.sorted().suffix(2).reduce(0, +)
+        var cache = try CreativeCache(folder: folder, maxBytes: bound)
+        _ = try await cache.fetch(media("overlay.png"), with: http, limits: limits)
+        _ = try await cache.fetch(media("pause.png"), with: http, limits: limits)
+        XCTAssertNotNil(cache.file(for: media("overlay.png")), "used again: pause.png is now the least recently used")
+        _ = try await cache.fetch(media("overlay.jpg"), with: http, limits: limits)
+        XCTAssertLessThanOrEqual(cache.totalBytes, bound)
+        XCTAssertNil(cache.file(for: media("pause.png")), "evicted")
+        XCTAssertNotNil(cache.file(for: media("overlay.jpg")))
+        XCTAssertTrue(FileManager.default.createFile(atPath: folder + "/objects/.tmp-crash", contents: Data("half".utf8)))
+        cache = try CreativeCache(folder: folder, maxBytes: bound)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: folder + "/objects/.tmp-crash"))
+        let requests = try server.requests()
+        XCTAssertNotNil(cache.file(for: media("overlay.jpg")), "kept across the restart")
+        _ = try await cache.fetch(media("overlay.jpg"), with: http, limits: limits)
+        XCTAssertEqual(try server.requests(), requests, "not fetched again")
+    }
+
+    /// A file larger than the bound of a download is refused, and nothing of it stays.
+    func testADownloadPastItsLimitLeavesNothing() async throws {
+        let cache = try CreativeCache(folder: folder)
+        do {
+            _ = try await cache.fetch(media("postroll.mp4"), with: http, limits: HTTPLimits(maxBytes: 1000, deadline: 20))
+            XCTFail("over the limit")
+        } catch let error as FetchError {
+            XCTAssertEqual(error.kind, .tooLarge)
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder + "/objects"), [])
+    }
+}

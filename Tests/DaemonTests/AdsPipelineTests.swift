@@ -1,0 +1,163 @@
+import AdRuntime
+import AdTestSupport
+import Foundation
+import XCTest
+
+/// The ad pipeline through the real daemon against a loopback ad server that records every
+/// request and beacon (Tests/Fixtures/vast_server.py): overlays at every episode start, ads
+/// from the cache while the server is gone (across a restart) with their impressions sent when
+/// it is back, a box that starts with no network, a fallback chain, the request's macros.
+final class AdsPipelineTests: XCTestCase {
+    private var server: FixtureServer!
+
+    override func setUpWithError() throws {
+        _ = try Media.path("overlay.png")
+        server = try FixtureServer(script: "vast_server.py")
+    }
+
+    override func tearDownWithError() throws { server.stop() }
+
+    /// The overlay tag, with macros the daemon fills (and one it does not know).
+    private var tag: String {
+        server.base + "/vast/overlay-expiring.xml?cid=[CONTENTID]&pos=[BREAKPOSITION]&plc=[PLACEMENTTYPE]&cb=[CACHEBUSTING]"
+            + "&ts=[TIMESTAMP]&lat=[LIMITADTRACKING]&gdpr=[GDPRCONSENT]&ifa=[IFA]&ua=[CLIENTUA]&x=[NOSUCHMACRO]"
+    }
+
+    private func startedOverlays(_ events: [[String: Any]]) -> [[String: Any]] {
+        events.filter { $0["event"] as? String == "ad.started" && $0["kind"] as? String == "overlay" }
+    }
+
+    /// A fast server: an overlay at each of three episode starts (it loads in the moment
+    /// between the episode coming in and its first frame, and waits for that frame). The tag
+    /// reached the server with every macro filled as docs/reporting.md says: no `[` left.
+    func testAFastServerShowsAnOverlayAtEveryEpisodeStartWithTheRequestsMacrosFilled() throws {
+        let daemon = try DaemonProcess(extra: ["--ads", tag, "--gdpr-consent", "CO.y/z+1="])
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.started", "player.item"]])
+        let episodes = [try Media.path("episode-1.mp4"), try Media.path("episode-2.mp4"), try Media.path("episode-1.mp4")]
+        _ = try daemon.connect().call("queue", ["paths": episodes])
+        var overlays: [[String: Any]] = []
+        while overlays.count < 3 { overlays.append(try events.event(named("ad.started", "kind", "overlay"))) }
+        XCTAssertEqual(overlays.compactMap { $0["content_id"] as? String }, ["episode-1", "episode-2", "episode-1"])
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+
+        let requested = try server.requests().keys.filter { $0.hasPrefix("/vast/overlay-expiring.xml?") }
+        XCTAssertFalse(requested.isEmpty)
+        for path in requested {
+            XCTAssertFalse(path.contains("[") || path.contains("]"), "a macro left: \(path)")
+            let items = Dictionary(URLComponents(string: "http://x" + path)!.queryItems!.map { ($0.name, $0.value ?? "") }) { $1 }
+            XCTAssertTrue(["episode-1", "episode-2"].contains(items["cid"] ?? ""), path)
+            XCTAssertTrue(["2", "3", "4"].contains(items["pos"] ?? ""), path)
+            XCTAssertEqual(items["plc"], "1")
+            XCTAssertNotNil(items["cb"]?.range(of: #"^\d{8}$"#, options: .regularExpression), path)
+            XCTAssertNotNil(items["ts"]?.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"#, options: .regularExpression), path)
+            XCTAssertEqual(items["lat"], "0")
+            XCTAssertEqual(items["gdpr"], "CO.y/z+1=", "decoded once: exactly the value")
+            XCTAssertEqual(items["ifa"], "-1", "not configured")
+            XCTAssertTrue(items["ua"]?.hasPrefix("adplayerd/") == true, path)
+            XCTAssertEqual(items["x"], "-1", "an unknown macro")
+        }
+    }
+
+    /// The server gone after one episode: the next episode shows the cached overlay, and so
+    /// does the daemon after a restart (within the ad's Expires). Once the server is back, each
+    /// impression arrives once, stamped with when its overlay was shown — not when it was sent.
+    func testWithTheServerGoneTheCachedOverlayShowsAndItsImpressionsArriveWithTheirShowTime() throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("pipeline-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let flags = ["--ads", tag, "--time-sync-wait", "0", "--beacon-max-delay", "1", "--state-dir", state]
+        var shows: [(id: String, before: Date, after: Date)] = []
+        func showOverlay(_ daemon: DaemonProcess, _ episode: String) throws {
+            let events = try daemon.connect()
+            _ = try events.call("subscribe", ["events": ["ad.started"]])
+            let before = Date()
+            _ = try daemon.connect().call("open", ["path": try Media.path(episode)])
+            let started = try events.event(named("ad.started", "kind", "overlay"))
+            shows.append((started["instance"] as? String ?? "?", before, Date()))
+        }
+        let first = try DaemonProcess(extra: flags)
+        try showOverlay(first, "episode-1.mp4")
+        XCTAssertTrue(waitUntil(timeout: 20) { ((try? self.server.counts()) ?? [:]).keys.contains { $0.hasPrefix("/b/imp-ov") } })
+        try server.get("/_down")
+        try showOverlay(first, "episode-2.mp4")
+        XCTAssertEqual(first.stop(), 0, first.log)
+        let second = try DaemonProcess(extra: flags)
+        try showOverlay(second, "episode-1.mp4")
+        let (status, export) = try runToEnd(Executables.adplayerd, ["plays", "export", "--state-dir", state, "--format", "jsonl"])
+        XCTAssertEqual(status, 0, export)
+        let sources = export.split(separator: "\n").compactMap { line -> String? in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["source"] as? String
+        }
+        XCTAssertEqual(sources, ["vast", "vast-cache", "vast-cache"], export)
+
+        try server.get("/_up")
+        XCTAssertTrue(waitUntil(timeout: 60) { ((try? self.server.counts()) ?? [:]).filter { $0.key.hasPrefix("/b/imp-ov") }.count == 3 },
+                      "\(String(describing: try? server.counts()))")
+        XCTAssertEqual(second.stop(), 0, second.log)
+        let impressions = try server.counts().filter { $0.key.hasPrefix("/b/imp-ov") }
+        XCTAssertTrue(impressions.values.allSatisfy { $0 == 1 }, "each once: \(impressions)")
+        let stamps = impressions.keys.compactMap { path -> Date? in
+            let items = URLComponents(string: "http://x" + path)?.queryItems ?? []
+            XCTAssertEqual(items.first { $0.name == "sid" }?.value, "srv-42", path)
+            return items.first { $0.name == "ts" }?.value.flatMap { ISO8601DateFormatter.withMilliseconds.date(from: $0) }
+        }.sorted()
+        XCTAssertEqual(stamps.count, 3)
+        for (stamp, show) in zip(stamps, shows) {
+            XCTAssertGreaterThanOrEqual(stamp.timeIntervalSince1970, show.before.timeIntervalSince1970 - 0.001, "stamped at show time")
+            XCTAssertLessThanOrEqual(stamp.timeIntervalSince1970, show.after.timeIntervalSince1970 + 0.001, "stamped at show time, not at send")
+        }
+    }
+
+    /// No network at start: the first episode plays at once (its overlay request fails, nothing
+    /// waits for it); once the server appears, the next episode has its overlay.
+    func testStartedWithNoNetworkItPlaysAtOnceAndShowsAdsWhenTheServerAppears() throws {
+        try server.get("/_down")
+        let daemon = try DaemonProcess(extra: ["--ads", tag])
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.*", "player.*"]])
+        _ = try daemon.connect().call("queue", ["paths": [try Media.path("episode-1.mp4"), try Media.path("episode-2.mp4")]])
+        let playing = try events.event(named("player.playing"))
+        XCTAssertEqual(playing["position"] as? Double ?? -1, 0, accuracy: 0.5)
+        _ = try events.event(named("ad.error", "kind", "overlay"))
+        try server.get("/_up")
+        _ = try events.event { $0["event"] as? String == "player.item" && ($0["path"] as? String)?.hasSuffix("episode-2.mp4") == true }
+        let overlay = try events.event(named("ad.started", "kind", "overlay"))
+        XCTAssertEqual(overlay["content_id"] as? String, "episode-2")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
+    /// `ads` twice: a VAST tag with nothing to give, then the local catalog, which serves; the
+    /// catalog's overlay shows. `ads-check` shows the chain, from the flags and from a file.
+    func testAFallbackChainAsksTheNextSourceAndAdsCheckShowsIt() throws {
+        let catalog = try makeCatalog(#"{"version": 1, "overlays": [{"id": "house", "image": "overlay.png", "slots": [{"start": 0.2, "duration": 1}]}]}"#)
+        let empty = server.base + "/vast/empty.xml"
+        let daemon = try DaemonProcess(extra: ["--ads", empty, "--ads", catalog.path])
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.started"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-1.mp4")])
+        XCTAssertEqual(try events.event(named("ad.started", "kind", "overlay"))["ad_id"] as? String, "house")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        XCTAssertTrue(daemon.log.contains("ads from VAST \(empty)"), daemon.log)
+        XCTAssertTrue(daemon.log.contains(", then catalog \(catalog.path)"), daemon.log)
+
+        let (status, output) = try runToEnd(Executables.adplayerd, ["ads-check", empty, catalog.path])
+        XCTAssertEqual(status, 0, output)
+        XCTAssertTrue(output.contains("1. \(empty) (vast-url)"), output)
+        XCTAssertTrue(output.contains("2. \(catalog.path) (catalog), asked when the sources before it fill nothing"), output)
+        let config = catalog.appendingPathComponent("adplayerd.conf").path
+        try Data("ads = \(empty)\nads = \(catalog.path)\n".utf8).write(to: URL(fileURLWithPath: config))
+        let (fromFile, json) = try runToEnd(Executables.adplayerd, ["ads-check", "--config", config, "--json"])
+        XCTAssertEqual(fromFile, 0, json)
+        let chain = (try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])?["chain"] as? [[String: Any]]
+        XCTAssertEqual(chain?.compactMap { $0["source"] as? String }, [empty, catalog.path])
+    }
+}
+
+extension ISO8601DateFormatter {
+    /// `2026-12-01T06:08:41.123Z`: what `[TIMESTAMP]` holds.
+    static var withMilliseconds: ISO8601DateFormatter {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter
+    }
+}
