@@ -122,16 +122,42 @@ static int get_playback_status(sd_bus *b, const char *p, const char *i, const ch
 static int get_loop_status(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus_message *r, void *u, sd_bus_error *e) {
     mpris_state st;
     state(u, &st);
-    return sd_bus_message_append(r, "s", st.loop_track ? "Track" : "None");
+    return sd_bus_message_append(r, "s", st.loop_status == 2 ? "Playlist" : st.loop_status == 1 ? "Track" : "None");
 }
 
 static int set_loop_status(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus_message *v, void *u, sd_bus_error *e) {
     const char *text = NULL;
     int r = sd_bus_message_read(v, "s", &text);
     if (r < 0) return r;
-    if (strcmp(text, "Track") != 0 && strcmp(text, "None") != 0)
-        return sd_bus_error_set(e, SD_BUS_ERROR_INVALID_ARGS, "LoopStatus: adplayerd loops a track or nothing");
-    return command(u, NULL, e, MPRIS_SET_LOOP, strcmp(text, "Track") == 0, 0, NULL);
+    int mode = strcmp(text, "None") == 0 ? 0 : strcmp(text, "Track") == 0 ? 1 : strcmp(text, "Playlist") == 0 ? 2 : -1;
+    if (mode < 0) return sd_bus_error_set(e, SD_BUS_ERROR_INVALID_ARGS, "LoopStatus: None, Track or Playlist");
+    return command(u, NULL, e, MPRIS_SET_LOOP, mode, 0, NULL);
+}
+
+static int get_shuffle(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus_message *r, void *u, sd_bus_error *e) {
+    mpris_state st;
+    state(u, &st);
+    return sd_bus_message_append(r, "b", st.shuffle);
+}
+
+static int set_shuffle(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus_message *v, void *u, sd_bus_error *e) {
+    int on = 0;
+    int r = sd_bus_message_read(v, "b", &on);
+    if (r < 0) return r;
+    return command(u, NULL, e, MPRIS_SET_SHUFFLE, on != 0, 0, NULL);
+}
+
+static int get_volume(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus_message *r, void *u, sd_bus_error *e) {
+    mpris_state st;
+    state(u, &st);
+    return sd_bus_message_append(r, "d", st.volume);
+}
+
+static int set_volume(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus_message *v, void *u, sd_bus_error *e) {
+    double volume = 0;
+    int r = sd_bus_message_read(v, "d", &volume);
+    if (r < 0) return r;
+    return command(u, NULL, e, MPRIS_SET_VOLUME, 0, volume, NULL);
 }
 
 static int get_rate(sd_bus *b, const char *p, const char *i, const char *prop, sd_bus_message *r, void *u, sd_bus_error *e) {
@@ -213,9 +239,9 @@ static const sd_bus_vtable player_vtable[] = {
     SD_BUS_PROPERTY("PlaybackStatus", "s", get_playback_status, 0, CHANGES),
     SD_BUS_WRITABLE_PROPERTY("LoopStatus", "s", get_loop_status, set_loop_status, 0, CHANGES | SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_WRITABLE_PROPERTY("Rate", "d", get_rate, set_rate, 0, CHANGES | SD_BUS_VTABLE_UNPRIVILEGED),
-    SD_BUS_PROPERTY("Shuffle", "b", get_false, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_WRITABLE_PROPERTY("Shuffle", "b", get_shuffle, set_shuffle, 0, CHANGES | SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_PROPERTY("Metadata", "a{sv}", get_metadata, 0, CHANGES),
-    SD_BUS_PROPERTY("Volume", "d", get_number, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_WRITABLE_PROPERTY("Volume", "d", get_volume, set_volume, 0, CHANGES | SD_BUS_VTABLE_UNPRIVILEGED),
     /* No change signal for Position, as the specification says: clients read it, and Seeked
        tells them of a jump. */
     SD_BUS_PROPERTY("Position", "x", get_position, 0, 0),

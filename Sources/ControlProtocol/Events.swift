@@ -10,6 +10,10 @@ public enum EventName: String, CaseIterable, Sendable {
     case playerEnded = "player.ended"
     case playerFailed = "player.failed"
     case playerBackground = "player.background"
+    case playerVolume = "player.volume"
+    case playerMode = "player.mode"
+    case playerQueue = "player.queue"
+    case playerTrack = "player.track"
     case adRequested = "ad.requested"
     case adNoFill = "ad.nofill"
     case adLoaded = "ad.loaded"
@@ -79,6 +83,24 @@ extension ControlEvent {
 
     public static func playerFailed(path: String, code: String, message: String) -> ControlEvent {
         ControlEvent(.playerFailed, ["path": .string(path), "code": .string(code), "message": .string(message)])
+    }
+
+    public static func playerVolume(volume: Double, mute: Bool) -> ControlEvent {
+        ControlEvent(.playerVolume, ["volume": .number(volume), "mute": .bool(mute)])
+    }
+
+    public static func playerMode(repeatMode: String, shuffle: Bool) -> ControlEvent {
+        ControlEvent(.playerMode, ["repeat": .string(repeatMode), "shuffle": .bool(shuffle)])
+    }
+
+    /// The queue was edited: its length and the entry that plays (`status` has the paths).
+    public static func playerQueue(length: Int, current: Int?) -> ControlEvent {
+        ControlEvent(.playerQueue, ["length": .int(Int64(length)), "current": current.map { .int(Int64($0)) } ?? .null])
+    }
+
+    /// An audio or subtitle track was selected (`id` null: none; `"auto"`: mpv's choice).
+    public static func playerTrack(type: String, id: JSONValue) -> ControlEvent {
+        ControlEvent(.playerTrack, ["type": .string(type), "id": id])
     }
 
     public static func playerBackground(_ background: Bool, reasons: [String]) -> ControlEvent {

@@ -12,6 +12,8 @@ public enum ControlProtocol {
     public static let maxLineBytes = 1024 * 1024
     /// Most paths in one `queue`.
     public static let maxQueuePaths = 1000
+    /// Most entries in the queue (`QueueEntry.maxEntries` says the same).
+    public static let maxQueueEntries = 10_000
     /// Most names in one `subscribe`.
     public static let maxSubscriptions = 64
     /// The ad kinds as the protocol names them (`kind` fields, `metrics`).
@@ -64,6 +66,26 @@ public enum SeekTarget: Sendable, Equatable {
     case by(Double)
 }
 
+/// A volume change: to a level (0–100), or by an amount (±).
+public enum VolumeChange: Sendable, Equatable {
+    case to(Double)
+    case by(Double)
+}
+
+/// What the queue does at the end of an episode: `one` plays it again (each pass another
+/// item, R14), `all` starts the queue over at its end.
+public enum RepeatMode: String, Sendable, Equatable, CaseIterable {
+    case off, one, all
+}
+
+/// A track of the item: one by mpv's id, mpv's own choice (by the language preferences), or
+/// none (subtitles).
+public enum TrackChoice: Sendable, Equatable {
+    case id(Int)
+    case auto
+    case off
+}
+
 /// A decoded, validated request. Every value in it has passed its bounds.
 public enum Request: Sendable, Equatable {
     case status
@@ -82,6 +104,20 @@ public enum Request: Sendable, Equatable {
     /// Proof of play: the ads shown since a wall-clock time (seconds since 1970), oldest first.
     case plays(since: Double?)
     case version
+    case volume(VolumeChange)
+    /// nil: toggle.
+    case mute(Bool?)
+    case setRepeat(RepeatMode)
+    case shuffle(Bool)
+    /// Queue editing, by 0-based index.
+    case remove(index: Int)
+    case move(from: Int, to: Int)
+    case jump(index: Int)
+    case tracks
+    case audioTrack(TrackChoice)
+    case subtitleTrack(TrackChoice)
+    case audioDevices
+    case screenshot(withAds: Bool)
 }
 
 /// One command of the table: its name, its arguments as docs/protocol.md writes them, and
@@ -102,12 +138,17 @@ public struct Envelope: Sendable, Equatable {
 public enum Commands {
     /// The whole protocol, sorted by name.
     public static let all: [Command] = [
+        Command(name: "audio-devices", arguments: "") { _ in .audioDevices },
+        Command(name: "audio-track", arguments: "id") { args throws(ControlError) in .audioTrack(try args.track("id", off: false)) },
         Command(name: "background", arguments: "") { _ in .background },
         Command(name: "clear", arguments: "") { _ in .clear },
         Command(name: "close-ad", arguments: "") { _ in .closeAd },
         Command(name: "foreground", arguments: "") { _ in .foreground },
+        Command(name: "jump", arguments: "index") { args throws(ControlError) in .jump(index: try args.index("index")) },
         Command(name: "loop", arguments: "on") { args throws(ControlError) in .loop(try args.bool("on")) },
         Command(name: "metrics", arguments: "") { _ in .metrics },
+        Command(name: "move", arguments: "from, to") { args throws(ControlError) in .move(from: try args.index("from"), to: try args.index("to")) },
+        Command(name: "mute", arguments: "on?") { args throws(ControlError) in .mute(args.has("on") ? try args.bool("on") : nil) },
         Command(name: "next", arguments: "") { _ in .next },
         Command(name: "open", arguments: "path, content_id?, start?") { args throws(ControlError) in
             .open(path: try args.path("path"), contentID: try args.contentID("content_id"),
@@ -118,6 +159,17 @@ public enum Commands {
         Command(name: "plays", arguments: "since?") { args throws(ControlError) in .plays(since: try args.instant("since")) },
         Command(name: "previous", arguments: "") { _ in .previous },
         Command(name: "queue", arguments: "paths") { args throws(ControlError) in .queue(paths: try args.paths("paths")) },
+        Command(name: "remove", arguments: "index") { args throws(ControlError) in .remove(index: try args.index("index")) },
+        Command(name: "repeat", arguments: "mode") { args throws(ControlError) in
+            guard let text = args.fields["mode"]?.string, let mode = RepeatMode(rawValue: text) else {
+                throw .badArgs("repeat needs {\"mode\": \"off\" | \"one\" | \"all\"}")
+            }
+            return .setRepeat(mode)
+        },
+        Command(name: "screenshot", arguments: "with_ads?") { args throws(ControlError) in
+            .screenshot(withAds: args.has("with_ads") ? try args.bool("with_ads") : true)
+        },
+        Command(name: "shuffle", arguments: "on") { args throws(ControlError) in .shuffle(try args.bool("on")) },
         Command(name: "seek", arguments: "to | by") { args throws(ControlError) in
             switch (args.has("to"), args.has("by")) {
             case (true, false): return .seek(.to(try args.seconds("to", .position)))
@@ -133,8 +185,23 @@ public enum Commands {
         Command(name: "status", arguments: "") { _ in .status },
         Command(name: "stop", arguments: "") { _ in .stop },
         Command(name: "subscribe", arguments: "events?") { args throws(ControlError) in .subscribe(events: try args.eventNames("events")) },
+        Command(name: "subtitle-track", arguments: "id") { args throws(ControlError) in .subtitleTrack(try args.track("id", off: true)) },
         Command(name: "toggle", arguments: "") { _ in .toggle },
+        Command(name: "tracks", arguments: "") { _ in .tracks },
         Command(name: "version", arguments: "") { _ in .version },
+        Command(name: "volume", arguments: "value | by") { args throws(ControlError) in
+            switch (args.has("value"), args.has("by")) {
+            case (true, false):
+                let value = try args.number("value")
+                guard value.isFinite, value >= 0, value <= 100 else { throw .badArgs("volume.value must be from 0 to 100") }
+                return .volume(.to(value))
+            case (false, true):
+                let by = try args.number("by")
+                guard by.isFinite, abs(by) <= 100 else { throw .badArgs("volume.by must be from -100 to 100") }
+                return .volume(.by(by))
+            default: throw .badArgs("volume needs {\"value\": 0…100} or {\"by\": ±n}")
+            }
+        },
     ]
 
     private static let byName: [String: Command] = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
@@ -198,6 +265,18 @@ extension Request {
         case .metrics: "metrics"
         case .plays: "plays"
         case .version: "version"
+        case .volume: "volume"
+        case .mute: "mute"
+        case .setRepeat: "repeat"
+        case .shuffle: "shuffle"
+        case .remove: "remove"
+        case .move: "move"
+        case .jump: "jump"
+        case .tracks: "tracks"
+        case .audioTrack: "audio-track"
+        case .subtitleTrack: "subtitle-track"
+        case .audioDevices: "audio-devices"
+        case .screenshot: "screenshot"
         }
     }
 
@@ -216,6 +295,20 @@ extension Request {
         case .loop(let on): return ["on": .bool(on)]
         case .subscribe(let events): return events.map { ["events": .array($0.map { .string($0) })] } ?? [:]
         case .plays(let since): return since.map { ["since": .number($0)] } ?? [:]
+        case .volume(.to(let value)): return ["value": .number(value)]
+        case .volume(.by(let by)): return ["by": .number(by)]
+        case .mute(let on): return on.map { ["on": .bool($0)] } ?? [:]
+        case .setRepeat(let mode): return ["mode": .string(mode.rawValue)]
+        case .shuffle(let on): return ["on": .bool(on)]
+        case .remove(let index), .jump(let index): return ["index": .int(Int64(index))]
+        case .move(let from, let to): return ["from": .int(Int64(from)), "to": .int(Int64(to))]
+        case .audioTrack(let choice), .subtitleTrack(let choice):
+            switch choice {
+            case .id(let id): return ["id": .int(Int64(id))]
+            case .auto: return ["id": "auto"]
+            case .off: return ["id": "off"]
+            }
+        case .screenshot(let withAds): return ["with_ads": .bool(withAds)]
         default: return [:]
         }
     }
@@ -323,6 +416,24 @@ public struct Arguments: Sendable {
             names.append(name)
         }
         return names
+    }
+
+    /// A 0-based index into the queue (its bounds are the queue's, checked where it is).
+    func index(_ key: String) throws(ControlError) -> Int {
+        guard let value = fields[key]?.integer, value >= 0, value < Int64(ControlProtocol.maxQueueEntries) else {
+            throw fail(key, "a whole number from 0 (the queue's first entry)")
+        }
+        return Int(value)
+    }
+
+    /// A track: mpv's id (a whole number from 1), `"auto"`, or (`off` allowed) `"off"`.
+    func track(_ key: String, off: Bool) throws(ControlError) -> TrackChoice {
+        if let id = fields[key]?.integer, id >= 1, id <= 10_000 { return .id(Int(id)) }
+        switch fields[key]?.string {
+        case "auto": return .auto
+        case "off" where off: return .off
+        default: throw fail(key, off ? "a track id, \"auto\" or \"off\"" : "a track id or \"auto\"")
+        }
     }
 
     /// Arguments the command does not take are refused: a typo is an error, not a silent default.

@@ -275,6 +275,30 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
             shown[presentation.id] = nil
             throw error
         }
+        if presentation.kind == .overlay { keepSubtitlesClear() }
+    }
+
+    /// Where subtitles sit: mpv's `sub-pos`, % of the output's height (100: their usual place).
+    private var subtitlePosition = 100
+
+    /// An overlay never covers subtitles: while one is on screen, subtitles are raised above
+    /// its box (`sub-pos`, set asynchronously: no wait for mpv's core; `sub-margin-y` is not
+    /// applied by mpv 0.35 to subtitles already on screen); back down after.
+    private func keepSubtitlesClear() {
+        let size = output.withLock { $0 }
+        let boxes: [AdRect] = shown.values.filter { $0.presentation.kind == .overlay }.map { entry in
+            switch entry.drawn {
+            case .image(let image): AdPlacement.overlay(source: (image.source.width, image.source.height), output: size)
+            case .text, .html: AdPlacement.overlayBox(output: size)
+            }
+        }
+        var position = 100
+        if let top = boxes.map(\.y).min(), size.height > 0 {
+            position = max(0, min(100, (top - AdPlacement.margin(size)) * 100 / size.height))
+        }
+        guard position != subtitlePosition, let handle = player?.drawingHandle else { return }
+        subtitlePosition = position
+        handle.commandAsync(["set", "sub-pos", String(position)])
     }
 
     public func dismiss(_ id: UInt64) {
@@ -286,6 +310,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         } else {
             announce(.hide(id: id))
         }
+        if entry.presentation.kind == .overlay { keepSubtitlesClear() }
     }
 
     public func playPostroll(_ presentation: AdPresentation, reporter: PostrollReporter) throws {
@@ -355,6 +380,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         for entry in shown.values.sorted(by: { $0.slot < $1.slot }) {
             try? draw(entry)
         }
+        keepSubtitlesClear()
     }
 
     // MARK: Drawing (on the loop)

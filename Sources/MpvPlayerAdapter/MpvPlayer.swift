@@ -188,6 +188,90 @@ public final class MpvPlayer: TrackablePlayer {
     /// Takes the item out (mpv's `stop`).
     public func stop() throws { try onLoop("stop") { core.handle.commandAsync(["stop"]) } }
 
+    // MARK: Audio, tracks, the screen
+
+    /// The content's volume, 0–100 % (mpv's `volume`); ads' videos play at most at
+    /// `setAdAudio`'s share of it.
+    public func setVolume(_ percent: Double) throws {
+        guard percent.isFinite, percent >= 0, percent <= 100 else { throw MpvError(code: -4, operation: "volume \(percent) (allowed: 0…100)") }
+        try onLoop("set volume") {
+            try core.handle.set("volume", percent)
+            core.contentVolume = percent
+        }
+    }
+
+    public func setMute(_ muted: Bool) throws {
+        try onLoop("set mute") { try core.handle.set("mute", muted) }
+    }
+
+    /// How loud ads' videos may be: at most `volumePercent` % of the content's volume, and
+    /// (`loudnorm`) normalised to EBU R128's -24 LUFS on the ad's load only (mpv's
+    /// `af=lavfi=[loudnorm]` as a per-file option: the content's audio chain is untouched).
+    public func setAdAudio(volumePercent: Double, loudnorm: Bool) {
+        let share = max(0, min(100, volumePercent.isFinite ? volumePercent : 100)) / 100
+        try? loop.sync {
+            core.adVolumeShare = share
+            core.adLoudnorm = loudnorm
+        }
+    }
+
+    /// A track of the item, as mpv's `track-list` has it.
+    public struct Track: Sendable, Equatable {
+        public var id: Int
+        /// `audio`, `sub` or `video`.
+        public var type: String
+        public var language: String?
+        public var title: String?
+        public var codec: String?
+        public var selected: Bool
+        public var external: Bool
+    }
+
+    /// The item's tracks (mpv's `track-list`; a property read: on the loop, microseconds).
+    public func tracks() -> [Track] {
+        (try? loop.sync { () -> [Track] in
+            guard case .array(let list)? = try? core.handle.get("track-list", as: .node) else { return [] }
+            return list.prefix(256).compactMap { value -> Track? in
+                guard case .map(let t) = value, let id = t["id"]?.int, let type = t["type"]?.string else { return nil }
+                return Track(id: Int(id), type: type, language: t["lang"]?.string, title: t["title"]?.string, codec: t["codec"]?.string,
+                             selected: t["selected"]?.flag ?? false, external: t["external"]?.flag ?? false)
+            }
+        }) ?? []
+    }
+
+    /// Selects the audio (`aid`) or subtitle (`sid`) track: an id, `auto` (mpv picks by
+    /// `alang`/`slang`), or `no`. Asynchronous (handed to mpv, not waited for).
+    public func selectTrack(_ type: String, _ value: String) throws {
+        guard type == "audio" || type == "sub" else { throw MpvError(code: -4, operation: "select a \(type) track") }
+        try onLoop("set \(type == "audio" ? "aid" : "sid")") { core.handle.commandAsync(["set", type == "audio" ? "aid" : "sid", value]) }
+    }
+
+    /// An output device mpv can play to (`audio-device-list`).
+    public struct AudioDevice: Sendable, Equatable {
+        public var name: String
+        public var description: String
+    }
+
+    public func audioDevices() -> [AudioDevice] {
+        (try? loop.sync { () -> [AudioDevice] in
+            guard case .array(let list)? = try? core.handle.get("audio-device-list", as: .node) else { return [] }
+            return list.prefix(256).compactMap { value -> AudioDevice? in
+                guard case .map(let d) = value, let name = d["name"]?.string else { return nil }
+                return AudioDevice(name: name, description: d["description"]?.string ?? "")
+            }
+        }) ?? []
+    }
+
+    /// Writes what is on screen to `path` (PNG): `window` — the video with what mpv draws over
+    /// it (the ads) — or `video` alone. `completion` runs on the loop once mpv has written it.
+    public func screenshot(to path: String, withOverlays: Bool, completion: @escaping @Sendable (Result<Void, MpvError>) -> Void) {
+        loop.run { [core] in
+            core.handle.commandAsync(["screenshot-to-file", path, withOverlays ? "window" : "video"]) { result in
+                completion(result.map { _ in () })
+            }
+        }
+    }
+
     /// The next playlist entry (`playlist-next force`).
     public func next() throws { try onLoop("playlist-next") { core.handle.commandAsync(["playlist-next", "force"]) } }
 
@@ -266,6 +350,10 @@ final class PlayerCore: @unchecked Sendable {
     private let query: MpvPlayerMapping.Query
     /// The daemon's: told of window and duration changes.
     var detailChanged: (@Sendable (MpvDetailChange) -> Void)?
+    /// The content's volume as last set (mpv's default, 100, until then), and the ads' audio.
+    var contentVolume = 100.0
+    var adVolumeShare = 1.0
+    var adLoudnorm = false
     /// Tests: sees every event after the mapping (`MpvPlayer.tapEvents`).
     var tap: (@Sendable (MpvEvent) -> Void)?
 
@@ -352,7 +440,11 @@ final class PlayerCore: @unchecked Sendable {
 
     func playAd(_ location: String, completion: @escaping (Result<Int64, MpvError>) -> Void) {
         handle.assertInLoop()
-        handle.commandAsync(["loadfile", location, "replace", "speed=1,pause=no,keep-open=no,loop-file=no"]) { [weak self] result in
+        // Per-file options: mpv restores the content's after the ad's file.
+        var options = "speed=1,pause=no,keep-open=no,loop-file=no"
+        options += String(format: ",volume=%.3f", contentVolume * adVolumeShare)
+        if adLoudnorm { options += ",af=lavfi=[loudnorm=I=-24:TP=-2]" }
+        handle.commandAsync(["loadfile", location, "replace", options]) { [weak self] result in
             completion(result.flatMap { value in
                 guard let entry = value["playlist_entry_id"]?.int else {
                     return .failure(MpvError(code: -12, operation: "loadfile (no playlist_entry_id)"))

@@ -34,6 +34,21 @@ enum Human {
                 return "\(s("started"))  \(s("kind").padding(toLength: 8, withPad: " ", startingAt: 0)) \(s("ad_id")) on \(s("content_id")): "
                     + "\(seconds), \(s("reason")), \(s("viewable")); beacons sent \(n("sent")), pending \(n("pending")), failed \(n("failed"))"
             }.joined(separator: "\n")
+        case .tracks, .audioTrack, .subtitleTrack:
+            var lines: [String] = []
+            for (kind, key) in [("audio", "audio"), ("subtitle", "subtitle")] {
+                let list = result[key]?.array ?? []
+                lines.append("\(kind): " + (list.isEmpty ? "none" : ""))
+                for t in list {
+                    let fields = [t["language"]?.string, t["title"]?.string, t["codec"]?.string, t["external"]?.bool == true ? "external" : nil]
+                    lines.append("  \(t["selected"]?.bool == true ? "*" : " ") \(t["id"]?.integer ?? 0)  " + fields.compactMap { $0 }.joined(separator: ", "))
+                }
+            }
+            return lines.joined(separator: "\n")
+        case .audioDevices:
+            return (result["devices"]?.array ?? []).map { "\($0["name"]?.string ?? "?")  \($0["description"]?.string ?? "")" }.joined(separator: "\n")
+        case .screenshot:
+            return result["path"]?.string ?? "?"
         default:
             return status(result)
         }
@@ -58,7 +73,9 @@ enum Human {
         lines.append("queue    \(queue.count) episode\(queue.count == 1 ? "" : "s")" + (current.map { ", playing number \($0 + 1)" } ?? ""))
         for (index, path) in queue.enumerated() { lines.append("  \(index == current ? ">" : " ") \(index + 1). \(path)") }
         var flags: [String] = []
-        if s["loop"]?.bool == true { flags.append("looping") }
+        if let volume = s["volume"]?.number { flags.append(String(format: "volume %.0f", volume) + (s["mute"]?.bool == true ? " (muted)" : "")) }
+        if let mode = s["repeat"]?.string, mode != "off" { flags.append("repeat \(mode)") }
+        if s["shuffle"]?.bool == true { flags.append("shuffle") }
         if s["background"]?.bool == true { flags.append("in the background") }
         if !flags.isEmpty { lines.append(flags.joined(separator: ", ")) }
         return lines.joined(separator: "\n")
@@ -78,6 +95,10 @@ enum Human {
         case .playerEnded?: text = "ended \(s("path")) at \(n("position")) s"
         case .playerFailed?: text = "failed \(s("path")): \(s("message"))"
         case .playerBackground?: text = e["background"]?.bool == true ? "output hidden (background)" : "output shown (foreground)"
+        case .playerVolume?: text = "volume \(n("volume"))" + (e["mute"]?.bool == true ? " (muted)" : "")
+        case .playerMode?: text = "repeat \(s("repeat")), shuffle \(e["shuffle"]?.bool == true ? "on" : "off")"
+        case .playerQueue?: text = "queue: \(e["length"]?.integer ?? 0) entries" + (e["current"]?.integer.map { ", playing number \($0 + 1)" } ?? "")
+        case .playerTrack?: text = "\(s("type")) track \(e["id"]?.integer.map(String.init) ?? e["id"]?.string ?? "off")"
         case .adRequested?: text = "ad requested: \(s("kind")) at \(n("position")) s"
         case .adNoFill?: text = "ad no fill: \(s("kind")) at \(n("position")) s"
         case .adLoaded?: text = "ad loaded: \(s("kind")) \(s("ad_id"))"

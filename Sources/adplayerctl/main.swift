@@ -7,15 +7,28 @@ import Foundation
 let usage = """
     usage: adplayerctl [--socket PATH] [--json] COMMAND [ARGS]
       status                       what plays, where, the ad on screen, the queue
-      open FILE [--content-id ID] [--start SECONDS]
-                                   play FILE now (a file under one of the daemon's library folders)
-      queue FILE...                add files to the queue
+      open FILE|DIR [--content-id ID] [--start SECONDS]
+                                   play FILE now (a file under one of the daemon's library folders; a folder:
+                                   its playable files in name order)
+      queue FILE|DIR...            add files (a folder's playable files) to the queue
       play | pause | toggle        the content
       seek SECONDS | seek +S | -S  to a time, or by an offset
       speed X                      playback speed (0.01 to 100)
       next | previous | stop       the next / previous episode; stop playing
       clear                        stop playing and empty the queue
-      loop on|off                  loop the episode that plays
+      loop on|off                  loop the episode that plays (repeat one / off)
+      repeat off|one|all           at an episode's end: the next; the same again; the queue over again at its end
+      shuffle on|off               play the queue in a new random order each pass
+      volume N | +N | -N           the content's volume (0 to 100), or by an amount
+      mute [on|off]                mute or unmute (no argument: toggle)
+      remove INDEX                 take entry INDEX (from 1, as status numbers them) out of the queue
+      move FROM TO                 move an entry of the queue
+      jump INDEX                   play entry INDEX now
+      tracks                       the episode's audio and subtitle tracks
+      audio-track ID|auto          choose the audio track
+      subtitle-track ID|off|auto   choose the subtitles
+      audio-devices                the audio outputs mpv can use (for audio-device in the configuration)
+      screenshot [--video-only]    a PNG of the screen (with the ads, or the video alone); prints its path
       background | foreground      the output is hidden / shown again (R13)
       close-ad                     the viewer dismisses the overlay or pause ad on screen
       metrics                      what the ads did since the daemon started, by kind
@@ -34,7 +47,7 @@ let parsed: CommandLineArguments
 do {
     parsed = try CommandLineArguments(Array(CommandLine.arguments.dropFirst()),
                                       spec: ["socket": .value, "json": .flag, "content-id": .value, "start": .value, "since": .value,
-                                                   "help": .flag])
+                                                   "video-only": .flag, "help": .flag])
 } catch {
     fail("\(error)\n\n\(usage)", code: 2)
 }
@@ -58,6 +71,7 @@ func absolute(_ path: String) -> String {
 /// The commands that take no arguments, by name.
 let withoutArguments: [String: Request] = Dictionary(uniqueKeysWithValues: [
     Request.status, .play, .pause, .toggle, .next, .previous, .stop, .clear, .background, .foreground, .closeAd, .metrics, .version,
+    .tracks, .audioDevices,
 ].map { ($0.name, $0) })
 
 /// The command line as a request of the protocol (its arguments are checked again, and
@@ -86,6 +100,40 @@ case "loop":
     request = .loop(rest[0] == "on")
 case "events":
     request = .subscribe(events: rest.isEmpty ? nil : rest)
+case "repeat":
+    guard rest.count == 1, let mode = RepeatMode(rawValue: rest[0]) else { fail("repeat takes off, one or all", code: 2) }
+    request = .setRepeat(mode)
+case "shuffle":
+    guard rest.count == 1, ["on", "off"].contains(rest[0]) else { fail("shuffle takes on or off", code: 2) }
+    request = .shuffle(rest[0] == "on")
+case "volume":
+    guard rest.count == 1 else { fail("volume takes N (0 to 100), +N or -N", code: 2) }
+    let relative = rest[0].hasPrefix("+") || rest[0].hasPrefix("-")
+    request = .volume(relative ? .by(number(rest[0], "volume")) : .to(number(rest[0], "volume")))
+case "mute":
+    guard rest.count <= 1, rest.allSatisfy({ ["on", "off"].contains($0) }) else { fail("mute takes on, off or nothing (toggle)", code: 2) }
+    request = .mute(rest.first.map { $0 == "on" })
+case "remove", "jump":
+    guard rest.count == 1, let index = Int(rest[0]), index >= 1 else { fail("\(command) takes an INDEX from 1", code: 2) }
+    request = command == "remove" ? .remove(index: index - 1) : .jump(index: index - 1)
+case "move":
+    guard rest.count == 2, let from = Int(rest[0]), let to = Int(rest[1]), from >= 1, to >= 1 else { fail("move takes FROM and TO, from 1", code: 2) }
+    request = .move(from: from - 1, to: to - 1)
+case "audio-track", "subtitle-track":
+    let audio = command == "audio-track"
+    guard rest.count == 1 else { fail("\(command) takes an ID, auto\(audio ? "" : " or off")", code: 2) }
+    let choice: TrackChoice
+    switch rest[0] {
+    case "auto": choice = .auto
+    case "off" where !audio: choice = .off
+    default:
+        guard let id = Int(rest[0]), id >= 1 else { fail("\(command) takes an ID, auto\(audio ? "" : " or off")", code: 2) }
+        choice = .id(id)
+    }
+    request = audio ? .audioTrack(choice) : .subtitleTrack(choice)
+case "screenshot":
+    guard rest.isEmpty else { fail("screenshot takes no arguments but --video-only", code: 2) }
+    request = .screenshot(withAds: !parsed.flag("video-only"))
 case "plays":
     guard rest.isEmpty else { fail("plays takes no arguments but --since TIME", code: 2) }
     var since: Double?

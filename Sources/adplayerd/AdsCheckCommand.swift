@@ -65,17 +65,7 @@ struct AdsCheckCommand {
             guard !sources.isEmpty else { throw UsageError("\(file) names no ad source (ads = …)") }
         }
         guard !sources.isEmpty else { throw UsageError("ads-check needs a SOURCE") }
-        var reports: [Report] = []
-        for source in sources {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
-                reports.append(checkCatalog(source))
-            } else if source.hasPrefix("http://") || source.hasPrefix("https://") || FileManager.default.fileExists(atPath: source) {
-                reports.append(checkVAST(source, content: content))
-            } else {
-                throw UsageError("\(source) is neither a folder, a file nor an http(s) URL")
-            }
-        }
+        let reports = try sources.map { try report(for: $0, content: content) }
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -101,6 +91,17 @@ struct AdsCheckCommand {
             }
         }
         return reports.allSatisfy(\.ads.isEmpty) ? 1 : 0
+    }
+
+    /// What `source` would serve for a content id, or why not.
+    func report(for source: String, content: String) throws -> Report {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
+            return checkCatalog(source)
+        } else if source.hasPrefix("http://") || source.hasPrefix("https://") || FileManager.default.fileExists(atPath: source) {
+            return checkVAST(source, content: content)
+        }
+        throw UsageError("\(source) is neither a folder, a file nor an http(s) URL")
     }
 
     private func checkCatalog(_ folder: String) -> Report {

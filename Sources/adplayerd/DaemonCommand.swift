@@ -83,7 +83,12 @@ struct DaemonCommand {
         playerConfiguration.ao = configuration.ao
         playerConfiguration.inputBindings = configuration.vo != "null"
         playerConfiguration.ipcSocket = configuration.mpvIPCSocket
-        playerConfiguration.extraOptions = [("title", "adplayerd")]
+        // External subtitles next to an episode (episode.srt, episode.en.srt); the box's choices.
+        playerConfiguration.extraOptions = [("title", "adplayerd"), ("sub-auto", "exact")]
+        if let device = configuration.audioDevice { playerConfiguration.extraOptions.append(("audio-device", device)) }
+        if let languages = configuration.audioLanguages { playerConfiguration.extraOptions.append(("alang", languages)) }
+        if let languages = configuration.subtitleLanguages { playerConfiguration.extraOptions.append(("slang", languages)) }
+        playerConfiguration.extraOptions += configuration.mpvOptions
         if configuration.mpvIPCSocket != nil {
             log.warning("--mpv-ipc-socket \(configuration.mpvIPCSocket!): mpv's own IPC is open; anyone who can reach it drives the player (unsafe, for tests and debugging)")
         }
@@ -91,6 +96,7 @@ struct DaemonCommand {
             log.mpv(message)
         }
         defer { player.shutdown() }
+        player.setAdAudio(volumePercent: configuration.adVolume, loudnorm: configuration.adLoudnorm)
 
         // 3. The ad runtime: HTTP, the outbox, the source.
         let http = BoundedHTTP(threads: 4)
@@ -158,16 +164,22 @@ struct DaemonCommand {
                                     adsConfiguration: adsConfiguration, emit: broadcast, reporting: reporting, metrics: metrics)
         let metricsFile = configuration.metricsFile.map { MetricsFile(path: $0, every: configuration.metricsInterval, metrics: metrics, log: log) }
         let saved = store.load()
-        try player.loop.sync { controller.start(resuming: saved) }
+        try player.loop.sync {
+            controller.start(resuming: saved)
+            if configuration.loop { _ = try? controller.setRepeat(.one) }   // `loop = yes`: each start loops the episode
+        }
 
         // 4. The control socket.
-        let router = CommandRouter(loop: player.loop, controller: controller, library: configuration.library, metrics: metrics, outbox: outbox)
+        let router = CommandRouter(loop: player.loop, controller: controller, library: configuration.library, metrics: metrics, outbox: outbox,
+                                   screenshots: configuration.stateDir + "/screenshots")
         let control = try ControlServer(path: configuration.socket, group: configuration.socketGroup, log: log) { _, request, reply in
             router.handle(request, reply: reply)
         }
         try control.start()
         server.withLock { $0 = control }
-        if configuration.library.isEmpty { log.warning("no --library folder: open and queue refuse every file") }
+        // What is wrong on this machine is said at start (the daemon still starts: a folder may
+        // appear later, a USB stick be plugged in); `adplayerd check-config` says the same and more.
+        for problem in configuration.localProblems() { log.warning(problem) }
         log.notice("listening on \(configuration.socket)")
 
         // 5. The desktop and the system: MPRIS2 (--mpris) and logind's PrepareForSleep. Without

@@ -22,10 +22,12 @@ let tools: [String: ([String]) throws -> Int32] = [
     "ads-check": { try AdsCheckCommand(arguments: $0).run() },
     "beacons": { try BeaconsCommand(arguments: $0).run() },
     "plays": { try PlaysCommand(arguments: $0).run() },
+    "check-config": { try CheckConfigCommand(arguments: $0).run() },
     "bench-latency": { try BenchCommand(arguments: $0).run() },
     "bench-catalog": { try BenchCatalogCommand(arguments: $0).run() },
 ]
-let usage = [DaemonCommand.usage, PlayCommand.usage, BeaconsCommand.usage, PlaysCommand.usage, AdsCheckCommand.usage, BenchCommand.usage,
+let usage = [DaemonCommand.usage, CheckConfigCommand.usage, PlayCommand.usage, BeaconsCommand.usage, PlaysCommand.usage, AdsCheckCommand.usage,
+             BenchCommand.usage,
              BenchCatalogCommand.usage].joined(separator: "\n")
 
 do {

@@ -166,6 +166,105 @@ final class ControllerTests: XCTestCase {
         XCTAssertEqual(h.offLoop.take(), [])
     }
 
+    // MARK: Queue modes
+
+    /// Plays the queue through the scripted player for `episodes` episode ends and returns the
+    /// paths that came in, in order.
+    private func playedPaths(_ h: ControllerHarness, episodes: Int) -> [String] {
+        for _ in 0..<episodes {
+            h.advance(1.01)
+            h.onLoop {}
+        }
+        return h.events.filter { $0.name == .playerItem }.compactMap { $0.fields["path"]?.string }
+    }
+
+    private func harnessWithEpisodes(_ count: Int, statePath: String = ":memory:") throws -> (ControllerHarness, [String]) {
+        let h = try ControllerHarness(source: nil, statePath: statePath)
+        let paths = (1...count).map { "/lib/ep\($0).mp4" }
+        for path in paths { h.player.setMedia(path, duration: 1) }
+        return (h, paths)
+    }
+
+    /// `repeat all`: at the queue's end it starts over, for ever; `off`: it stops at the end.
+    func testRepeatAllPlaysTheQueueOverAndOver() throws {
+        let (h, paths) = try harnessWithEpisodes(3)
+        h.start()
+        _ = try h.onLoop { try h.controller.setRepeat(.all) }
+        _ = try h.onLoop { try h.controller.enqueue(paths.map { QueueEntry(path: $0) }) }
+        let played = playedPaths(h, episodes: 7)
+        XCTAssertEqual(played, paths + paths + paths.prefix(2), "the third pass plays its second episode")
+        _ = try h.onLoop { try h.controller.setRepeat(.off) }
+        let more = playedPaths(h, episodes: 6)
+        XCTAssertEqual(more, paths + paths + paths, "what was left of the pass, then nothing")
+        XCTAssertEqual(h.offLoop.take(), [])
+    }
+
+    /// Shuffle: each pass plays every episode once, in a new order, never the same episode
+    /// twice in a row — across passes too.
+    func testShuffleNeverPlaysAnEpisodeTwiceInARow() throws {
+        let (h, paths) = try harnessWithEpisodes(4)
+        h.start()
+        _ = try h.onLoop { try h.controller.setRepeat(.all) }
+        _ = h.onLoop { h.controller.setShuffle(true) }
+        _ = try h.onLoop { try h.controller.enqueue(paths.map { QueueEntry(path: $0) }) }
+        let played = Array(playedPaths(h, episodes: 40).prefix(40))
+        XCTAssertEqual(played.count, 40)
+        for (a, b) in zip(played, played.dropFirst()) { XCTAssertNotEqual(a, b, "\(played)") }
+        for pass in stride(from: 0, to: 40, by: 4) {
+            XCTAssertEqual(Set(played[pass..<pass + 4]), Set(paths), "pass \(pass / 4): each episode once: \(played)")
+        }
+        let orders = Set(stride(from: 0, to: 40, by: 4).map { played[$0..<$0 + 4].joined(separator: ",") })
+        XCTAssertGreaterThan(orders.count, 1, "a new order each pass")
+    }
+
+    /// Editing the queue: remove, move and jump keep what plays (or play what they name).
+    func testRemoveMoveAndJumpKeepTheCurrentEntry() throws {
+        let (h, paths) = try harnessWithEpisodes(5)
+        h.start()
+        _ = try h.onLoop { try h.controller.enqueue(paths.map { QueueEntry(path: $0) }) }
+        func state() -> (queue: [String], current: Int?) {
+            let status = h.onLoop { h.controller.status() }
+            return (status["queue"]?.array?.compactMap(\.string) ?? [], status["current"]?.integer.map { Int($0) })
+        }
+        _ = try h.onLoop { try h.controller.jump(2) }
+        XCTAssertEqual(state().current, 2)
+        _ = try h.onLoop { try h.controller.remove(0) }
+        XCTAssertEqual(state().queue, Array(paths.dropFirst()))
+        XCTAssertEqual(state().current, 1, "ep3 still plays, one place up")
+        _ = try h.onLoop { try h.controller.move(from: 1, to: 3) }
+        XCTAssertEqual(state().queue, ["/lib/ep2.mp4", "/lib/ep4.mp4", "/lib/ep5.mp4", "/lib/ep3.mp4"])
+        XCTAssertEqual(state().current, 3, "ep3 moved with its entry")
+        _ = try h.onLoop { try h.controller.remove(3) }
+        XCTAssertNil(state().current, "the last entry played and is gone: nothing plays")
+        XCTAssertThrowsError(try h.onLoop { try h.controller.remove(7) }) { XCTAssertEqual(($0 as? ControlError)?.code, .badArgs) }
+        let queueEvents = h.events.filter { $0.name == .playerQueue }
+        XCTAssertGreaterThanOrEqual(queueEvents.count, 3)
+    }
+
+    /// Volume, mute, repeat and shuffle outlive the process.
+    func testTheModesAndTheVolumeSurviveARestart() throws {
+        let path = scratch.appendingPathComponent("modes.sqlite").path
+        do {
+            let (h, _) = try harnessWithEpisodes(2, statePath: path)
+            h.start()
+            _ = try h.onLoop { try h.controller.setVolume(.to(40)) }
+            _ = try h.onLoop { try h.controller.setVolume(.by(-15)) }
+            _ = try h.onLoop { try h.controller.setMute(nil) }
+            _ = try h.onLoop { try h.controller.setRepeat(.all) }
+            _ = h.onLoop { h.controller.setShuffle(true) }
+            h.store.flush()
+            XCTAssertEqual(h.events.filter { $0.name == .playerVolume }.last?.fields["volume"], .number(25))
+        }
+        let (h, _) = try harnessWithEpisodes(2, statePath: path)
+        h.start()
+        let status = h.onLoop { h.controller.status() }
+        XCTAssertEqual(status["volume"], .number(25))
+        XCTAssertEqual(status["mute"], .bool(true))
+        XCTAssertEqual(status["repeat"], "all")
+        XCTAssertEqual(status["shuffle"], .bool(true))
+        XCTAssertEqual(status["loop"], .bool(false))
+    }
+
     // MARK: Loop affinity
 
     /// The controller is loop-only: each entry point called off the loop is caught.

@@ -19,6 +19,16 @@ extension ScriptedPlayer: ContentPlayer {
     }
 
     public func setSpeed(_ speed: Double) throws { setRate(speed) }
+    // The controller's tests look at the queue and the modes; audio and the screen are mpv's
+    // (DaemonTests check them on real mpv).
+    public func setVolume(_ percent: Double) throws {}
+    public func setMute(_ muted: Bool) throws {}
+    public func tracks() -> [PlayerTrack] { [] }
+    public func selectTrack(audio: Bool, _ choice: TrackChoice) throws {}
+    public func audioDevices() -> [PlayerAudioDevice] { [] }
+    public func screenshot(to path: String, withOverlays: Bool, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        loop.run { completion(.failure(ControlError(.unavailable, "no screen"))) }
+    }
     public func duration() -> Double? { itemDuration }
     public func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void) {}
 }

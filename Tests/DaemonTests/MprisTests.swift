@@ -100,7 +100,24 @@ final class MprisTests: XCTestCase {
         XCTAssertEqual(try session.playerctl("loop", "Track").status, 0)
         XCTAssertEqual(try session.playerctl("loop").output, "Track")
         XCTAssertEqual((try control.call("status")["result"] as? [String: Any])?["loop"] as? Bool, true)
-        XCTAssertNotEqual(try session.playerctl("loop", "Playlist").status, 0, "adplayerd loops a track or nothing")
+        XCTAssertEqual(try session.playerctl("loop", "Playlist").status, 0)
+        XCTAssertEqual(try session.playerctl("loop").output, "Playlist")
+        XCTAssertEqual((try control.call("status")["result"] as? [String: Any])?["repeat"] as? String, "all")
+        XCTAssertEqual(try session.playerctl("loop", "None").status, 0)
+        XCTAssertEqual((try control.call("status")["result"] as? [String: Any])?["repeat"] as? String, "off")
+        XCTAssertNotEqual(try session.playerctl("loop", "Sometimes").status, 0, "None, Track or Playlist")
+
+        // Volume and Shuffle, both ways: playerctl sets them, the socket sees it; the socket
+        // sets them, playerctl reads them back.
+        XCTAssertEqual(try session.playerctl("volume", "0.4").status, 0)
+        XCTAssertTrue(waitUntil { ((try? control.call("status")["result"] as? [String: Any])?["volume"] as? Double) == 40 })
+        _ = try control.call("volume", ["value": 65])
+        XCTAssertTrue(waitUntil { (try? self.session.playerctl("volume"))?.output == "0.650000" }, "\(String(describing: try? session.playerctl("volume")))")
+        XCTAssertEqual(try session.playerctl("shuffle", "On").status, 0)
+        XCTAssertTrue(waitUntil { ((try? control.call("status")["result"] as? [String: Any])?["shuffle"] as? Bool) == true })
+        XCTAssertEqual(try session.playerctl("shuffle").output, "On")
+        _ = try control.call("shuffle", ["on": false])
+        XCTAssertTrue(waitUntil { (try? self.session.playerctl("shuffle"))?.output == "Off" })
 
         XCTAssertEqual(try session.playerctl("stop").status, 0)
         XCTAssertEqual(try session.playerctl("status").output, "Stopped")

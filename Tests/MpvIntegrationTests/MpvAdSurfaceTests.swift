@@ -117,6 +117,61 @@ final class MpvAdSurfaceTests: MpvTestCase {
         _ = ads
     }
 
+    /// Ads are never louder than the content: a post-roll mastered far too loud (-3 LUFS)
+    /// is captured through mpv's own PCM output (`ao=pcm`) and measured with FFmpeg's EBU R128
+    /// meter: normalised (`ad-loudnorm`) it is at the -24 LUFS target, and at `ad-volume` 50 %
+    /// well below what it is at 100 %; the content's audio chain is left as it was.
+    func testAPostrollsLoudnessIsBroughtUnderTheCeiling() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("loud-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let loud = folder.appendingPathComponent("loud.mp4").path
+        let (made, why) = try runToEnd("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=3",
+                                                           "-f", "lavfi", "-i", "color=c=blue:s=160x120:d=3", "-af", "volume=18dB",
+                                                           "-shortest", "-c:v", "libx264", "-c:a", "aac", "-b:a", "128k", loud])
+        XCTAssertEqual(made, 0, why)
+        func loudness(share: Double, loudnorm: Bool) throws -> Double {
+            let wav = folder.appendingPathComponent("out-\(Int(share))-\(loudnorm).wav").path
+            let (player, recorder) = try makePlayer {
+                $0.ao = "pcm"
+                $0.untimed = true
+                $0.extraOptions = [("ao-pcm-file", wav)]
+            }
+            player.setAdAudio(volumePercent: share, loudnorm: loudnorm)
+            let surface = MpvAdSurface(player: player)
+            let log = AdEventLog()
+            let ads = VideoAds(content: ContentInfo(id: "clip-1s"),
+                               source: TestAdSource([.postroll: creative(.postroll, .video(location: loud))]),
+                               surface: surface, loop: player.loop, onEvent: { log.record($0) })
+            defer { ads.destroy() }
+            try player.load(Media.path("clip-1s.mp4"))
+            XCTAssertNotNil(recorder.next { $0.isPlaying })
+            ads.track(player)
+            let postroll = try XCTUnwrap(requestAd(ads, .postroll)).get()
+            XCTAssertTrue(waitUntil { log.all.contains(.contentEnded(contentID: "clip-1s")) })
+            try postroll.show(didEnd: log.didEnd(postroll.id))
+            XCTAssertTrue(waitUntil(timeout: 30) { log.endReasons(postroll.id) == [.completed] }, "\(log.endReasons(postroll.id))")
+            player.shutdown()   // the PCM file is complete once mpv is gone
+            // Only the ad's audio: the content's second (clip-1s) is trimmed off the front.
+            let (status, output) = try runToEnd("/usr/bin/ffmpeg", ["-hide_banner", "-nostats", "-i", wav, "-af", "atrim=start=1.2,ebur128",
+                                                                    "-f", "null", "-"])
+            XCTAssertEqual(status, 0, output)
+            guard let line = output.components(separatedBy: "\n").last(where: { $0.contains(" I: ") && $0.contains("LUFS") }),
+                  let value = Double(line.replacingOccurrences(of: "LUFS", with: "").split(separator: ":").last?
+                      .trimmingCharacters(in: .whitespaces) ?? "") else {
+                XCTFail("no integrated loudness in: \(output.suffix(800))")
+                return 0
+            }
+            return value
+        }
+        let raw = try loudness(share: 100, loudnorm: false)
+        XCTAssertGreaterThan(raw, -8, "the test's post-roll must be loud to mean anything")
+        let normalised = try loudness(share: 100, loudnorm: true)
+        XCTAssertLessThanOrEqual(normalised, -23, "normalised to -24 LUFS (raw \(raw))")
+        let halved = try loudness(share: 50, loudnorm: false)
+        XCTAssertLessThan(halved, raw - 6, "ad-volume 50 % (mpv's volume is cubic: -18 dB)")
+    }
+
     // R8: the post-roll plays in the same mpv, at 1x, and is never taken for an episode.
     func testAPostrollPlaysInTheSameMpvAtOneXWithoutBecomingAnItem() throws {
         let (player, recorder, ads, _, log) = try rig([.postroll: creative(.postroll, .video(location: try Media.path("postroll.mp4")))],

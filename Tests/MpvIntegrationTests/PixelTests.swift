@@ -206,6 +206,60 @@ final class PixelTests: MpvTestCase {
         XCTAssertLessThan(drawn.maxY - drawn.minY, window.height * 45 / 1000 * 3 + 6, "glyphs taller than two lines of the font: \(drawn)")
     }
 
+    /// An overlay never covers subtitles: a long subtitle line (yellow) that would run under the
+    /// overlay's corner is raised above the overlay's box while it shows, and comes back down
+    /// when the overlay is gone.
+    func testAnOverlayAndASubtitleNeverOverlap() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("subs-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let episode = folder.appendingPathComponent("episode.mp4").path
+        try FileManager.default.copyItem(atPath: try Media.path("content-grey.mp4"), toPath: episode)
+        try Data("1\n00:00:00,000 --> 00:10:00,000\nThis subtitle line is long enough to run under the corner\n\n".utf8)
+            .write(to: folder.appendingPathComponent("episode.srt"))
+        let display = try XDisplay()
+        self.display = display
+        setenv("DISPLAY", display.name, 1)
+        let (player, recorder) = try makePlayer {
+            $0.vo = "x11"
+            $0.extraOptions = [("geometry", "\(window.width)x\(window.height)+0+0"), ("title", Self.title), ("osd-level", "0"),
+                               ("autofit", "\(window.width)x\(window.height)"), ("keepaspect-window", "no"), ("sub-auto", "exact"),
+                               ("sub-color", "#FFFF00"), ("sub-border-size", "0"), ("sub-shadow-offset", "0"), ("sub-font-size", "40")]
+        }
+        let surface = MpvAdSurface(player: player)
+        let log = AdEventLog()
+        let ads = VideoAds(content: ContentInfo(id: "episode"), source: TestAdSource([
+            .overlay: .creative(AdCreative(id: "ov", kind: .overlay, content: .image(location: try Media.path("overlay.png")), duration: 60)),
+        ]), surface: surface, loop: player.loop, onEvent: { log.record($0) })
+        addTeardownBlock { ads.destroy() }
+        try player.load(episode)
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        var subtitle: (minX: Int, minY: Int, maxX: Int, maxY: Int, count: Int)?
+        XCTAssertTrue(try eventually(display, "subtitle-alone") { screen in
+            subtitle = screen.bounds(where: Self.isYellow)
+            return (subtitle?.count ?? 0) > 100
+        }, "no subtitle on screen")
+        let low = try XCTUnwrap(subtitle)
+        let box = AdPlacement.overlay(source: (200, 100), output: window)
+        XCTAssertGreaterThan(low.maxY, box.y, "the test's subtitle must reach the overlay's rows to mean anything: \(low), \(box)")
+        XCTAssertGreaterThan(low.maxX, box.x, "and its columns: \(low), \(box)")
+
+        ads.track(player)
+        let overlay = try XCTUnwrap(requestAd(ads, .overlay)).get()
+        try overlay.show(didEnd: log.didEnd(overlay.id))
+        var both: (sub: (minX: Int, minY: Int, maxX: Int, maxY: Int, count: Int), ad: (minX: Int, minY: Int, maxX: Int, maxY: Int, count: Int))?
+        XCTAssertTrue(try eventually(display, "subtitle-and-overlay") { screen in
+            guard let sub = screen.bounds(where: Self.isYellow), let ad = screen.bounds(where: Self.isMagenta), sub.count > 100 else { return false }
+            both = (sub, ad)
+            return sub.maxY < ad.minY
+        }, "the subtitle was not raised above the overlay: \(String(describing: both)) (see \(NSTemporaryDirectory())adplayerd-subtitle-and-overlay.png)")
+        overlay.close()
+        XCTAssertTrue(try eventually(display, "subtitle-after") { screen in
+            guard let sub = screen.bounds(where: Self.isYellow), screen.bounds(where: Self.isMagenta) == nil else { return false }
+            return abs(sub.maxY - low.maxY) <= 2
+        }, "the subtitle did not come back down")
+    }
+
     /// Regression: with vo=x11, an overlay removed right after a pause stayed on the paused
     /// frame (8 rounds in 12 before MpvAdSurface asked mpv to draw again).
     func testAnOverlayRemovedRightAfterAPauseDoesNotStayOnThePausedFrame() throws {

@@ -17,9 +17,13 @@ public final class CommandRouter: Sendable {
     private let files = Workers(name: "adplayerd-files")
     private let metrics: Metrics?
     private let outbox: BeaconOutbox?
+    private let screenshots: String?
 
     /// `metrics` and `outbox` answer `metrics` and `plays` off the loop (nil: nothing recorded).
-    public init(loop: any PlayerLoop, controller: Controller, library: [String], metrics: Metrics? = nil, outbox: BeaconOutbox? = nil) {
+    /// `screenshots`: the daemon's folder for them (under the state folder).
+    public init(loop: any PlayerLoop, controller: Controller, library: [String], metrics: Metrics? = nil, outbox: BeaconOutbox? = nil,
+                screenshots: String? = nil) {
+        self.screenshots = screenshots
         self.loop = loop
         self.controller = controller
         self.library = Locked(library)
@@ -59,8 +63,9 @@ public final class CommandRouter: Sendable {
             checkFiles([path]) { [self] result in
                 switch result {
                 case .success(let paths):
-                    let entry = QueueEntry(path: paths[0], contentID: contentID)
-                    onLoop(reply) { try controller.open(entry, start: start) }
+                    // A file (with its content id), or a folder's files in name order.
+                    let entries = paths.count == 1 ? [QueueEntry(path: paths[0], contentID: contentID)] : paths.map { QueueEntry(path: $0) }
+                    onLoop(reply) { try controller.open(entries, start: start) }
                 case .failure(let error):
                     reply(.failure(error))
                 }
@@ -72,8 +77,51 @@ public final class CommandRouter: Sendable {
                 case .failure(let error): reply(.failure(error))
                 }
             }
+        case .volume(let change): onLoop(reply) { try controller.setVolume(change) }
+        case .mute(let on): onLoop(reply) { try controller.setMute(on) }
+        case .setRepeat(let mode): onLoop(reply) { try controller.setRepeat(mode) }
+        case .shuffle(let on): onLoop(reply) { controller.setShuffle(on) }
+        case .remove(let index): onLoop(reply) { try controller.remove(index) }
+        case .move(let from, let to): onLoop(reply) { try controller.move(from: from, to: to) }
+        case .jump(let index): onLoop(reply) { try controller.jump(index) }
+        case .tracks: onLoop(reply) { try controller.tracks() }
+        case .audioTrack(let choice): onLoop(reply) { try controller.selectTrack(audio: true, choice) }
+        case .subtitleTrack(let choice): onLoop(reply) { try controller.selectTrack(audio: false, choice) }
+        case .audioDevices: onLoop(reply) { controller.audioDevices() }
+        case .screenshot(let withAds):
+            guard let folder = screenshots else { return reply(.failure(ControlError(.unavailable, "no folder for screenshots"))) }
+            let loop = self.loop
+            files.execute {
+                // Off the loop: the folder (the daemon's own), the oldest shots beyond the last 20 gone.
+                let path: String
+                do {
+                    path = try Self.screenshotPath(in: folder)
+                } catch {
+                    return reply(.failure(ControlError(.internalError, "screenshot: \(error)")))
+                }
+                let accepted = loop.execute { controller.screenshot(to: path, withAds: withAds, reply: reply) }
+                if !accepted { reply(.failure(ControlError(.unavailable, "the player has shut down"))) }
+            }
         }
     }
+
+    /// Screenshots kept: the most recent.
+    static let keptScreenshots = 20
+
+    /// A new file name in `folder` (made 0700 if need be) for a screenshot; older ones beyond
+    /// `keptScreenshots` are removed.
+    static func screenshotPath(in folder: String) throws -> String {
+        if mkdir(folder, 0o700) != 0, errno != EEXIST { throw ControlError(.internalError, "\(folder): \(String(cString: strerror(errno)))") }
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.hasPrefix("screenshot-") && $0.hasSuffix(".png") }.sorted()
+        for name in names.dropLast(keptScreenshots - 1) { unlink(folder + "/" + name) }
+        let stamp = ISO8601.format(Date().timeIntervalSince1970).replacingOccurrences(of: ":", with: "")
+        return folder + "/screenshot-\(stamp)-\(UInt32.random(in: 0...UInt32.max)).png"
+    }
+
+    /// The playable files of a folder, in name order (natural: `ep2` before `ep10`): the
+    /// extensions of video and audio files mpv plays. Not recursive.
+    static let playableExtensions: Set<String> = ["mp4", "m4v", "mkv", "webm", "mov", "avi", "ts", "m2ts", "mpg", "mpeg", "flv", "ogv",
+                                                  "wmv", "3gp", "mp3", "m4a", "aac", "flac", "ogg", "opus", "wav", "mka"]
 
     /// The metrics as samples and as Prometheus text (what `metrics-file` holds), and the ads'
     /// counters by kind (what `adplayerctl metrics` prints).
@@ -125,7 +173,19 @@ public final class CommandRouter: Sendable {
             }
             var resolved: [String] = []
             resolved.reserveCapacity(paths.count)
+            var expanded: [String] = []
             for path in paths {
+                // A library folder (or one inside it): its playable files, in name order.
+                guard let files = Self.folderFiles(path, under: folders) else {
+                    expanded.append(path)
+                    continue
+                }
+                guard !files.isEmpty else {
+                    return done(.failure(ControlError(.notAFile, "\(path): is a folder with no playable file in it (it is not a file)")))
+                }
+                expanded += files
+            }
+            for path in expanded {
                 var refusal: FileRefusal?
                 var found: String?
                 for folder in folders {
@@ -146,6 +206,26 @@ public final class CommandRouter: Sendable {
             }
             done(.success(resolved))
         }
+    }
+}
+
+extension CommandRouter {
+    /// The playable files of `path` if it is a folder under one of `folders` (symlinks
+    /// resolved), in name order; nil if it is not such a folder.
+    static func folderFiles(_ path: String, under folders: [String]) -> [String]? {
+        var info = stat()
+        guard let real = SafeFile.realPath(path), stat(real, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else { return nil }
+        let inside = folders.contains { folder in
+            guard let base = SafeFile.realPath(folder) else { return false }
+            return real == base || real.hasPrefix(base == "/" ? "/" : base + "/")
+        }
+        guard inside else { return nil }
+        let names: [String] = (try? FileManager.default.contentsOfDirectory(atPath: real)) ?? []
+        let playable = names.filter { name in
+            !name.hasPrefix(".") && playableExtensions.contains((name as NSString).pathExtension.lowercased())
+        }
+        let sorted = playable.sorted { (a: String, b: String) -> Bool in a.localizedStandardCompare(b) == .orderedAscending }
+        return sorted.prefix(ControlProtocol.maxQueueEntries).map { real + "/" + $0 }
     }
 }
 

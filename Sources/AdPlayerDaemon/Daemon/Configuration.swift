@@ -45,6 +45,17 @@ public struct Configuration: Sendable {
     /// How long a VAST ad with no `<Expires>` may be shown from the cache while its server
     /// cannot be reached (0: never).
     public var offlineAdLifetime = VASTClient.Configuration().offlineLifetime
+    /// mpv's audio device (`adplayerctl audio-devices` lists them); nil: mpv's default.
+    public var audioDevice: String?
+    /// Allow-listed mpv options (`mpv-option = key=value`), in order.
+    public var mpvOptions: [(String, String)] = []
+    /// Track language preferences (mpv's `alang`, `slang`): comma-separated ISO 639 codes.
+    public var audioLanguages: String?
+    public var subtitleLanguages: String?
+    /// Ads' videos play at most at this share (%) of the content's volume, and optionally
+    /// loudness-normalised (EBU R128, -24 LUFS).
+    public var adVolume = 100.0
+    public var adLoudnorm = false
 
     /// Defaults from the environment: systemd's `RUNTIME_DIRECTORY`/`STATE_DIRECTORY`, else
     /// `/run/adplayerd` and `/var/lib/adplayerd` for root, else XDG's folders for a user.
@@ -78,10 +89,19 @@ public struct Configuration: Sendable {
                                         "limit-ad-tracking", "gdpr-consent", "gpp-string", "gpp-section-id", "ifa", "ifa-type", "app-bundle",
                                         "outbox-max-beacons", "outbox-max-mib", "beacon-max-days", "time-sync-wait",
                                         "plays-max-rows", "plays-max-days", "metrics-file", "metrics-interval",
-                                        "cache-max-mib", "offline-ad-lifetime", "beacon-max-delay"]
+                                        "cache-max-mib", "offline-ad-lifetime", "beacon-max-delay",
+                                        "audio-device", "mpv-option", "alang", "slang", "ad-volume", "ad-loudnorm"]
 
     /// Keys that take no value on the command line (`--mpris`); in a file they take yes/no.
-    public static let switches: Set<String> = ["mpris", "loop", "limit-ad-tracking"]
+    public static let switches: Set<String> = ["mpris", "loop", "limit-ad-tracking", "ad-loudnorm"]
+
+    /// The mpv options a box may need to set (`mpv-option = key=value`): decoding, the output
+    /// and its mode, the picture's geometry, the audio's channels and headroom. Nothing that
+    /// loads files or runs programs (mpv's own configuration, scripts, IPC, ytdl, …): those
+    /// stay locked (docs/reliability.md).
+    public static let allowedMpvOptions: Set<String> = ["hwdec", "fs", "gpu-context", "gpu-api", "gpu-sw", "drm-connector", "drm-mode",
+                                                        "video-sync", "keepaspect", "video-rotate", "panscan", "audio-channels",
+                                                        "volume-max"]
 
     /// Applies one setting. `source` names where it came from in errors (`FILE:LINE`, `--flag`).
     public mutating func set(_ key: String, _ value: String, source: String) throws(ConfigurationError) {
@@ -125,7 +145,31 @@ public struct Configuration: Sendable {
                 throw fail("log-level: \"\(value)\" is not one of \(LogLevel.allCases.map(\.name).joined(separator: ", "))")
             }
             logLevel = level
-        case "mpris", "loop", "limit-ad-tracking":
+        case "audio-device":
+            guard !value.isEmpty, value.utf8.count <= 256, value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
+                throw fail("audio-device: \"\(value.prefix(80))\" is not a device name (adplayerctl audio-devices lists them)")
+            }
+            audioDevice = value
+        case "mpv-option":
+            guard let equals = value.firstIndex(of: "=") else { throw fail("mpv-option: \"\(value.prefix(80))\" is not key=value") }
+            let name = value[..<equals].trimmingCharacters(in: .whitespaces)
+            let setting = value[value.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            guard Self.allowedMpvOptions.contains(name) else {
+                throw fail("mpv-option: \"\(name.prefix(64))\" is not an option adplayerd passes to mpv (allowed: "
+                           + Self.allowedMpvOptions.sorted().joined(separator: ", ") + ")")
+            }
+            guard !setting.isEmpty, setting.utf8.count <= 256,
+                  setting.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value != 0x7F }) else {
+                throw fail("mpv-option: \(name): \"\(setting.prefix(80))\" is not a value (printable ASCII, no spaces, at most 256 bytes)")
+            }
+            mpvOptions.append((name, setting))
+        case "alang", "slang":
+            guard value.utf8.count <= 256, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0 == "," || $0 == "-") }) else {
+                throw fail("\(key): \"\(value.prefix(80))\" is not a list of language codes (en,fr or eng,fre)")
+            }
+            if key == "alang" { audioLanguages = value.isEmpty ? nil : value } else { subtitleLanguages = value.isEmpty ? nil : value }
+        case "ad-volume": adVolume = Double(try Self.integer(value, 0...100, key, fail))
+        case "mpris", "loop", "limit-ad-tracking", "ad-loudnorm":
             let on: Bool
             switch value.lowercased() {
             case "yes", "true", "on", "1": on = true
@@ -135,6 +179,7 @@ public struct Configuration: Sendable {
             switch key {
             case "mpris": mpris = on
             case "loop": loop = on
+            case "ad-loudnorm": adLoudnorm = on
             default: macroPolicy.limitAdTracking = on
             }
         case "gdpr-consent", "gpp-string", "gpp-section-id", "ifa", "ifa-type", "app-bundle":
@@ -245,4 +290,44 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
     public let source: String
     public let reason: String
     public var description: String { "\(source): \(reason)" }
+}
+
+extension Configuration {
+    /// What is wrong with this configuration on this machine, one sentence each, without
+    /// touching the network or mpv: library folders that are missing or not folders, a state
+    /// folder or metrics folder that cannot be written. The daemon logs them at start;
+    /// `adplayerd check-config` adds the ad sources and mpv's own check of the options.
+    public func localProblems() -> [String] {
+        var problems: [String] = []
+        if library.isEmpty { problems.append("library: none: open and queue will refuse every file") }
+        for folder in library {
+            var info = stat()
+            if stat(folder, &info) != 0 {
+                problems.append("library: \(folder): \(String(cString: strerror(errno)))")
+            } else if (info.st_mode & S_IFMT) != S_IFDIR {
+                problems.append("library: \(folder): not a folder")
+            } else if access(folder, R_OK | X_OK) != 0 {
+                problems.append("library: \(folder): cannot be read (permission denied)")
+            }
+        }
+        if let problem = Self.writableFolderProblem(stateDir) { problems.append("state-dir: \(stateDir): \(problem)") }
+        if let metricsFile, let problem = Self.writableFolderProblem((metricsFile as NSString).deletingLastPathComponent, mustExist: true) {
+            problems.append("metrics-file: \(metricsFile): its folder \(problem)")
+        }
+        return problems
+    }
+
+    /// Why `folder` cannot be written (or made, when it need not exist): nil if it can.
+    static func writableFolderProblem(_ folder: String, mustExist: Bool = false) -> String? {
+        var info = stat()
+        if stat(folder, &info) == 0 {
+            guard (info.st_mode & S_IFMT) == S_IFDIR else { return "is not a folder" }
+            return access(folder, W_OK | X_OK) == 0 ? nil : "cannot be written (permission denied)"
+        }
+        if mustExist { return "does not exist" }
+        // Made at start: its nearest existing parent must be writable.
+        var parent = (folder as NSString).deletingLastPathComponent
+        while !parent.isEmpty, parent != "/", stat(parent, &info) != 0 { parent = (parent as NSString).deletingLastPathComponent }
+        return access(parent.isEmpty ? "/" : parent, W_OK | X_OK) == 0 ? nil : "cannot be made (\(parent) is not writable)"
+    }
 }

@@ -1,4 +1,5 @@
 import AdRuntime
+import ControlProtocol
 import MpvPlayerAdapter
 
 /// What the daemon's controller asks of the content player, beyond the player model the ads
@@ -21,12 +22,27 @@ public protocol ContentPlayer: TrackablePlayer {
     func setLoop(_ loop: Bool) throws
     /// Takes the item out.
     func stop() throws
+    /// The content's volume, 0–100 %, and mute.
+    func setVolume(_ percent: Double) throws
+    func setMute(_ muted: Bool) throws
+    /// The item's tracks; selecting an audio or subtitle track (`off` for subtitles only).
+    func tracks() -> [PlayerTrack]
+    func selectTrack(audio: Bool, _ choice: TrackChoice) throws
+    /// The audio outputs the player can use.
+    func audioDevices() -> [PlayerAudioDevice]
+    /// A PNG of what is on screen at `path` — with the ads (`withOverlays`) or the video alone;
+    /// `completion` on the loop once it is written.
+    func screenshot(to path: String, withOverlays: Bool, completion: @escaping @Sendable (Result<Void, any Error>) -> Void)
     /// The item's duration in seconds, when an item is in and it is known.
     func duration() -> Double?
     /// `handler` runs on the loop when the output is hidden or shown by the window system, and
     /// when the item's duration becomes known.
     func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void)
 }
+
+/// A track of the item (`tracks`) and an audio output: mpv's, as `MpvPlayer` reads them.
+public typealias PlayerTrack = MpvPlayer.Track
+public typealias PlayerAudioDevice = MpvPlayer.AudioDevice
 
 /// What changed about the output and the item besides the player model.
 public enum PlayerDetailChange: Sendable, Equatable {
@@ -43,6 +59,19 @@ extension MpvPlayer: ContentPlayer {
         var options: [String: String] = [:]
         if let start, start > 0.5 { options["start"] = String(format: "%.3f", start) }
         load(path, mode: .replace, options: options, completion: completion)
+    }
+
+    public func selectTrack(audio: Bool, _ choice: TrackChoice) throws {
+        let value = switch choice {
+        case .id(let id): String(id)
+        case .auto: "auto"
+        case .off: "no"
+        }
+        try selectTrack(audio ? "audio" : "sub", value)
+    }
+
+    public func screenshot(to path: String, withOverlays: Bool, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
+        screenshot(to: path, withOverlays: withOverlays) { (result: Result<Void, MpvError>) in completion(result.mapError { $0 }) }
     }
 
     public func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void) {

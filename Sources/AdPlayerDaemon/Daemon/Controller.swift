@@ -33,7 +33,14 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     private(set) var queue: [QueueEntry] = []
     private var current: Int?
     private var episode: Episode?
-    private var loopOn = false
+    /// At an episode's end: again (`one`, mpv loops the file), the next, or (`all`) the queue
+    /// over again; `shuffle` plays the queue in `order`, a new one each pass.
+    private var repeatMode = RepeatMode.off
+    private var loopOn: Bool { repeatMode == .one }
+    private var shuffle = false
+    private var order: [Int] = []
+    private var volume = 100.0
+    private var muted = false
     /// Why the output is hidden (R13); background while any reason holds.
     private var backgroundReasons: Set<BackgroundReason> = []
     private var background: Bool { !backgroundReasons.isEmpty }
@@ -87,8 +94,14 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         observation = player.addObserver(self)
         queue = saved.queue
         positions = saved.positions
-        loopOn = saved.loop
+        repeatMode = saved.repeatMode
         try? player.setLoop(loopOn)
+        shuffle = saved.shuffle
+        volume = saved.volume
+        muted = saved.mute
+        try? player.setVolume(volume)
+        try? player.setMute(muted)
+        if shuffle { reshuffle(first: saved.current) }
         if let index = saved.current {
             log.notice("resuming \(queue[index].path) at \(String(format: "%.1f", saved.position)) s")
             play(index, start: saved.position, fresh: false)
@@ -147,19 +160,29 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         let ad: JSONValue = adOnScreen.map { ["kind": .string($0.kind.protocolName), "ad_id": .string($0.creativeID)] } ?? .null
         return ["item": item, "position": .number(position), "playing": .bool(playing),
                 "rate": .number(rate), "ad": ad, "queue": .array(queue.map { .string($0.path) }),
-                "current": current.map { .int($0) } ?? .null, "loop": .bool(loopOn), "background": .bool(background),
+                "current": current.map { .int($0) } ?? .null, "loop": .bool(loopOn), "repeat": .string(repeatMode.rawValue),
+                "shuffle": .bool(shuffle), "volume": .number(volume), "mute": .bool(muted), "background": .bool(background),
                 "background_reasons": .array(backgroundReasons.map(\.rawValue).sorted().map { .string($0) })]
     }
 
     /// Plays `entry` now, after the current one in the queue; from `start`, or where it was left.
     public func open(_ entry: QueueEntry, start: Double?) throws(ControlError) -> JSONValue {
+        try open([entry], start: start)
+    }
+
+    /// Plays the first of `entries` now (a folder's files), the others after it, all after the
+    /// current one in the queue.
+    public func open(_ entries: [QueueEntry], start: Double?) throws(ControlError) -> JSONValue {
         player.loop.assertInLoop()
-        try checkRoom(for: [entry])
-        let index = (current ?? -1) + 1
-        queue.insert(entry, at: min(index, queue.count))
+        guard let entry = entries.first else { throw ControlError(.badArgs, "open: nothing to play") }
+        try checkRoom(for: entries)
+        let index = min((current ?? -1) + 1, queue.count)
+        queue.insert(contentsOf: entries, at: index)
+        if shuffle { reshuffle(first: index) }
         let saved = start ?? positions[entry.path] ?? 0
         play(index, start: saved, fresh: saved == 0)
-        return ["path": .string(entry.path), "content_id": .string(entry.contentID), "index": .int(index)]
+        if entries.count > 1 { queueChanged() }
+        return ["path": .string(entry.path), "content_id": .string(entry.contentID), "index": .int(index), "queued": .int(entries.count)]
     }
 
     public func enqueue(_ entries: [QueueEntry]) throws(ControlError) -> JSONValue {
@@ -167,8 +190,10 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         try checkRoom(for: entries)
         let first = queue.count
         queue += entries
+        if shuffle { reshuffle(first: current) }
         store.saveQueue(queue, current: current)
-        if episode == nil, !entries.isEmpty { play(first, start: nil, fresh: true) }
+        if episode == nil, !entries.isEmpty { play(shuffle ? (order.first { $0 >= first } ?? first) : first, start: nil, fresh: true) }
+        queueChanged()
         return ["queued": .int(entries.count), "queue": .array(queue.map { .string($0.path) })]
     }
 
@@ -240,13 +265,13 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     public func next() throws(ControlError) -> JSONValue {
         player.loop.assertInLoop()
         try refuseDuringPostroll("skipped")
-        guard let current, current + 1 < queue.count else {
+        guard let current, let next = nextIndex(after: current) else {
             stopPlaying()
             self.current = nil
             store.saveQueue(queue, current: nil)
             return status()
         }
-        play(current + 1, start: nil, fresh: true)
+        play(next, start: nil, fresh: true)
         return status()
     }
 
@@ -254,8 +279,10 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     public func previous() throws(ControlError) -> JSONValue {
         player.loop.assertInLoop()
         try refuseDuringPostroll("skipped")
-        guard let current, current > 0 else { throw ControlError(.noPrevious, "this is the first episode of the queue") }
-        play(current - 1, start: 0, fresh: true)
+        guard let current, let previous = previousIndex(before: current) else {
+            throw ControlError(.noPrevious, "this is the first episode of the queue")
+        }
+        play(previous, start: 0, fresh: true)
         return status()
     }
 
@@ -271,13 +298,214 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         return status()
     }
 
+    /// `loop on|off`: `repeat one|off`.
     public func setLoop(_ on: Bool) throws(ControlError) -> JSONValue {
+        try setRepeat(on ? .one : .off)
+    }
+
+    public func setRepeat(_ mode: RepeatMode) throws(ControlError) -> JSONValue {
         player.loop.assertInLoop()
-        loopOn = on
-        try onPlayer { try player.setLoop(on) }
-        store.saveLoop(on)
+        try onPlayer { try player.setLoop(mode == .one) }
+        repeatMode = mode
+        store.saveSetting("repeat", mode.rawValue)
+        emit(.playerMode(repeatMode: mode.rawValue, shuffle: shuffle))
         publishDesktop()
         return status()
+    }
+
+    /// A new order each pass of the queue, never the same episode twice in a row.
+    public func setShuffle(_ on: Bool) -> JSONValue {
+        player.loop.assertInLoop()
+        shuffle = on
+        if on { reshuffle(first: current) }
+        store.saveSetting("shuffle", on ? "yes" : "no")
+        emit(.playerMode(repeatMode: repeatMode.rawValue, shuffle: on))
+        publishDesktop()
+        return status()
+    }
+
+    /// A new play order of the queue: `first` (the episode that plays) first, the others in a
+    /// random order; or, for a new pass, not beginning with `notFirst` (just played).
+    private func reshuffle(first: Int? = nil, notFirst: Int? = nil) {
+        var rest = queue.indices.filter { $0 != first }.shuffled()
+        if let notFirst, rest.count > 1, rest.first == notFirst { rest.swapAt(0, Int.random(in: 1..<rest.count)) }
+        order = (first.map { [$0] } ?? []) + rest
+    }
+
+    /// Where playback goes after `index`: the next in the queue (or in the shuffled order); at
+    /// the end, the start again with `repeat all` (a new order when shuffled), else nothing.
+    private func nextIndex(after index: Int) -> Int? {
+        guard !queue.isEmpty else { return nil }
+        if shuffle {
+            if order.count != queue.count { reshuffle(first: index) }
+            if let position = order.firstIndex(of: index), position + 1 < order.count { return order[position + 1] }
+            guard repeatMode == .all else { return nil }
+            reshuffle(notFirst: index)
+            return order.first
+        }
+        if index + 1 < queue.count { return index + 1 }
+        return repeatMode == .all ? 0 : nil
+    }
+
+    /// Whether there is a next episode (for MPRIS's CanGoNext), without drawing a new order.
+    private func nextIndexWithoutReshuffling(after index: Int) -> Bool {
+        guard !queue.isEmpty else { return false }
+        if repeatMode == .all { return true }
+        if shuffle, let position = order.firstIndex(of: index) { return position + 1 < order.count }
+        return index + 1 < queue.count
+    }
+
+    private func previousIndex(before index: Int) -> Int? {
+        if shuffle, let position = order.firstIndex(of: index) { return position > 0 ? order[position - 1] : nil }
+        return index > 0 ? index - 1 : nil
+    }
+
+    /// The content's volume: to a level or by an amount, within 0–100.
+    public func setVolume(_ change: VolumeChange) throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
+        let target: Double = switch change {
+        case .to(let value): value
+        case .by(let by): volume + by
+        }
+        let value = max(0, min(100, target))
+        try onPlayer { try player.setVolume(value) }
+        volume = value
+        store.saveSetting("volume", String(value))
+        emit(.playerVolume(volume: volume, mute: muted))
+        publishDesktop()
+        return status()
+    }
+
+    /// Mutes, unmutes, or (nil) toggles.
+    public func setMute(_ on: Bool?) throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
+        let value = on ?? !muted
+        try onPlayer { try player.setMute(value) }
+        muted = value
+        store.saveSetting("mute", value ? "yes" : "no")
+        emit(.playerVolume(volume: volume, mute: muted))
+        publishDesktop()
+        return status()
+    }
+
+    // MARK: Tracks, outputs, the screen
+
+    /// The item's audio and subtitle tracks (a property read of mpv's: microseconds).
+    public func tracks() throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
+        guard episode != nil, player.snapshot().item != nil else { throw ControlError(.notPlaying, "no episode is in the player") }
+        let tracks = player.tracks().filter { $0.type == "audio" || $0.type == "sub" }
+        func describe(_ t: PlayerTrack) -> JSONValue {
+            ["id": .int(Int64(t.id)), "language": t.language.map { .string($0) } ?? .null, "title": t.title.map { .string($0) } ?? .null,
+             "codec": t.codec.map { .string($0) } ?? .null, "selected": .bool(t.selected), "external": .bool(t.external)]
+        }
+        return ["audio": .array(tracks.filter { $0.type == "audio" }.map(describe)),
+                "subtitle": .array(tracks.filter { $0.type == "sub" }.map(describe))]
+    }
+
+    public func selectTrack(audio: Bool, _ choice: TrackChoice) throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
+        guard episode != nil, player.snapshot().item != nil else { throw ControlError(.notPlaying, "no episode is in the player") }
+        if case .id(let id) = choice, !player.tracks().contains(where: { $0.id == id && $0.type == (audio ? "audio" : "sub") }) {
+            throw ControlError(.badArgs, "the episode has no \(audio ? "audio" : "subtitle") track \(id) (`tracks` lists them)")
+        }
+        try onPlayer { try player.selectTrack(audio: audio, choice) }
+        let id: JSONValue = switch choice {
+        case .id(let id): .int(Int64(id))
+        case .auto: "auto"
+        case .off: .null
+        }
+        emit(.playerTrack(type: audio ? "audio" : "subtitle", id: id))
+        return try tracks()
+    }
+
+    public func audioDevices() -> JSONValue {
+        player.loop.assertInLoop()
+        return ["devices": .array(player.audioDevices().map { ["name": .string($0.name), "description": .string($0.description)] })]
+    }
+
+    /// What is on screen, as a PNG at `path` (a folder of the daemon's, made off the loop).
+    public func screenshot(to path: String, withAds: Bool, reply: @escaping @Sendable (Result<JSONValue, ControlError>) -> Void) {
+        player.loop.assertInLoop()
+        guard episode != nil else { return reply(.failure(ControlError(.notPlaying, "nothing plays: nothing on screen"))) }
+        player.screenshot(to: path, withOverlays: withAds) { result in
+            switch result {
+            case .success: reply(.success(["path": .string(path), "with_ads": .bool(withAds)]))
+            case .failure(let error) where withAds:
+                // mpv grabs its whole window only from the outputs that can (gpu, drm); x11 and
+                // null give the video alone, which is no proof that an ad showed.
+                reply(.failure(ControlError(.player, "screenshot: this video output cannot be grabbed with the ads "
+                                            + "(vo = gpu or drm can; \(error)); with_ads false gives the video alone")))
+            case .failure(let error): reply(.failure(ControlError(.player, "screenshot: \(error)")))
+            }
+        }
+    }
+
+    // MARK: Editing the queue
+
+    /// Takes entry `index` out; if it plays, the next plays (or playback stops at the end).
+    public func remove(_ index: Int) throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
+        try checkIndex(index, "remove")
+        if index == current {
+            try refuseDuringPostroll("removed")
+            stopPlaying()
+            queue.remove(at: index)
+            current = nil
+            if shuffle { reshuffle() }
+            if queue.indices.contains(index) { play(index, start: nil, fresh: true) } else { store.saveQueue(queue, current: nil) }
+        } else {
+            queue.remove(at: index)
+            if let playing = current, index < playing { current = playing - 1 }
+            if shuffle { reshuffle(first: current) }
+            store.saveQueue(queue, current: current)
+        }
+        queueChanged()
+        return status()
+    }
+
+    /// Moves entry `from` to position `to` (the entries between shift); what plays goes on.
+    public func move(from: Int, to: Int) throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
+        try checkIndex(from, "move")
+        try checkIndex(to, "move")
+        let entry = queue.remove(at: from)
+        queue.insert(entry, at: to)
+        if let playing = current {
+            if playing == from {
+                current = to
+            } else if from < playing, to >= playing {
+                current = playing - 1
+            } else if from > playing, to <= playing {
+                current = playing + 1
+            }
+        }
+        if shuffle { reshuffle(first: current) }
+        store.saveQueue(queue, current: current)
+        queueChanged()
+        return status()
+    }
+
+    /// Plays entry `index` now, from its start.
+    public func jump(_ index: Int) throws(ControlError) -> JSONValue {
+        player.loop.assertInLoop()
+        try checkIndex(index, "jump")
+        try refuseDuringPostroll("skipped")
+        if shuffle { reshuffle(first: index) }
+        play(index, start: 0, fresh: true)
+        queueChanged()
+        return status()
+    }
+
+    private func checkIndex(_ index: Int, _ command: String) throws(ControlError) {
+        guard queue.indices.contains(index) else {
+            throw ControlError(.badArgs, "\(command): no entry \(index) (the queue has \(queue.count), numbered from 0)")
+        }
+    }
+
+    private func queueChanged() {
+        emit(.playerQueue(length: queue.count, current: current))
+        publishDesktop()
     }
 
     public enum BackgroundReason: String, Sendable {
@@ -366,8 +594,11 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         postroll = nil
         episode = Episode(entry: entry, playlistEntry: nil, policy: policy, serial: serial,
                           track: DesktopState.Track(serial: serial, path: entry.path))
-        // A new episode plays (mpv's pause flag outlives files), from `start` when given.
+        // A new episode plays (mpv's pause flag outlives files), from `start` when given, with
+        // the tracks the language preferences pick (a track chosen for the last one was its own).
         try? player.play()
+        try? player.selectTrack(audio: true, .auto)
+        try? player.selectTrack(audio: false, .auto)
         player.load(entry.path, start: start) { [weak self] result in
             guard let self, let episode, episode.serial == serial else { return }
             switch result {
@@ -387,7 +618,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         guard let episode, episode.serial == serial else { return }
         self.episode = nil
         postroll = nil
-        guard let current, current + 1 < queue.count else {
+        guard let current, let next = nextIndex(after: current) else {
             log.info("the queue is done")
             self.current = nil
             store.saveQueue(queue, current: nil)
@@ -395,7 +626,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
             onQueueDone()
             return
         }
-        play(current + 1, start: nil, fresh: true)
+        if next <= current, repeatMode == .all { log.info("the queue starts over (repeat all)") }
+        play(next, start: nil, fresh: true)
     }
 
     private func stopPlaying() {
@@ -451,6 +683,9 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         state.position = snapshot.position
         state.at = MonotonicTime.now()
         state.loop = loopOn
+        state.repeatMode = repeatMode
+        state.shuffle = shuffle
+        state.volume = muted ? 0 : volume / 100
         state.canPlay = episode != nil || !queue.isEmpty
         guard let episode else { return state }
         state.track = episode.track
@@ -466,8 +701,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         }
         state.canPause = true
         state.canSeek = postroll == nil && snapshot.item != nil
-        state.canGoNext = postroll == nil && (current.map { $0 + 1 < queue.count } ?? false)
-        state.canGoPrevious = postroll == nil && (current.map { $0 > 0 } ?? false)
+        state.canGoNext = postroll == nil && (current.map { nextIndexWithoutReshuffling(after: $0) } ?? false)
+        state.canGoPrevious = postroll == nil && (current.map { previousIndex(before: $0) != nil } ?? false)
         return state
     }
 
@@ -668,6 +903,11 @@ public struct DesktopState: Sendable, Equatable {
     public var track: Track?
     public var length: Double?
     public var loop = false
+    /// MPRIS's LoopStatus (None, Track, Playlist) and Shuffle.
+    public var repeatMode = RepeatMode.off
+    public var shuffle = false
+    /// MPRIS's Volume: 0…1 (0 while muted).
+    public var volume = 1.0
     public var canPlay = false, canPause = false, canSeek = false, canGoNext = false, canGoPrevious = false
 
     public init() {}

@@ -1,6 +1,7 @@
 import AdRuntime
 import AdSources
 import AdTracking
+import ControlProtocol
 import Foundation
 
 /// An episode in the queue.
@@ -17,7 +18,7 @@ public struct QueueEntry: Sendable, Equatable {
 
     /// The most the queue holds: entries, and bytes of their paths — so that a status line
     /// (which lists the queue) stays well under the 8 MiB a client may have waiting.
-    public static let maxEntries = 10_000
+    public static let maxEntries = ControlProtocol.maxQueueEntries
     public static let maxPathBytes = 4 << 20
 
     /// Whether the entries of `parts`, one after the other, are within both bounds (no copy).
@@ -55,7 +56,12 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
         public var current: Int?
         /// Where each episode was left, by path (at most `maxPositions`, the most recent).
         public var positions: [String: Double] = [:]
-        public var loop = false
+        /// What the queue does at its ends (`loop` of earlier versions: `one`).
+        public var repeatMode = RepeatMode.off
+        public var shuffle = false
+        /// The content's volume (0–100) and mute, as the viewer left them.
+        public var volume = 100.0
+        public var mute = false
 
         public init() {}
 
@@ -99,7 +105,10 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
         let values = ((try? database.execute("SELECT key, value FROM playback")) ?? [])
             .reduce(into: [String: String]()) { $0[$1[0].text ?? ""] = $1[1].text }
         if let text = values["current"], let index = Int(text), saved.queue.indices.contains(index) { saved.current = index }
-        saved.loop = values["loop"] == "yes"
+        saved.repeatMode = values["repeat"].flatMap(RepeatMode.init(rawValue:)) ?? (values["loop"] == "yes" ? .one : .off)
+        saved.shuffle = values["shuffle"] == "yes"
+        if let text = values["volume"], let volume = Double(text), volume.isFinite, (0...100).contains(volume) { saved.volume = volume }
+        saved.mute = values["mute"] == "yes"
         // INSERT OR REPLACE gives a saved position a new rowid: the highest are the most recent.
         _ = try? database.execute("DELETE FROM positions WHERE rowid NOT IN (SELECT rowid FROM positions ORDER BY rowid DESC LIMIT ?)",
                                   [.integer(Int64(Self.maxPositions))])
@@ -146,8 +155,9 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
         }
     }
 
-    public func saveLoop(_ on: Bool) {
-        write { db in try db.execute("INSERT OR REPLACE INTO playback (key, value) VALUES ('loop', ?)", [.text(on ? "yes" : "no")]) }
+    /// A playback setting that outlives the process: `repeat`, `shuffle`, `volume`, `mute`.
+    public func saveSetting(_ key: String, _ value: String) {
+        write { db in try db.execute("INSERT OR REPLACE INTO playback (key, value) VALUES (?, ?)", [.text(key), .text(value)]) }
     }
 
     /// Waits until every write handed over so far is on disk (at shutdown; never on the loop).

@@ -93,7 +93,9 @@ public final class DesktopService: @unchecked Sendable {
         var names: [String] = []
         if a.status != b.status { names.append("PlaybackStatus") }
         if a.rate != b.rate { names.append("Rate") }
-        if a.loop != b.loop { names.append("LoopStatus") }
+        if a.loop != b.loop || a.repeatMode != b.repeatMode { names.append("LoopStatus") }
+        if a.shuffle != b.shuffle { names.append("Shuffle") }
+        if a.volume != b.volume { names.append("Volume") }
         if a.track != b.track || a.length != b.length { names.append("Metadata") }
         if a.canPlay != b.canPlay { names.append("CanPlay") }
         if a.canPause != b.canPause { names.append("CanPause") }
@@ -121,7 +123,9 @@ public final class DesktopService: @unchecked Sendable {
         out.pointee.status = Int32(state.status == .playing ? MPRIS_PLAYING : state.status == .paused ? MPRIS_PAUSED : MPRIS_STOPPED)
         out.pointee.rate = state.rate
         out.pointee.length_us = state.length.map(Self.microseconds) ?? -1
-        out.pointee.loop_track = state.loop ? 1 : 0
+        out.pointee.loop_status = state.repeatMode == .all ? 2 : state.repeatMode == .one ? 1 : 0
+        out.pointee.shuffle = state.shuffle ? 1 : 0
+        out.pointee.volume = state.volume
         out.pointee.can_play = state.canPlay ? 1 : 0
         out.pointee.can_pause = state.canPause ? 1 : 0
         out.pointee.can_seek = state.canSeek ? 1 : 0
@@ -193,8 +197,16 @@ public final class DesktopService: @unchecked Sendable {
                 body = { _ = try controller.speed(value) }
             }
         case Int(MPRIS_SET_LOOP):
+            let mode: RepeatMode = argument == 2 ? .all : argument == 1 ? .one : .off
+            body = { _ = try controller.setRepeat(mode) }
+        case Int(MPRIS_SET_SHUFFLE):
             let on = argument != 0
-            body = { _ = try controller.setLoop(on) }
+            body = { _ = controller.setShuffle(on) }
+        case Int(MPRIS_SET_VOLUME):
+            // The specification: a negative value is 0; above 1 is allowed, here capped at 100 %.
+            guard value.isFinite else { return "Volume must be a number" }
+            let percent = max(0, min(1, value)) * 100
+            body = { _ = try controller.setVolume(.to(percent)) }
         default:
             return "unknown command"
         }

@@ -84,7 +84,8 @@ public enum SafeFile {
         return data.prefix(filled)
     }
 
-    private static func realPath(_ path: String) -> String? {
+    /// `path` with every symlink resolved, or nil (missing, a loop).
+    public static func realPath(_ path: String) -> String? {
         guard let resolved = realpath(path, nil) else { return nil }
         defer { free(resolved) }
         return String(cString: resolved)

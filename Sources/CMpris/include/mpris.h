@@ -19,7 +19,9 @@ enum {
     MPRIS_SEEK,          /* argument: offset in microseconds */
     MPRIS_SET_POSITION,  /* argument: position in microseconds; text: the track id */
     MPRIS_SET_RATE,      /* value */
-    MPRIS_SET_LOOP,      /* argument: 1 for "Track", 0 for "None" */
+    MPRIS_SET_LOOP,      /* argument: 0 "None", 1 "Track", 2 "Playlist" */
+    MPRIS_SET_VOLUME,    /* value: 0 to 1 */
+    MPRIS_SET_SHUFFLE,   /* argument: 1 on, 0 off */
 };
 
 typedef struct {
@@ -31,7 +33,9 @@ typedef struct {
     char title[512];
     char url[4096];
     int can_play, can_pause, can_seek, can_go_next, can_go_previous;
-    int loop_track;
+    int loop_status;          /* 0 None, 1 Track, 2 Playlist */
+    int shuffle;
+    double volume;            /* 0 to 1 */
 } mpris_state;
 
 typedef struct {
