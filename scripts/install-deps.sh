@@ -18,6 +18,7 @@ packages=(
   python3-dbus      # the MPRIS tests' stand-in for logind (it owns org.freedesktop.login1 on a private bus)
   python3-prometheus-client # the metrics tests parse metrics-file with Prometheus' own text parser
   xvfb              # pixel tests: a virtual X display for vo=x11
+  libgl1-mesa-dri   # pixel tests: Mesa's software OpenGL for vo=gpu under Xvfb (screenshots with the ads)
   xdotool           # pixel tests: a key pressed in mpv's window
   x11-utils         # xprop: a test plays the window manager that minimizes mpv's window (R13)
   fonts-dejavu-core # text overlays (libass needs a font)

@@ -100,6 +100,10 @@ public final class MpvPlayer: TrackablePlayer {
         (try? loop.sync { core.feed.add(observer) }) ?? .ended()
     }
 
+    public func addLastObserver(_ observer: any PlayerObserver) -> PlayerObservation {
+        (try? loop.sync { core.feed.add(observer, last: true) }) ?? .ended()
+    }
+
     /// The item's duration in seconds, when an item is in and mpv knows it.
     public func duration() -> Double? { (try? loop.sync { core.mapping.itemDuration }) ?? nil }
 

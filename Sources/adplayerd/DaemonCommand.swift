@@ -161,7 +161,8 @@ struct DaemonCommand {
         }
         let controller = Controller(player: player, surface: surface, store: store, log: log,
                                     source: source.withLock { $0?.source }, pauseAdDelay: configuration.pauseAdDelay,
-                                    adsConfiguration: adsConfiguration, emit: broadcast, reporting: reporting, metrics: metrics)
+                                    adsConfiguration: adsConfiguration, emit: broadcast,
+                                    emitMany: { events in server.withLock { $0 }?.broadcast(events) }, reporting: reporting, metrics: metrics)
         let metricsFile = configuration.metricsFile.map { MetricsFile(path: $0, every: configuration.metricsInterval, metrics: metrics, log: log) }
         let saved = store.load()
         try player.loop.sync {

@@ -63,13 +63,29 @@ public final class ControlServer: @unchecked Sendable {
 
     private enum Delivery {
         case reply(client: UInt64, [UInt8])
-        case event(ControlEvent, [UInt8])
+        /// To every subscriber it matches but those it was written to directly.
+        case event(ControlEvent, [UInt8], except: Set<Int32>)
+        /// What a direct write left unwritten, for that client.
+        case rest(fd: Int32, [UInt8])
+    }
+
+    /// A subscribed client as the broadcasting threads see it: `direct` while nothing waits
+    /// to be written to it (its output empty, nothing for it in the inbox) — then an event
+    /// is written to it by the thread that broadcasts it, without a hop to the socket thread.
+    private struct Subscriber {
+        var subscription: Set<String>
+        var direct: Bool
     }
 
     private struct Inbox {
         var deliveries: [Delivery] = []
         var stopping = false
+        var subscribers: [Int32: Subscriber] = [:]
     }
+
+    /// Most clients an event is written to directly by the broadcasting thread (the player's
+    /// loop); the others get it from the socket thread.
+    static let maxDirectWrites = 16
 
     public let path: String
     private let group: gid_t?
@@ -149,14 +165,48 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     /// Sends `event` to every client subscribed to it; encoded once, here.
-    public func broadcast(_ event: ControlEvent) {
-        let line = event.json.line()
-        let queued = inbox.withLock { inbox -> Bool in
-            guard !inbox.stopping else { return false }   // nobody will read it
-            inbox.deliveries.append(.event(event, line))
-            return true
+    public func broadcast(_ event: ControlEvent) { broadcast([event]) }
+
+    /// Events in order, each client's share in one write (a player change and the ad events
+    /// it caused: one system call, one wake-up of the reader).
+    public func broadcast(_ events: [ControlEvent]) {
+        guard !events.isEmpty else { return }
+        let lines = events.map { $0.json.line() }
+        let handOver = inbox.withLock { inbox -> Bool in
+            guard !inbox.stopping else { return false }
+            var written: Set<Int32> = []
+            var others = false
+            if inbox.deliveries.isEmpty {
+                for (fd, subscriber) in inbox.subscribers.sorted(by: { $0.key < $1.key }) {
+                    var bytes: [UInt8] = []
+                    for (index, event) in events.enumerated() where event.matches(subscriber.subscription) { bytes += lines[index] }
+                    guard !bytes.isEmpty else { continue }
+                    guard subscriber.direct, written.count < Self.maxDirectWrites else {
+                        others = true
+                        continue
+                    }
+                    let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+                    if n == bytes.count {
+                        written.insert(fd)
+                        continue
+                    }
+                    inbox.subscribers[fd]?.direct = false
+                    if n > 0 {
+                        written.insert(fd)
+                        inbox.deliveries.append(.rest(fd: fd, Array(bytes[n...])))
+                    } else {
+                        others = true
+                    }
+                }
+            } else {
+                others = true
+            }
+            if others {
+                for (index, event) in events.enumerated() { inbox.deliveries.append(.event(event, lines[index], except: written)) }
+            }
+            return !inbox.deliveries.isEmpty
         }
-        if queued { poke() }
+        if handOver { poke() }
     }
 
     private func poke() {
@@ -201,6 +251,7 @@ public final class ControlServer: @unchecked Sendable {
                 processLines(fd)
                 closeIfDone(fd)
             }
+            allowDirectWrites()
         }
         for fd in clients.keys { close(fd) }
         clients = [:]
@@ -229,13 +280,27 @@ public final class ControlServer: @unchecked Sendable {
                 guard let fd = byID[id] else { continue }
                 clients[fd]?.busy = false
                 queue(line, to: fd)
-            case .event(let event, let line):
-                for (fd, client) in clients where client.subscription.map(event.matches) ?? false {
+            case .event(let event, let line, let except):
+                for (fd, client) in clients where !except.contains(fd) && (client.subscription.map(event.matches) ?? false) {
                     queue(line, to: fd)
                 }
+            case .rest(let fd, let bytes):
+                queue(bytes, to: fd)
             }
         }
+        allowDirectWrites()
         return stopping
+    }
+
+    /// Subscribers whose output is all written may be written to directly again — if nothing
+    /// for anyone waits in the inbox (it could be for them).
+    private func allowDirectWrites() {
+        let idle = clients.filter { $0.value.subscription != nil && $0.value.output.isEmpty && !$0.value.closing }.map(\.key)
+        guard !idle.isEmpty else { return }
+        inbox.withLock { inbox in
+            guard inbox.deliveries.isEmpty else { return }
+            for fd in idle { inbox.subscribers[fd]?.direct = true }
+        }
     }
 
     private func acceptClients() {
@@ -351,6 +416,7 @@ public final class ControlServer: @unchecked Sendable {
             if case .subscribe(let events) = decoded.request {
                 let filter = Set(events ?? ["*"])
                 clients[fd]?.subscription = filter
+                inbox.withLock { $0.subscribers[fd] = Subscriber(subscription: filter, direct: false) }   // after the reply is out
                 queue(Reply.ok(decoded.id, ["events": .array(filter.sorted().map { .string($0) })]).line(), to: fd)
                 continue
             }
@@ -380,6 +446,10 @@ public final class ControlServer: @unchecked Sendable {
 
     private func queue(_ line: [UInt8], to fd: Int32) {
         guard clients[fd] != nil else { return }
+        if clients[fd]!.subscription != nil, clients[fd]!.output.isEmpty {
+            // From now until its output is written, events reach it through this thread, in order.
+            inbox.withLock { inbox in inbox.subscribers[fd]?.direct = false }
+        }
         clients[fd]!.output.append(line[...])
         let waiting = clients[fd]!.output.count
         if waiting > Self.maxPendingOutput {
@@ -407,6 +477,8 @@ public final class ControlServer: @unchecked Sendable {
     private func drop(_ fd: Int32) {
         guard let client = clients.removeValue(forKey: fd) else { return }
         byID[client.id] = nil
+        // No thread writes to it from here on (the descriptor may be reused once closed).
+        inbox.withLock { _ = $0.subscribers.removeValue(forKey: fd) }
         close(fd)
     }
 

@@ -17,7 +17,10 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     private let surface: any AdSurface
     private let store: StateStore
     private let log: Logger
-    private let emit: @Sendable (ControlEvent) -> Void
+    private let emitNow: @Sendable (ControlEvent) -> Void
+    private let emitMany: @Sendable ([ControlEvent]) -> Void
+    /// Events told in one go (one write a client): a player change and the ad events it caused.
+    private var batch: [ControlEvent]?
     private let reporting: AdReporting
     private let metrics: Metrics?
     /// The last episode of the queue is done (`play` exits then; the daemon waits).
@@ -75,6 +78,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     public init(player: any ContentPlayer, surface: any AdSurface, store: StateStore, log: Logger, source: (any AdSource)?,
                 pauseAdDelay: Double, adsConfiguration: VideoAdsConfiguration, emit: @escaping @Sendable (ControlEvent) -> Void,
+                emitMany: (@Sendable ([ControlEvent]) -> Void)? = nil,
                 reporting: AdReporting = AdReporting(), metrics: Metrics? = nil) {
         self.player = player
         self.surface = surface
@@ -83,7 +87,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         self.source = source
         self.pauseAdDelay = pauseAdDelay
         self.adsConfiguration = adsConfiguration
-        self.emit = emit
+        self.emitNow = emit
+        self.emitMany = emitMany ?? { events in events.forEach(emit) }
         self.reporting = reporting
         self.metrics = metrics
     }
@@ -91,7 +96,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     /// On the loop: starts observing, and resumes what was saved (the same episode, where it was).
     public func start(resuming saved: StateStore.Saved) {
         player.loop.assertInLoop()
-        observation = player.addObserver(self)
+        // Last: the ads react to a change (an overlay comes down) before clients hear of it.
+        observation = player.addLastObserver(self)
         queue = saved.queue
         positions = saved.positions
         repeatMode = saved.repeatMode
@@ -178,6 +184,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         try checkRoom(for: entries)
         let index = min((current ?? -1) + 1, queue.count)
         queue.insert(contentsOf: entries, at: index)
+        store.saveQueue(queue, current: index)
         if shuffle { reshuffle(first: index) }
         let saved = start ?? positions[entry.path] ?? 0
         play(index, start: saved, fresh: saved == 0)
@@ -453,7 +460,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
             queue.remove(at: index)
             current = nil
             if shuffle { reshuffle() }
-            if queue.indices.contains(index) { play(index, start: nil, fresh: true) } else { store.saveQueue(queue, current: nil) }
+            store.saveQueue(queue, current: queue.indices.contains(index) ? index : nil)
+            if queue.indices.contains(index) { play(index, start: nil, fresh: true) }
         } else {
             queue.remove(at: index)
             if let playing = current, index < playing { current = playing - 1 }
@@ -577,17 +585,14 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         adOnScreen = nil
         let entry = queue[index]
         current = index
-        store.saveQueue(queue, current: index)
+        store.saveCurrent(index)
         if fresh { store.resetCounters(content: entry.contentID) }
         serial += 1
         let serial = self.serial
         let policy = source.map { source in
             EpisodePolicy(content: ContentInfo(id: entry.contentID), source: source, surface: surface, loop: player.loop,
                           pauseAdDelay: pauseAdDelay, configuration: adsConfiguration,
-                          onEvent: { [weak self, loop = player.loop] event in
-                              // After the ads' own turn, as player changes are.
-                              _ = loop.execute { [weak self] in self?.adEvent(event) }
-                          },
+                          onEvent: { [weak self] event in self?.queueAdEvent(event) },
                           onFinished: { [weak self] in self?.episodeFinished(serial) })
         }
         policy?.setBackground(background)
@@ -732,46 +737,82 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     // MARK: What the player and the ads say (on the loop)
 
-    /// Telling clients and desktops of a change is work for the loop's next turn, in order:
-    /// every other observer of the change reacts first — the ads above all, whose reaction
-    /// (an overlay taken down) is what `latency_us` measures and what a viewer sees. Waking
-    /// the socket's and the bus's threads costs the loop tens of µs (docs/benchmarks.md).
+    /// The controller is the player's last observer: every other observer of a change has
+    /// reacted — the ads above all, whose reaction (an overlay taken down) is what
+    /// `latency_us` measures and what a viewer sees — before clients hear of it, in this same
+    /// turn: the change, then the ads' events it caused (docs/benchmarks.md, §5).
     public func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
         self.player.loop.assertInLoop()
-        _ = self.player.loop.execute { [weak self] in self?.handle(event) }
+        handle(event)
+    }
+
+    private func emit(_ event: ControlEvent) {
+        if batch != nil { batch!.append(event) } else { emitNow(event) }
     }
 
     private func handle(_ event: PlayerEvent) {
         let s = event.snapshot
+        batch = []
+        // First what clients hear — the change, then what the ads did about it (they reacted
+        // before this last observer) — then the rest, which wakes other threads.
         switch event.change {
-        case .item(let item?):
-            emit(.playerItem(path: item.path, entry: item.entry, pass: item.loop, contentID: episode?.entry.contentID))
-        case .item(nil):
-            emit(.playerEmpty)
+        case .item(let item?): emit(.playerItem(path: item.path, entry: item.entry, pass: item.loop, contentID: episode?.entry.contentID))
+        case .item(nil): emit(.playerEmpty)
+        case .playing(let rate): emit(.playerPlaying(rate: rate, position: s.position))
+        case .paused: emit(.playerPaused(position: s.position))
+        case .rate(let rate): emit(.playerRate(rate))
+        case .seeked(let from, let to): emit(.playerSeeked(from: from, to: to))
+        case .ended(let item): emit(.playerEnded(path: item.path, position: s.position))
+        case .failed(let failure): emit(.playerFailed(path: failure.path, code: failure.code, message: failure.message))
+        }
+        flushAdEvents()
+        if let events = batch, !events.isEmpty { emitMany(events) }
+        batch = nil
+        if !recordAfterBatch.isEmpty {
+            recordAfterBatch.forEach(reporting.record)
+            recordAfterBatch = []
+        }
+        switch event.change {
+        case .item: break
         case .playing(let rate):
-            emit(.playerPlaying(rate: rate, position: s.position))
             speedSetting = rate
             armPositionTimer()
         case .paused:
-            emit(.playerPaused(position: s.position))
             positionTimer?.cancel()
             savePosition()
         case .rate(let rate):
-            emit(.playerRate(rate))
             speedSetting = rate
-        case .seeked(let from, let to):
-            emit(.playerSeeked(from: from, to: to))
+        case .seeked:
             savePosition()
         case .ended(let item):
-            emit(.playerEnded(path: item.path, position: s.position))
             positionTimer?.cancel()
             if let episode, item.entry == episode.playlistEntry { remember(episode.entry.path, nil) }
             if episode?.policy == nil, let serial = episode?.serial, !loopOn { episodeFinished(serial) }   // no ads: next
         case .failed(let failure):
-            emit(.playerFailed(path: failure.path, code: failure.code, message: failure.message))
             if let episode, failure.entry == episode.playlistEntry, episode.policy == nil { episodeFinished(episode.serial) }
         }
         if case .seeked(_, let to) = event.change { publishDesktop(seekedTo: to) } else { publishDesktop() }
+    }
+
+    /// Ad events from the episode's runtime (on the loop): told in this turn — after the
+    /// player change that caused them, when one is being told (`handle`), else right after the
+    /// work under way (a timer's end, a request's answer).
+    private var pendingAdEvents: [AdEvent] = []
+    private var adFlushScheduled = false
+
+    private func queueAdEvent(_ event: AdEvent) {
+        pendingAdEvents.append(event)
+        guard !adFlushScheduled else { return }
+        adFlushScheduled = true
+        _ = player.loop.execute { [weak self] in self?.flushAdEvents() }
+    }
+
+    private func flushAdEvents() {
+        adFlushScheduled = false
+        guard !pendingAdEvents.isEmpty else { return }
+        let events = pendingAdEvents
+        pendingAdEvents = []
+        events.forEach(adEvent)
     }
 
     /// An ad event: the controller's own state at once (status, MPRIS), tracking in order,
@@ -806,13 +847,18 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         default:
             break
         }
-        reporting.record(event)
+        // Clients first (a socket write), then tracking (a writer thread woken): while a
+        // batch of events is being told, after it is out.
         if let id = event.adID, unannounced[id] != nil {
             unannounced[id]?.append(event)
         } else {
             announce(event)
         }
+        if batch != nil { recordAfterBatch.append(event) } else { reporting.record(event) }
     }
+
+    /// Ad events to hand to tracking once the batch they were told in is out.
+    private var recordAfterBatch: [AdEvent] = []
 
     /// Proof of play holds the ad: clients hear of its start, then of what followed.
     private func announceStart(_ info: AdInfo) {

@@ -94,18 +94,10 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         case .paused where tracked && !pauseAdRequested:
             pauseAdRequested = true
             guard source.mayFill(.pauseAd, content: content, at: event.snapshot.position) else { break }
-            ads.request(.pauseAd) { [weak self, pauseAdDelay] result in
-                guard let self else { return }
-                prefetch(.pauseAd)   // the next pause's, while this one shows
-                guard case .success(let pauseAd) = result else { return }
-                let id = pauseAd.id
-                do {
-                    try pauseAd.show(afterPausedFor: pauseAdDelay) { [weak self] _ in self?.pauseAdEnded(id) }
-                    shown[id] = pauseAd
-                } catch {
-                    // The content played again meanwhile: nothing to show.
-                }
-            }
+            // After this turn: the policy observes the player before the ads do, and the
+            // overlay a pause ends comes down first (a request starts a task, a timer, a
+            // worker) — the viewer, and every client hearing of it, first (docs/benchmarks.md).
+            _ = ads.loop.execute { [weak self] in self?.requestPauseAd() }
         case .playing:
             pauseAdRequested = false   // the next pause may have its pause ad
             withdrawSkippedSlot(at: event.snapshot.position)
@@ -116,6 +108,23 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             finish()
         default:
             break
+        }
+    }
+
+    /// The pause ad of this pause, unless the content played again before this turn.
+    private func requestPauseAd() {
+        guard !finished, pauseAdRequested, player?.snapshot().playing == false else { return }
+        ads.request(.pauseAd) { [weak self, pauseAdDelay] result in
+            guard let self else { return }
+            prefetch(.pauseAd)   // the next pause's, while this one shows
+            guard case .success(let pauseAd) = result else { return }
+            let id = pauseAd.id
+            do {
+                try pauseAd.show(afterPausedFor: pauseAdDelay) { [weak self] _ in self?.pauseAdEnded(id) }
+                shown[id] = pauseAd
+            } catch {
+                // The content played again meanwhile: nothing to show.
+            }
         }
     }
 
@@ -172,8 +181,14 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
                 shown[id] = nil
                 if waiting?.id == id { waiting = nil }
                 if let start = overlay.creative.slotStart { cursor.passed(start) }
-                // A slot's overlay is followed by the next slot's; one without a slot (VAST) by nothing.
-                if overlay.creative.slotStart != nil, reason != .destroyed, reason != .contentChanged { scheduleNextOverlay() }
+                // A slot's overlay is followed by the next slot's; one without a slot (VAST) by
+                // nothing. Asked for after this turn: the end (a pause, a seek) is told first.
+                if overlay.creative.slotStart != nil, reason != .destroyed, reason != .contentChanged {
+                    _ = ads.loop.execute { [weak self] in
+                        guard let self, !finished else { return }
+                        scheduleNextOverlay()
+                    }
+                }
             }
             do {
                 if let start = overlay.creative.slotStart {

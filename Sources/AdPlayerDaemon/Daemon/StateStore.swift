@@ -127,33 +127,81 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
         writer.execute { database.value.confineToCurrentThread() }
     }
 
+    /// The queue and the entry that plays. Saves waiting behind a slow disk are one: only the
+    /// latest queue is written (a queue of 10,000 is 10,000 rows).
     public func saveQueue(_ queue: [QueueEntry], current: Int?) {
-        write { db in
+        let first = pending.withLock { pending -> Bool in
+            defer { pending.queue = (queue, current) }
+            return pending.queue == nil
+        }
+        guard first else { return }
+        write { [pending] db in
+            guard let (queue, current) = pending.withLock({ pending -> ([QueueEntry], Int?)? in
+                defer { pending.queue = nil }
+                return pending.queue
+            }) else { return }
             try db.transaction {
                 try db.execute("DELETE FROM queue")
                 for (index, entry) in queue.enumerated() {
                     try db.execute("INSERT INTO queue (position, path, content_id) VALUES (?, ?, ?)",
                                    [.integer(Int64(index)), .text(entry.path), .text(entry.contentID)])
                 }
-                if let current {
-                    try db.execute("INSERT OR REPLACE INTO playback (key, value) VALUES ('current', ?)", [.text(String(current))])
-                } else {
-                    try db.execute("DELETE FROM playback WHERE key = 'current'")
+                try Self.writeCurrent(current, db)
+            }
+        }
+    }
+
+    /// Only the entry that plays (a new episode of the same queue): one row, not the queue.
+    public func saveCurrent(_ current: Int?) {
+        write { db in try Self.writeCurrent(current, db) }
+    }
+
+    private static func writeCurrent(_ current: Int?, _ db: SQLiteDatabase) throws {
+        if let current {
+            try db.execute("INSERT OR REPLACE INTO playback (key, value) VALUES ('current', ?)", [.text(String(current))])
+        } else {
+            try db.execute("DELETE FROM playback WHERE key = 'current'")
+        }
+    }
+
+    /// `path` is at `seconds`; nil: it played to its end (the next time starts from 0).
+    /// Positions come every second while playing: those waiting are written in one
+    /// transaction, without a sync to the disk of their own (`synchronous=NORMAL` under WAL:
+    /// a crash or `kill -9` loses nothing written; a power cut may lose the positions since the
+    /// last synced write — the next queue change, setting or checkpoint).
+    public func savePosition(_ path: String, _ seconds: Double?) {
+        let first = pending.withLock { pending -> Bool in
+            defer { pending.positions[path] = .some(seconds) }
+            return pending.positions.isEmpty
+        }
+        guard first else { return }
+        write { [pending] db in
+            let positions = pending.withLock { pending -> [String: Double?] in
+                defer { pending.positions = [:] }
+                return pending.positions
+            }
+            guard !positions.isEmpty else { return }
+            try db.execute("PRAGMA synchronous=NORMAL")
+            defer { _ = try? db.execute("PRAGMA synchronous=FULL") }
+            try db.transaction {
+                for (path, seconds) in positions.sorted(by: { $0.key < $1.key }) {
+                    if let seconds, seconds.isFinite, seconds > 0 {
+                        try db.execute("INSERT OR REPLACE INTO positions (path, seconds) VALUES (?, ?)", [.text(path), .real(seconds)])
+                    } else {
+                        try db.execute("DELETE FROM positions WHERE path = ?", [.text(path)])
+                    }
                 }
             }
         }
     }
 
-    /// `path` is at `seconds`; nil: it played to its end (the next time starts from 0).
-    public func savePosition(_ path: String, _ seconds: Double?) {
-        write { db in
-            if let seconds, seconds.isFinite, seconds > 0 {
-                try db.execute("INSERT OR REPLACE INTO positions (path, seconds) VALUES (?, ?)", [.text(path), .real(seconds)])
-            } else {
-                try db.execute("DELETE FROM positions WHERE path = ?", [.text(path)])
-            }
-        }
+    /// Writes handed over and not yet taken by the writer: the latest of each kind.
+    private struct Pending {
+        var queue: ([QueueEntry], Int?)?
+        var positions: [String: Double?] = [:]
     }
+
+    private let pending = Locked(Pending())
 
     /// A playback setting that outlives the process: `repeat`, `shuffle`, `volume`, `mute`.
     public func saveSetting(_ key: String, _ value: String) {

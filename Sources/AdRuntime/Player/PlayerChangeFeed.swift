@@ -9,6 +9,8 @@ public final class PlayerChangeFeed: @unchecked Sendable {
     private struct Registration {
         let id: UInt64
         weak var observer: (any PlayerObserver)?
+        /// Told after every other observer (`add(_:last:)`).
+        var last = false
     }
 
     public let loop: any PlayerLoop
@@ -21,12 +23,19 @@ public final class PlayerChangeFeed: @unchecked Sendable {
         self.loop = loop
     }
 
-    /// On the loop: starts delivering to `observer` (held weakly).
-    public func add(_ observer: any PlayerObserver) -> PlayerObservation {
+    /// On the loop: starts delivering to `observer` (held weakly). A `last` observer hears of
+    /// each change after all the others — the ads' reaction (an overlay taken down) comes
+    /// first, then whoever reports the change (a daemon's clients).
+    public func add(_ observer: any PlayerObserver, last: Bool = false) -> PlayerObservation {
         loop.assertInLoop()
         let id = nextID
         nextID += 1
-        registrations.append(Registration(id: id, observer: observer))
+        let registration = Registration(id: id, observer: observer, last: last)
+        if !last, let firstLast = registrations.firstIndex(where: \.last) {
+            registrations.insert(registration, at: firstLast)
+        } else {
+            registrations.append(registration)
+        }
         return PlayerObservation(feed: self, id: id)
     }
 

@@ -138,4 +138,10 @@ public protocol TrackablePlayer: AnyObject, Sendable {
     /// when the returned token is cancelled or released, or when the observer is gone.
     /// Registered on the loop, so no change falls between the call and the first delivery.
     func addObserver(_ observer: any PlayerObserver) -> PlayerObservation
+    /// As `addObserver`, but told of each change after every other observer (`PlayerChangeFeed`).
+    func addLastObserver(_ observer: any PlayerObserver) -> PlayerObservation
+}
+
+extension TrackablePlayer {
+    public func addLastObserver(_ observer: any PlayerObserver) -> PlayerObservation { addObserver(observer) }
 }

@@ -57,6 +57,10 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
         (try? loop.sync { feed.add(observer) }) ?? .ended()
     }
 
+    public func addLastObserver(_ observer: any PlayerObserver) -> PlayerObservation {
+        (try? loop.sync { feed.add(observer, last: true) }) ?? .ended()
+    }
+
     /// Observers still alive.
     public var observerCount: Int { (try? loop.sync { feed.observerCount }) ?? 0 }
 
