@@ -109,10 +109,11 @@ public final class BoundedHTTP: BoundedFetcher {
     private let workers: Workers
 
     public init(threads: Int = 4) {
-        _ = Self.globalInit
         workers = Workers(name: "adplayerd-http", threads: threads)
     }
 
+    /// libcurl's (and OpenSSL's) set-up, at the first exchange: a box whose ads are all local
+    /// never pays its ~3 MiB (docs/benchmarks.md, memory).
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_DEFAULT)) }()
 
     public func exchange(_ request: HTTPRequest, limits: HTTPLimits) async throws -> HTTPResponse {
@@ -140,7 +141,8 @@ public final class BoundedHTTP: BoundedFetcher {
     }
 
     private func run(_ transfer: Transfer) async throws -> HTTPResponse {
-        try await withTaskCancellationHandler {
+        _ = Self.globalInit
+        return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 workers.execute { continuation.resume(with: transfer.perform()) }
             }
