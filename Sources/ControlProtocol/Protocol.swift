@@ -88,7 +88,9 @@ public enum TrackChoice: Sendable, Equatable {
 
 /// A decoded, validated request. Every value in it has passed its bounds.
 public enum Request: Sendable, Equatable {
-    case status
+    /// `queue`: with the queue's paths (otherwise its length only: a reply never carries a
+    /// 10,000-entry queue unasked).
+    case status(queue: Bool)
     case open(path: String, contentID: String?, start: Double?)
     case queue(paths: [String])
     case play, pause, toggle
@@ -182,7 +184,7 @@ public enum Commands {
             guard value.isFinite, value >= 0.01, value <= 100 else { throw .badArgs("speed needs {\"value\": x} with 0.01 ≤ x ≤ 100") }
             return .speed(value)
         },
-        Command(name: "status", arguments: "") { _ in .status },
+        Command(name: "status", arguments: "queue?") { args throws(ControlError) in .status(queue: args.has("queue") ? try args.bool("queue") : false) },
         Command(name: "stop", arguments: "") { _ in .stop },
         Command(name: "subscribe", arguments: "events?") { args throws(ControlError) in .subscribe(events: try args.eventNames("events")) },
         Command(name: "subtitle-track", arguments: "id") { args throws(ControlError) in .subtitleTrack(try args.track("id", off: true)) },
@@ -309,6 +311,7 @@ extension Request {
             case .off: return ["id": "off"]
             }
         case .screenshot(let withAds): return ["with_ads": .bool(withAds)]
+        case .status(let queue): return queue ? ["queue": true] : [:]
         default: return [:]
         }
     }

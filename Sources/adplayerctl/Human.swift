@@ -15,7 +15,7 @@ enum Human {
         case .open:
             return "playing \(result["path"]?.string ?? "?") (\(result["content_id"]?.string ?? "?"))"
         case .queue:
-            return "queued \(result["queued"]?.integer ?? 0); \(result["queue"]?.array?.count ?? 0) in the queue"
+            return "queued \(result["queued"]?.integer ?? 0); \(result["queue_length"]?.integer ?? 0) in the queue"
         case .metrics:
             return ControlProtocol.adKinds.map { kind in
                 let k = result[kind]
@@ -69,8 +69,9 @@ enum Human {
             lines.append("ad       \(ad["kind"]?.string ?? "?") \(ad["ad_id"]?.string ?? "?")")
         }
         let queue = s["queue"]?.array?.compactMap(\.string) ?? []
+        let length = s["queue_length"]?.integer.map(Int.init) ?? queue.count
         let current = s["current"]?.integer.map(Int.init)
-        lines.append("queue    \(queue.count) episode\(queue.count == 1 ? "" : "s")" + (current.map { ", playing number \($0 + 1)" } ?? ""))
+        lines.append("queue    \(length) episode\(length == 1 ? "" : "s")" + (current.map { ", playing number \($0 + 1)" } ?? ""))
         for (index, path) in queue.enumerated() { lines.append("  \(index == current ? ">" : " ") \(index + 1). \(path)") }
         var flags: [String] = []
         if let volume = s["volume"]?.number { flags.append(String(format: "volume %.0f", volume) + (s["mute"]?.bool == true ? " (muted)" : "")) }

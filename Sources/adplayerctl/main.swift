@@ -70,7 +70,7 @@ func absolute(_ path: String) -> String {
 
 /// The commands that take no arguments, by name.
 let withoutArguments: [String: Request] = Dictionary(uniqueKeysWithValues: [
-    Request.status, .play, .pause, .toggle, .next, .previous, .stop, .clear, .background, .foreground, .closeAd, .metrics, .version,
+    Request.status(queue: true), .play, .pause, .toggle, .next, .previous, .stop, .clear, .background, .foreground, .closeAd, .metrics, .version,
     .tracks, .audioDevices,
 ].map { ($0.name, $0) })
 

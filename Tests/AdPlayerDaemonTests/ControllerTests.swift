@@ -223,7 +223,7 @@ final class ControllerTests: XCTestCase {
         h.start()
         _ = try h.onLoop { try h.controller.enqueue(paths.map { QueueEntry(path: $0) }) }
         func state() -> (queue: [String], current: Int?) {
-            let status = h.onLoop { h.controller.status() }
+            let status = h.onLoop { h.controller.status(queue: true) }
             return (status["queue"]?.array?.compactMap(\.string) ?? [], status["current"]?.integer.map { Int($0) })
         }
         _ = try h.onLoop { try h.controller.jump(2) }
@@ -277,7 +277,7 @@ final class ControllerTests: XCTestCase {
         h.controller.setBackground(true, for: .control)
         let calls = h.offLoop.take()
         XCTAssertEqual(calls.count, 3, "\(calls)")
-        XCTAssertTrue(calls[0].contains("Controller.swift") && calls[0].contains("status()"), "\(calls)")
+        XCTAssertTrue(calls[0].contains("Controller.swift") && calls[0].contains("status(queue:)"), "\(calls)")
     }
 
     /// The episode policy is loop-only too.

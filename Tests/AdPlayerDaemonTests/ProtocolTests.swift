@@ -130,7 +130,7 @@ final class ProtocolTests: XCTestCase {
 
     /// The client's encoding of each request is what the daemon decodes.
     func testRequestsRoundTrip() throws {
-        let requests: [Request] = [.status, .open(path: "/a b.mp4", contentID: "ep-1", start: 3.5), .queue(paths: ["/a", "/b"]),
+        let requests: [Request] = [.status(queue: false), .status(queue: true), .open(path: "/a b.mp4", contentID: "ep-1", start: 3.5), .queue(paths: ["/a", "/b"]),
                                    .seek(.to(10)), .seek(.by(-5)), .speed(1.5), .loop(true), .closeAd, .subscribe(events: ["ad.*"]),
                                    .subscribe(events: nil), .metrics, .plays(since: nil), .plays(since: 1_800_000_000.5), .version]
         for (index, request) in requests.enumerated() {

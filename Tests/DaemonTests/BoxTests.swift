@@ -261,7 +261,7 @@ final class BoxTests: XCTestCase {
         let control = try daemon.connect()
         let opened = result(try control.call("open", ["path": season.path]))
         XCTAssertEqual(opened["queued"] as? Int, 3)
-        let queue = (result(try control.call("status"))["queue"] as? [String] ?? []).map { URL(fileURLWithPath: $0).lastPathComponent }
+        let queue = (result(try control.call("status", ["queue": true]))["queue"] as? [String] ?? []).map { URL(fileURLWithPath: $0).lastPathComponent }
         XCTAssertEqual(queue, ["ep1.mkv", "ep2.mp4", "ep10.mp4"])
         let outside = try control.call("queue", ["paths": [scratch.path]])
         XCTAssertEqual(outside["ok"] as? Bool, false, "a folder outside the library is refused")

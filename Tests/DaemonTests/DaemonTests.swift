@@ -174,9 +174,10 @@ final class DaemonTests: XCTestCase {
         XCTAssertTrue((try events.event(named("player.failed"))["path"] as? String)?.hasSuffix("truncated.mp4") == true)
         _ = try events.event { $0["event"] as? String == "player.item" && ($0["path"] as? String)?.hasSuffix("episode-1.mp4") == true }
 
-        func status() throws -> [String: Any] { try XCTUnwrap(c.call("status")["result"] as? [String: Any]) }
+        func status() throws -> [String: Any] { try XCTUnwrap(c.call("status", ["queue": true])["result"] as? [String: Any]) }
         let cleared = try XCTUnwrap(c.call("clear")["result"] as? [String: Any])
-        XCTAssertEqual(cleared["queue"] as? [String], [])
+        XCTAssertEqual(cleared["queue_length"] as? NSNumber, 0)
+        XCTAssertNil(cleared["queue"], "a reply carries the queue only when asked")
         XCTAssertTrue(cleared["item"] is NSNull && cleared["current"] is NSNull, "\(cleared)")
 
         let long = try media("episode-long.mp4")
@@ -185,6 +186,9 @@ final class DaemonTests: XCTestCase {
             XCTAssertEqual(reply["ok"] as? Bool, true, "round \(round): \(reply)")
         }
         XCTAssertEqual((try status()["queue"] as? [String])?.count, 10_000)
+        let brief = try XCTUnwrap(c.call("status")["result"] as? [String: Any])
+        XCTAssertEqual(brief["queue_length"] as? NSNumber, 10_000)
+        XCTAssertNil(brief["queue"], "status without queue: true carries its length only")
         for (command, args) in [("queue", ["paths": [long]]), ("open", ["path": long])] as [(String, [String: Any])] {
             let refused = try c.call(command, args)
             let error = refused["error"] as? [String: Any]
@@ -237,7 +241,7 @@ final class DaemonTests: XCTestCase {
         let again = try daemon.connect()
         var state: [String: Any]?
         XCTAssertTrue(waitUntil(timeout: 30) {
-            state = try? again.call("status")["result"] as? [String: Any]
+            state = try? again.call("status", ["queue": true])["result"] as? [String: Any]
             return state?["playing"] as? Bool == true
         })
         XCTAssertEqual((state?["queue"] as? [String])?.count, 2)

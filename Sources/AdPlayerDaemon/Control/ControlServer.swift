@@ -62,7 +62,8 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     private enum Delivery {
-        case reply(client: UInt64, [UInt8])
+        /// Encoded on the socket thread: a reply of a 10,000-entry queue costs the loop nothing.
+        case reply(client: UInt64, JSONValue)
         /// To every subscriber it matches but those it was written to directly.
         case event(ControlEvent, [UInt8], except: Set<Int32>)
         /// What a direct write left unwritten, for that client.
@@ -276,10 +277,10 @@ public final class ControlServer: @unchecked Sendable {
         }
         for delivery in deliveries {
             switch delivery {
-            case .reply(let id, let line):
+            case .reply(let id, let reply):
                 guard let fd = byID[id] else { continue }
                 clients[fd]?.busy = false
-                queue(line, to: fd)
+                queue(reply.line(), to: fd)
             case .event(let event, let line, let except):
                 for (fd, client) in clients where !except.contains(fd) && (client.subscription.map(event.matches) ?? false) {
                     queue(line, to: fd)
@@ -423,13 +424,13 @@ public final class ControlServer: @unchecked Sendable {
             clients[fd]?.busy = true
             let id = client.id, requestID = decoded.id
             onRequest(id, decoded.request) { [self] result in
-                let line = switch result {
-                case .success(let value): Reply.ok(requestID, value).line()
-                case .failure(let error): Reply.error(requestID, error).line()
+                let reply = switch result {
+                case .success(let value): Reply.ok(requestID, value)
+                case .failure(let error): Reply.error(requestID, error)
                 }
                 let queued = inbox.withLock { inbox -> Bool in
                     guard !inbox.stopping else { return false }
-                    inbox.deliveries.append(.reply(client: id, line))
+                    inbox.deliveries.append(.reply(client: id, reply))
                     return true
                 }
                 if queued { poke() }

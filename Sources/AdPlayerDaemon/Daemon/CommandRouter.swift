@@ -39,7 +39,7 @@ public final class CommandRouter: Sendable {
         switch request {
         case .version: reply(.success(["protocol": .int(ControlProtocol.version), "daemon": "adplayerd"]))
         case .subscribe: reply(.failure(ControlError(.internalError, "subscribe is the socket's own")))
-        case .status: onLoop(reply) { controller.status() }
+        case .status(let queue): onLoop(reply) { controller.status(queue: queue) }
         case .metrics:
             let metrics = self.metrics
             files.execute { reply(.success(Self.describe(metrics))) }

@@ -33,7 +33,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     private let adsConfiguration: VideoAdsConfiguration
     private var observation: PlayerObservation?
 
-    private(set) var queue: [QueueEntry] = []
+    private(set) var queue: [QueueEntry] = [] { didSet { queueJSON = nil } }
+    private var queueJSON: JSONValue?
     private var current: Int?
     private var episode: Episode?
     /// At an episode's end: again (`one`, mpv loops the file), the next, or (`all`) the queue
@@ -151,7 +152,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// What plays, where, the ad on screen, the queue. Only what is true: with no episode
     /// there is no item and nothing plays, whatever mpv has not reported yet.
-    public func status() -> JSONValue {
+    public func status(queue withQueue: Bool = false) -> JSONValue {
         player.loop.assertInLoop()
         let snapshot = player.snapshot()
         var item: JSONValue = .null
@@ -164,11 +165,23 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
             rate = playing ? (postroll == nil ? snapshot.rate : 1) : 0
         }
         let ad: JSONValue = adOnScreen.map { ["kind": .string($0.kind.protocolName), "ad_id": .string($0.creativeID)] } ?? .null
-        return ["item": item, "position": .number(position), "playing": .bool(playing),
-                "rate": .number(rate), "ad": ad, "queue": .array(queue.map { .string($0.path) }),
+        var status: [String: JSONValue] = ["item": item, "position": .number(position), "playing": .bool(playing),
+                "rate": .number(rate), "ad": ad, "queue_length": .int(Int64(queue.count)),
                 "current": current.map { .int($0) } ?? .null, "loop": .bool(loopOn), "repeat": .string(repeatMode.rawValue),
                 "shuffle": .bool(shuffle), "volume": .number(volume), "mute": .bool(muted), "background": .bool(background),
                 "background_reasons": .array(backgroundReasons.map(\.rawValue).sorted().map { .string($0) })]
+        if withQueue { status["queue"] = queuePaths }
+        return .object(status)
+    }
+
+    /// The queue's paths as the protocol sends them, built once per edit of the queue (a status
+    /// asked with its queue, 10,000 entries, costs the loop a reference; it is encoded on the
+    /// socket's thread).
+    private var queuePaths: JSONValue {
+        if let queueJSON { return queueJSON }
+        let paths = JSONValue.array(queue.map { .string($0.path) })
+        queueJSON = paths
+        return paths
     }
 
     /// Plays `entry` now, after the current one in the queue; from `start`, or where it was left.
@@ -201,7 +214,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         store.saveQueue(queue, current: current)
         if episode == nil, !entries.isEmpty { play(shuffle ? (order.first { $0 >= first } ?? first) : first, start: nil, fresh: true) }
         queueChanged()
-        return ["queued": .int(entries.count), "queue": .array(queue.map { .string($0.path) })]
+        return ["queued": .int(entries.count), "queue_length": .int(Int64(queue.count))]
     }
 
     /// Refuses, adding nothing, what would take the queue past its bounds.
