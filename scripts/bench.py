@@ -1,45 +1,181 @@
-#!/usr/bin/env python3
-"""Side-by-side resource benchmark: bare mpv vs adplayerd with ads, on the same files.
+#!/usr/bin/python3
+"""Side by side with a bare libmpv client: CPU, peak memory (and where adplayerd's goes), and
+start-up. docs/benchmarks.md §2 has the method and the figures.
 
-Each command plays the same episodes headless (vo=null, ao=null) in real time; we read the
-child's CPU time (user + system) and peak resident memory from wait4(2), take the median of
-RUNS runs, and print a Markdown table. adplayerd also plays the catalog's post-rolls (2 s
-each), so its wall time is longer by design; compare CPU per second of playback as well.
-Usage: scripts/bench.py [RUNS]   (after `make bench-build media`: uses the release build when there is one)
+Memory and CPU. Each command plays the same files headless (vo=null, ao=null) in real time:
+
+  bare libmpv client        scripts/bench/bare_mpv.c, built here with the daemon's options
+                            (the locked options of docs/reliability.md, keep-open): the floor
+  bare client + post-rolls  the same, also playing the catalog's post-roll after each
+                            episode (what adplayerd plays with ads, without the ads' logic)
+  adplayerd play            the release build, no ads
+  adplayerd play --ads      the release build, the sample catalog (an image overlay, a text
+                            overlay, the post-roll after each episode)
+
+Each child's CPU time (user + system) and peak RSS come from wait4(2); the median of RUNS runs
+is printed. While adplayerd runs, /proc/PID/smaps is read every 100 ms and the reading with
+the most resident memory is broken down by mapping (anonymous memory, [heap], each library),
+with the thread count at that moment.
+
+Start-up. `adplayerd` (the daemon, release build, a new state folder, the sample catalog) from
+the fork to READY=1 on its NOTIFY_SOCKET (socket listening, state loaded, mpv initialised, the
+saved queue resumed if any); the bare client from the fork to its first video frame
+(`playback-restart`) of episode-1. Median of RUNS runs each.
+
+Usage: /usr/bin/python3 scripts/bench.py [RUNS]   (default 3; `make bench` builds what it needs)
 """
 import os
+import re
+import socket
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FILES = [os.path.join(ROOT, "media", f) for f in ("episode-1.mp4", "episode-2.mp4")]
+MEDIA = os.path.join(ROOT, "media")
+EPISODES = [os.path.join(MEDIA, f) for f in ("episode-1.mp4", "episode-2.mp4")]
+POSTROLL = os.path.join(MEDIA, "catalog", "postroll.mp4")
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 BUILD = "release" if os.path.exists(os.path.join(ROOT, ".build/release/adplayerd")) else "debug"
-
-COMMANDS = {
-    "mpv (bare)": ["mpv", "--no-config", "--vo=null", "--ao=null", "--really-quiet"] + FILES,
-    f"adplayerd play --ads (catalog, {BUILD} build)": [os.path.join(ROOT, f".build/{BUILD}/adplayerd"), "play", "--ads",
-                                       os.path.join(ROOT, "media/catalog")] + FILES,
-}
+ADPLAYERD = os.path.join(ROOT, f".build/{BUILD}/adplayerd")
+BARE = os.path.join(ROOT, ".build/bench/bare_mpv")
 
 
-def measure(argv):
+def build_bare():
+    os.makedirs(os.path.dirname(BARE), exist_ok=True)
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "mpv"], check=True, capture_output=True, text=True).stdout.split()
+    subprocess.run(["cc", "-O2", "-o", BARE, os.path.join(ROOT, "scripts/bench/bare_mpv.c")] + flags, check=True)
+
+
+def mapping_name(line):
+    parts = line.split(None, 5)
+    if len(parts) < 6:
+        return "anonymous"
+    name = parts[5].strip()
+    if name.startswith("["):
+        return name
+    base = os.path.basename(name)
+    return re.sub(r"\.so[.0-9]*$", "", base)
+
+
+def smaps(pid):
+    """Resident KiB by mapping name, and the thread count, of a running process."""
+    sizes = {}
+    current = None
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                    current = mapping_name(line)
+                elif line.startswith("Rss:") and current is not None:
+                    sizes[current] = sizes.get(current, 0) + int(line.split()[1])
+        threads = len(os.listdir(f"/proc/{pid}/task"))
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    return sizes, threads
+
+
+def measure(argv, sample=False):
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = [None]
+    done = threading.Event()
+
+    def sampler():
+        while not done.wait(0.1):
+            reading = smaps(proc.pid)
+            if reading and (peak[0] is None or sum(reading[0].values()) > sum(peak[0][0].values())):
+                peak[0] = reading
+
+    thread = threading.Thread(target=sampler, daemon=True) if sample else None
+    if thread:
+        thread.start()
     _, status, usage = os.wait4(proc.pid, 0)
+    done.set()
     wall = time.monotonic() - start
     if status != 0:
         raise SystemExit(f"{argv[0]} exited with {status}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, peak[0]
 
 
-print(f"| command | wall s | CPU s | CPU % of wall | peak RSS MiB |  (median of {RUNS})")
-print("|---|---|---|---|---|")
-for name, argv in COMMANDS.items():
-    results = [measure(argv) for _ in range(RUNS)]
-    wall = statistics.median(r[0] for r in results)
-    cpu = statistics.median(r[1] for r in results)
-    rss = statistics.median(r[2] for r in results)
-    print(f"| {name} | {wall:.2f} | {cpu:.2f} | {100 * cpu / wall:.1f} | {rss:.1f} |")
+def memory():
+    commands = [
+        ("bare libmpv client", [BARE] + EPISODES, True),
+        ("bare libmpv client + the post-rolls", [BARE, EPISODES[0], POSTROLL, EPISODES[1], POSTROLL], True),
+        (f"adplayerd play ({BUILD})", [ADPLAYERD, "play"] + EPISODES, True),
+        (f"adplayerd play --ads catalog ({BUILD})", [ADPLAYERD, "play", "--ads", os.path.join(MEDIA, "catalog")] + EPISODES, True),
+    ]
+    print(f"| command | wall s | CPU s | CPU % of wall | peak RSS MiB | over the bare client MiB |  (median of {RUNS})")
+    print("|---|---|---|---|---|---|")
+    floor = None
+    breakdowns = {}
+    for name, argv, sample in commands:
+        results = [measure(argv, sample) for _ in range(RUNS)]
+        wall = statistics.median(r[0] for r in results)
+        cpu = statistics.median(r[1] for r in results)
+        rss = statistics.median(r[2] for r in results)
+        floor = rss if floor is None else floor
+        print(f"| {name} | {wall:.2f} | {cpu:.2f} | {100 * cpu / wall:.1f} | {rss:.1f} | {rss - floor:+.1f} |")
+        if sample:
+            breakdowns[name] = max((r[3] for r in results if r[3]), key=lambda p: sum(p[0].values()))
+    names = list(breakdowns)
+    base_sizes, base_threads = breakdowns[names[1]]
+    for name in names[2:]:
+        sizes, threads = breakdowns[name]
+        total, base = sum(sizes.values()), sum(base_sizes.values())
+        print(f"\nWhere {name} is above the bare client with the post-rolls, at the largest reading of each "
+              f"({total / 1024:.1f} against {base / 1024:.1f} MiB resident; {threads} threads against {base_threads}), MiB:")
+        diff = {k: sizes.get(k, 0) - base_sizes.get(k, 0) for k in set(sizes) | set(base_sizes)}
+        shown = sorted(diff.items(), key=lambda kv: -abs(kv[1]))
+        rest = sum(v for _, v in shown[14:])
+        print(" | ".join(f"{k} {v / 1024:+.1f}" for k, v in shown[:14]) + f" | the {len(shown) - 14} others {rest / 1024:+.1f}")
+
+
+def startup_bare():
+    start = time.monotonic_ns()
+    proc = subprocess.Popen([BARE, EPISODES[0]], env=dict(os.environ, BARE_MPV_READY="1"), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline()
+    proc.wait()
+    return (int(line.split()[1]) - start) / 1e6
+
+
+def startup_daemon():
+    with tempfile.TemporaryDirectory() as work:
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(os.path.join(work, "notify"))
+        notify.settimeout(30)
+        env = dict(os.environ, NOTIFY_SOCKET=os.path.join(work, "notify"))
+        argv = [ADPLAYERD, "--state-dir", os.path.join(work, "state"), "--socket", os.path.join(work, "control.sock"),
+                "--library", MEDIA, "--ads", os.path.join(MEDIA, "catalog")]
+        start = time.monotonic_ns()
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while True:
+                message = notify.recv(4096).decode()
+                if "READY=1" in message.split("\n"):
+                    ready = time.monotonic_ns()
+                    break
+        finally:
+            proc.terminate()
+            proc.wait()
+            notify.close()
+        return (ready - start) / 1e6
+
+
+def startup():
+    bare = [startup_bare() for _ in range(RUNS)]
+    daemon = [startup_daemon() for _ in range(RUNS)]
+    print(f"\n| start-up (median of {RUNS}) | ms | min | max |")
+    print("|---|---|---|---|")
+    print(f"| bare libmpv client: fork → first video frame | {statistics.median(bare):.1f} | {min(bare):.1f} | {max(bare):.1f} |")
+    print(f"| adplayerd ({BUILD}): fork → READY=1 | {statistics.median(daemon):.1f} | {min(daemon):.1f} | {max(daemon):.1f} |")
+
+
+if __name__ == "__main__":
+    build_bare()
+    memory()
+    startup()

@@ -13,7 +13,7 @@ holds three connections and stamps every line as it arrives (time.monotonic_ns):
   control  the control socket, for seek and play between rounds
 
 plus N-1 more subscribed clients (all events), drained by a second thread, for the curve in
-the number of clients. Each round waits for the overlay's start, takes t0 and sets `pause`
+the number of clients (at most 63: with `control`, the daemon's limit of 64 connections). Each round waits for the overlay's start, takes t0 and sets `pause`
 through mpv's IPC; `mpv` = the arrival of mpv's property-change (pause true), `daemon` = the
 arrival of the daemon's ad.ended (reason paused) — or, for html, ad.html hide. Then, paused,
 it seeks 0.2 s before the next slot and plays.
@@ -131,6 +131,8 @@ def slots_server(slot_count):
 
 
 def run(mode, clients, work, episode):
+    if clients + 1 > 64:
+        raise SystemExit("at most 63 subscribed clients: with the control connection, the daemon's 64")
     state = tempfile.mkdtemp(dir=work)
     control_path = os.path.join(state, "ctl.sock")
     ipc_path = os.path.join(state, "mpv.sock")
@@ -169,11 +171,19 @@ def run(mode, clients, work, episode):
             others.append(other)
         stop = threading.Event()
 
+        dropped = []
+
         def drain():
             while not stop.is_set() and others:
                 readable, _, _ = select.select(others, [], [], 0.2)
                 for sock in readable:
-                    sock.recv(1 << 20)
+                    try:
+                        data = sock.recv(1 << 20)
+                    except OSError:
+                        data = b""
+                    if not data:
+                        dropped.append(sock)
+                        others.remove(sock)
         drainer = threading.Thread(target=drain, daemon=True)
         drainer.start()
 
@@ -211,6 +221,8 @@ def run(mode, clients, work, episode):
                 mpv_lat.append((stamps["mpv"] - t0) / 1000)
                 daemon_lat.append((stamps["daemon"] - t0) / 1000)
                 gap.append((stamps["daemon"] - stamps["mpv"]) / 1000)
+            if dropped:
+                raise SystemExit(f"{len(dropped)} subscribed clients were disconnected: the figures would not hold")
             slot += 1
             assert call("seek", {"to": SLOT_EVERY * slot - 0.2})["ok"]
             assert call("play")["ok"]

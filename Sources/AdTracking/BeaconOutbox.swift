@@ -552,17 +552,26 @@ public final class BeaconOutbox: Sendable {
             for pending in state.memory where pending.nextRun <= now && !state.inFlight.contains(pending.id) && due.count < limit {
                 due.append(pending)
             }
-            // A beacon that wants [TIMESTAMP] waits for an unsynchronised clock (a while).
+            // A beacon that wants [TIMESTAMP] waits for an unsynchronised clock (a while), looked
+            // at again every few seconds — all those of a pass in the pass's one transaction: a
+            // box that never syncs its clock must not write (and sync) a row per beacon a second.
+            var held: [Pending] = []
             due = due.filter { pending in
                 guard Macros.wantsTimestamp(pending.beacon.url), pending.beacon.recorded.corrected(clock) == nil,
                       now - pending.createdRun < configuration.timeSyncWait else { return true }
-                postpone(pending, until: now + 1, &state)   // looked at again in a second
+                held.append(pending)
                 return false
+            }
+            for pending in held where pending.id < 0 {
+                if let index = state.memory.firstIndex(where: { $0.id == pending.id }) { state.memory[index].nextRun = now + Self.heldRecheck }
             }
             // The attempt is written before it is made: a beacon in flight when the process dies
             // counts it and waits its backoff after the restart, behind the others due.
             if !state.diskFailing {
                 _ = try? state.db.transaction {
+                    for pending in held where pending.id > 0 {
+                        try state.db.execute("UPDATE beacons SET next_run = ? WHERE id = ?", [.real(now + Self.heldRecheck), .integer(pending.id)])
+                    }
                     for pending in due where pending.id > 0 {
                         try state.db.execute("UPDATE beacons SET attempts = ?, next_run = ? WHERE id = ?",
                                              [.integer(Int64(pending.attempts + 1)), .real(now + backoff(after: pending.attempts + 1)),
@@ -606,13 +615,8 @@ public final class BeaconOutbox: Sendable {
         return Pending(id: id, beacon: beacon, createdRun: row[5].real ?? 0, attempts: Int(row[10].integer ?? 0), nextRun: row[11].real ?? 0)
     }
 
-    private func postpone(_ pending: Pending, until next: Double, _ state: inout State) {
-        if pending.id < 0 {
-            if let index = state.memory.firstIndex(where: { $0.id == pending.id }) { state.memory[index].nextRun = next }
-        } else if !state.diskFailing {
-            _ = try? state.db.execute("UPDATE beacons SET next_run = ? WHERE id = ?", [.real(next), .integer(pending.id)])
-        }
-    }
+    /// Seconds (run time) between two looks at a beacon held for the clock's synchronisation.
+    static let heldRecheck = 5.0
 
     /// Drops what is older than `maxAge` (run time), counting each. Under the lock.
     private func expire(_ now: Double, _ state: inout State) -> [OutboxEvent] {

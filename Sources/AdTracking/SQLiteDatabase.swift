@@ -1,6 +1,7 @@
 import AdRuntime
 import CSQLite
 import Foundation
+import Synchronization
 
 /// A value bound to or read from SQLite.
 public enum SQLiteValue: Sendable, Equatable {
@@ -40,6 +41,11 @@ package final class SQLiteDatabase {
 
     /// From now on only the calling thread may use this connection: debug builds trap on a
     /// call from any other (a connection opened `NOMUTEX` must never be used by two threads).
+    /// Commits made by every connection of this process (each a write to the journal, and a
+    /// sync when the connection syncs each commit): for the benchmarks.
+    package static func transactionCount() -> Int { commits.load(ordering: .relaxed) }
+    fileprivate static let commits = Atomic<Int>(0)
+
     package func confineToCurrentThread() { owner.withLock { $0 = pthread_self() } }
 
     /// Opens (creating if needed) `path` in WAL mode with full fsync: a row that
@@ -56,6 +62,7 @@ package final class SQLiteDatabase {
             throw SQLiteError(code: rc, message: "\(path): \(message)")
         }
         sqlite3_busy_timeout(db, 5000)
+        sqlite3_commit_hook(db, { _ in SQLiteDatabase.commits.add(1, ordering: .relaxed); return 0 }, nil)
         if !readOnly {
             try execute("PRAGMA journal_mode=WAL")
             try execute("PRAGMA synchronous=FULL")

@@ -33,6 +33,10 @@ int csystem_limit_malloc_arenas(int count) {
     return mallopt(M_ARENA_MAX, count);
 }
 
+int csystem_fix_malloc_mmap_threshold(int bytes) {
+    return mallopt(M_MMAP_THRESHOLD, bytes);
+}
+
 int csystem_batch_this_thread(void) {
     struct sched_param param = { .sched_priority = 0 };
     return pthread_setschedparam(pthread_self(), SCHED_BATCH, &param);

@@ -15,6 +15,12 @@ Signals.blockForProcess()
 // (docs/reliability.md): RSS climbs in steps to 266 MiB with the default, stays at 120 MiB
 // with two. An environment's MALLOC_ARENA_MAX still wins (glibc reads it first).
 if ProcessInfo.processInfo.environment["MALLOC_ARENA_MAX"] == nil { _ = csystem_limit_malloc_arenas(2) }
+// Blocks of 128 KiB and more (mpv's demuxer packets and decoder buffers, a creative's pixels)
+// are mapped, and given back when freed, at a fixed threshold: glibc's moving threshold
+// (raised to the size of each large block freed, up to 32 MiB) lets them fragment the heap
+// from one file to the next — mpv opens three or four files an episode with ads. Peak RSS
+// playing the two sample episodes with ads: 109 → 100 MiB (docs/benchmarks.md §2).
+if ProcessInfo.processInfo.environment["MALLOC_MMAP_THRESHOLD_"] == nil { _ = csystem_fix_malloc_mmap_threshold(128 * 1024) }
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 let tools: [String: ([String]) throws -> Int32] = [
@@ -25,10 +31,11 @@ let tools: [String: ([String]) throws -> Int32] = [
     "check-config": { try CheckConfigCommand(arguments: $0).run() },
     "bench-latency": { try BenchCommand(arguments: $0).run() },
     "bench-catalog": { try BenchCatalogCommand(arguments: $0).run() },
+    "bench-outbox": { try BenchOutboxCommand(arguments: $0).run() },
 ]
 let usage = [DaemonCommand.usage, CheckConfigCommand.usage, PlayCommand.usage, BeaconsCommand.usage, PlaysCommand.usage, AdsCheckCommand.usage,
              BenchCommand.usage,
-             BenchCatalogCommand.usage].joined(separator: "\n")
+             BenchCatalogCommand.usage, BenchOutboxCommand.usage].joined(separator: "\n")
 
 do {
     if let first = arguments.first, let tool = tools[first] {

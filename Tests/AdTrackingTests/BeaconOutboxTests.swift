@@ -247,6 +247,27 @@ final class BeaconOutboxTests: XCTestCase {
         XCTAssertEqual(value, Macros.timestamp(Date(timeIntervalSince1970: 1_800_000_000)), "the event's time on the right clock: \(sent)")
     }
 
+    /// Beacons held for an unsynchronised clock are looked at again in one transaction a pass,
+    /// a few seconds apart: a box whose clock never syncs does not commit (and sync) a row per
+    /// beacon a second (found by bench-outbox: 1,000 held beacons made ~800 commits a second).
+    func testBeaconsHeldForTheClockCostOneCommitAPass() async throws {
+        let clock = TestTrackingClock()
+        clock.jumpWall(by: -400 * 86_400, synchronized: false)
+        let outbox = try outbox(clock: clock)
+        outbox.enqueue((0..<500).map { Beacon(url: url("held-\($0)") + "?ts=[TIMESTAMP]", event: "impression", recorded: RecordedTime.now(clock)) })
+        let before = SQLiteDatabase.transactionCount()
+        var passes = 0
+        while let next = outbox.nextDue(), next == 0, passes < 100 {
+            _ = await outbox.deliverDue()
+            passes += 1
+        }
+        let commits = SQLiteDatabase.transactionCount() - before
+        XCTAssertEqual(passes, 4, "500 held beacons, 128 looked at a pass (16 for each of 8 sending slots)")
+        XCTAssertEqual(commits, passes, "one commit a pass")
+        XCTAssertGreaterThanOrEqual(try XCTUnwrap(outbox.nextDue()), 4, "looked at again in seconds, not at once")
+        XCTAssertEqual(try server.counts().keys.filter { $0.hasPrefix("/b/held") }, [], "they wait for the clock")
+    }
+
     /// Where the kernel's answer is refused (systemd's ProtectClock=), timesyncd's flag file
     /// says whether the clock is synchronised: its folder without the flag, not yet; with it,
     /// yes; no timesyncd at all, nothing is known to be wrong.

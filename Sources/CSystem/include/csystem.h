@@ -15,6 +15,10 @@ int csystem_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 /* mallopt(M_ARENA_MAX, count) (malloc.h is not in Swift's Glibc module); 1 on success. */
 int csystem_limit_malloc_arenas(int count);
 
+/* mallopt(M_MMAP_THRESHOLD, bytes): blocks from `bytes` up are mapped and unmapped on free, and
+   glibc no longer raises the threshold as large blocks are freed; 1 on success. */
+int csystem_fix_malloc_mmap_threshold(int bytes);
+
 /* The calling thread becomes SCHED_BATCH: the scheduler no longer lets its wake-ups preempt
    the thread that woke it (the player's loop). 0 on success. */
 int csystem_batch_this_thread(void);
