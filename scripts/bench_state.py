@@ -17,6 +17,7 @@ docs/benchmarks.md §6 has the method and the figures.
 
 Usage: /usr/bin/python3 scripts/bench_state.py [SECONDS]   (default 60)
   ADPLAYERD_BIN: another build (e.g. an older commit's), to compare side by side.
+  BENCH_PARTS: daemon (the queue, position saving), outbox, or both (the default).
 """
 import http.server
 import json
@@ -35,6 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECONDS = int(sys.argv[1]) if len(sys.argv) > 1 else 60
 BUILD = "release" if os.path.exists(os.path.join(ROOT, ".build/release/adplayerd")) else "debug"
 ADPLAYERD = os.environ.get("ADPLAYERD_BIN", os.path.join(ROOT, f".build/{BUILD}/adplayerd"))
+PARTS = os.environ.get("BENCH_PARTS", "daemon,outbox").split(",")
 STRACE = ["strace", "--seccomp-bpf", "-f", "-qq", "-e", "trace=fsync,fdatasync"]
 
 
@@ -99,7 +101,7 @@ def fsyncs(log, since=None, until=None):
     count = 0
     with open(log) as f:
         for line in f:
-            match = re.match(r"^(?:\d+ )?(\d+\.\d+) (fsync|fdatasync)\(", line)
+            match = re.match(r"^(?:\d+\s+)?(?:(\d+\.\d+)\s+)?(fsync|fdatasync)\(", line)
             if match and (since is None or since <= float(match.group(1)) <= until):
                 count += 1
     return count
@@ -222,8 +224,10 @@ def main():
                         f"testsrc2=size=160x120:rate=10:duration={SECONDS + 30}", "-c:v", "libx264", "-preset", "ultrafast",
                         "-pix_fmt", "yuv420p", episode], check=True)
         print(f"({ADPLAYERD}; {SECONDS} s runs)")
-        daemon_benchmarks(work, episode)
-        outbox_benchmarks(work)
+        if "daemon" in PARTS:
+            daemon_benchmarks(work, episode)
+        if "outbox" in PARTS:
+            outbox_benchmarks(work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
