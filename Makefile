@@ -63,7 +63,9 @@ bench: deps media
 	.build/release/adplayerd bench-latency --rounds 1000 media/episode-long.mp4
 	.build/release/adplayerd bench-catalog --slots 100000
 	/usr/bin/python3 scripts/bench_control.py 50
-	python3 scripts/bench.py 3
+	/usr/bin/python3 scripts/bench.py 3
+	/usr/bin/python3 scripts/bench_events.py 200 1 16 63
+	/usr/bin/python3 scripts/bench_state.py 60
 
 # The release binaries, both systemd units, the documentation and (if there is none yet)
 # /etc/adplayerd.conf from the example. DESTDIR stages it elsewhere. The system unit runs

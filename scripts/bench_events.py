@@ -24,6 +24,7 @@ round, from /proc.
 
 Usage: /usr/bin/python3 scripts/bench_events.py [ROUNDS] [CLIENTS...]   (default 200; 1)
   ADPLAYERD_BIN: another build, to compare two versions side by side.
+  BENCH_MODES: image, html, or both (the default).
 """
 import http.server
 import json
@@ -253,7 +254,7 @@ def main():
         print(f"({BUILD} build, {ROUNDS} rounds each; µs; t0 = pause set through mpv's IPC)")
         print("| overlay | clients | mpv − t0 p50/p99 | daemon − t0 p50/p99 | daemon − mpv p50/p99 | latency_us p50/p99 | loop CPU µs/round |")
         print("|---|---|---|---|---|---|---|")
-        for mode in ["image", "html"]:
+        for mode in os.environ.get("BENCH_MODES", "image,html").split(","):
             for clients in CLIENTS:
                 mpv_lat, daemon_lat, gap, inner, cpu = run(mode, clients, work, episode)
                 print(f"| {mode} | {clients} | {'/'.join(quantiles(mpv_lat))} | {'/'.join(quantiles(daemon_lat))} | "

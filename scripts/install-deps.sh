@@ -13,7 +13,10 @@ packages=(
   dbus-bin          # dbus-send and dbus-monitor: a stand-in for logind, the signals tests watch
   playerctl         # the MPRIS tests drive adplayerd with the real playerctl
   ffmpeg            # sample media for the demo and the tests (lavfi)
-  mpv               # bare mpv, beside which `make bench` measures adplayerd
+  mpv               # bare mpv (the bench's and the tests' reference player)
+  gcc               # `make bench` builds scripts/bench/bare_mpv.c, the bare libmpv client it compares with
+  pkg-config        # libmpv's flags for that build (and for the system-library targets)
+  strace            # `make bench` counts fsyncs (scripts/bench_state.py)
   python3           # test fixtures (throttled HTTP server)
   python3-dbus      # the MPRIS tests' stand-in for logind (it owns org.freedesktop.login1 on a private bus)
   python3-prometheus-client # the metrics tests parse metrics-file with Prometheus' own text parser

@@ -157,6 +157,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     private weak let player: MpvPlayer?
     private let loop: any PlayerLoop
     private let onHTML: @Sendable (HTMLCreativeAnnouncement) -> Void
+    private let hideAtOnce: Bool
     private let output: Locked<(width: Int, height: Int)>
     /// Decoding and compositing, off the loop (a thread of its own: see `Workers`).
     private let renderer = Workers(name: "adplayerd-render")
@@ -164,10 +165,15 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     private var postroll: (id: UInt64, entry: Int64?, stopRequested: Bool, reporter: PostrollReporter)?
     private var redrawToggle = false
 
-    public init(player: MpvPlayer, onHTML: @escaping @Sendable (HTMLCreativeAnnouncement) -> Void = { _ in }) {
+    /// `hideAtOnce`: a `hide` is announced in the turn that takes the creative down, before
+    /// the ad's events — for a shell that only passes it on and never calls back into the
+    /// runtime from `onHTML` (the daemon's control socket): the HTML leaves the screen as soon
+    /// as a bitmap would. A `show` is always announced in a turn of its own.
+    public init(player: MpvPlayer, hideAtOnce: Bool = false, onHTML: @escaping @Sendable (HTMLCreativeAnnouncement) -> Void = { _ in }) {
         self.player = player
         self.loop = player.loop
         self.onHTML = onHTML
+        self.hideAtOnce = hideAtOnce
         output = Locked((1280, 720))
         try? loop.sync { [self] in
             output.withLock { $0 = AdPlacement.canvas(player.outputSize) }
@@ -500,8 +506,10 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     private static let redrawOn = assNode(slot: redrawSlot, "{}", (1, 1))
     private static let redrawOff = assNode(slot: redrawSlot, "", (1, 1))
 
-    /// Announces to the UI shell in a turn of its own (see the type).
+    /// Announces to the UI shell in a turn of its own (see the type), a hide at once if asked
+    /// (`hideAtOnce`).
     private func announce(_ announcement: HTMLCreativeAnnouncement) {
+        if hideAtOnce, case .hide = announcement { return onHTML(announcement) }
         let onHTML = self.onHTML
         loop.execute { onHTML(announcement) }
     }

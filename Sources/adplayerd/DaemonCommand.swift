@@ -102,8 +102,9 @@ struct DaemonCommand {
         let http = BoundedHTTP(threads: 4)
         let server = Locked<ControlServer?>(nil)
         let broadcast: @Sendable (ControlEvent) -> Void = { event in server.withLock { $0 }?.broadcast(event) }
-        // HTML creatives (the slots API's) are for a UI shell to draw: announced on the socket.
-        let surface = MpvAdSurface(player: player) { announcement in
+        // HTML creatives (the slots API's) are for a UI shell to draw: announced on the socket,
+        // a hide in the turn that takes the creative down (docs/benchmarks.md §5).
+        let surface = MpvAdSurface(player: player, hideAtOnce: true) { announcement in
             broadcast(Self.describe(announcement))
         }
         let metrics = Metrics()

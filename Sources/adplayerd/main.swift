@@ -19,7 +19,7 @@ if ProcessInfo.processInfo.environment["MALLOC_ARENA_MAX"] == nil { _ = csystem_
 // are mapped, and given back when freed, at a fixed threshold: glibc's moving threshold
 // (raised to the size of each large block freed, up to 32 MiB) lets them fragment the heap
 // from one file to the next — mpv opens three or four files an episode with ads. Peak RSS
-// playing the two sample episodes with ads: 109 → 100 MiB (docs/benchmarks.md §2).
+// playing the two sample episodes with ads: 109 → 97 MiB (docs/benchmarks.md §2).
 if ProcessInfo.processInfo.environment["MALLOC_MMAP_THRESHOLD_"] == nil { _ = csystem_fix_malloc_mmap_threshold(128 * 1024) }
 
 let arguments = Array(CommandLine.arguments.dropFirst())

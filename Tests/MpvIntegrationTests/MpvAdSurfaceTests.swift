@@ -7,14 +7,15 @@ import XCTest
 /// The mpv ad surface headless (`vo=null`): what mpv accepts, bad creatives, post-rolls in
 /// the same mpv, HTML announcements. Pixels are `PixelTests`' (under Xvfb).
 final class MpvAdSurfaceTests: MpvTestCase {
-    private func rig(_ behaviours: [AdKind: TestAdSource.Behaviour], content: String = "content-grey",
+    private func rig(_ behaviours: [AdKind: TestAdSource.Behaviour], content: String = "content-grey", hideAtOnce: Bool = false,
+                     onEvent: @escaping @Sendable (AdEvent) -> Void = { _ in },
                      onHTML: @escaping @Sendable (HTMLCreativeAnnouncement) -> Void = { _ in })
         throws -> (MpvPlayer, PlayerRecorder, VideoAds, MpvAdSurface, AdEventLog) {
         let (player, recorder) = try makePlayer()
-        let surface = MpvAdSurface(player: player, onHTML: onHTML)
+        let surface = MpvAdSurface(player: player, hideAtOnce: hideAtOnce, onHTML: onHTML)
         let log = AdEventLog()
         let ads = VideoAds(content: ContentInfo(id: content), source: TestAdSource(behaviours), surface: surface, loop: player.loop,
-                           onEvent: { log.record($0) })
+                           onEvent: { log.record($0); onEvent($0) })
         addTeardownBlock { ads.destroy() }
         return (player, recorder, ads, surface, log)
     }
@@ -255,5 +256,34 @@ final class MpvAdSurfaceTests: MpvTestCase {
         // Delivered on this thread, or by mpv's event thread if it was delivering just then.
         XCTAssertTrue(waitUntil { announcements.withLock { $0.last } == .hide(id: overlay.id) },
                       "\(announcements.withLock { $0 })")
+    }
+
+    /// With `hideAtOnce` (the daemon's), an HTML creative's hide is announced in the turn
+    /// that takes it down, before the ad's `ended` event; without it, in a turn of its own
+    /// after it (a shell may call back into the runtime).
+    func testAnHTMLHideCanBeAnnouncedInTheTurnThatTakesItDown() throws {
+        for hideAtOnce in [true, false] {
+            let announcements = Locked<[HTMLCreativeAnnouncement]>([])
+            let hiddenAtEnd = Locked<Bool?>(nil)
+            let (player, recorder, ads, _, log) = try rig(
+                [.overlay: creative(.overlay, .html(url: "https://ads.example/overlay/slot-1"), duration: 8)], hideAtOnce: hideAtOnce,
+                onEvent: { event in
+                    if case .ended = event {
+                        hiddenAtEnd.withLock { $0 = announcements.withLock { $0.contains { if case .hide = $0 { true } else { false } } } }
+                    }
+                },
+                onHTML: { a in announcements.withLock { $0.append(a) } })
+            try player.load(Media.path("content-grey.mp4"))
+            XCTAssertNotNil(recorder.next { $0.isPlaying })
+            ads.track(player)
+            let overlay = try XCTUnwrap(requestAd(ads, .overlay)).get()
+            try overlay.show(didEnd: log.didEnd(overlay.id))
+            XCTAssertTrue(waitUntil { announcements.withLock { $0.contains { if case .show = $0 { true } else { false } } } })
+            try player.pause()
+            XCTAssertTrue(waitUntil { hiddenAtEnd.withLock { $0 } != nil })
+            XCTAssertEqual(hiddenAtEnd.withLock { $0 }, hideAtOnce, "hideAtOnce \(hideAtOnce): \(announcements.withLock { $0 })")
+            XCTAssertTrue(waitUntil { announcements.withLock { $0.last } == .hide(id: overlay.id) })
+            ads.destroy()
+        }
     }
 }

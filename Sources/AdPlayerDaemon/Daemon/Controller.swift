@@ -75,6 +75,9 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
     /// The cost of telling desktops, on the loop (logged at `debug` when the daemon stops).
     private var desktopPublishes = (count: 0, nanoseconds: UInt64(0))
+    /// Pauses told to clients, and the time from the pause reaching the loop to the batch
+    /// written (logged at stop, debug: docs/benchmarks.md §5).
+    private var pausesTold: [UInt64] = []
     private var serial: UInt64 = 0
 
     public init(player: any ContentPlayer, surface: any AdSurface, store: StateStore, log: Logger, source: (any AdSource)?,
@@ -141,6 +144,11 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         if desktopPublishes.count > 0 {
             log.debug("desktop state handed over \(desktopPublishes.count) times on the loop, "
                       + String(format: "%.1f µs each on average", Double(desktopPublishes.nanoseconds) / Double(desktopPublishes.count) / 1000))
+        }
+        if !pausesTold.isEmpty {
+            let sorted = pausesTold.sorted()
+            log.debug("pauses told to clients \(sorted.count) times, from the pause on the loop to the batch written: "
+                      + "p50 \(sorted[sorted.count / 2] / 1000) µs, p99 \(sorted[min(sorted.count - 1, sorted.count * 99 / 100)] / 1000) µs")
         }
         savePosition()
         positionTimer?.cancel()
@@ -781,6 +789,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         flushAdEvents()
         if let events = batch, !events.isEmpty { emitMany(events) }
         batch = nil
+        if case .paused = event.change, pausesTold.count < 100_000 { pausesTold.append(MonotonicTime.now() &- event.observedAt) }
         if !recordAfterBatch.isEmpty {
             recordAfterBatch.forEach(reporting.record)
             recordAfterBatch = []
