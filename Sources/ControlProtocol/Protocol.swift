@@ -7,7 +7,7 @@ import Foundation
 /// `Events.swift`. In the manner of MPD's `AllCommands.cxx`: one sorted table; adding a
 /// command touches the table, `Request` and one handler.
 public enum ControlProtocol {
-    public static let version = 1
+    public static let version = 2
     /// A request line longer than this is refused (`line_too_long`) and the connection closed.
     public static let maxLineBytes = 1024 * 1024
     /// Most paths in one `queue`.
