@@ -257,7 +257,7 @@ final class DaemonTests: XCTestCase {
         let control = try daemon.connect()
         _ = try control.call("open", ["path": try media("episode-long.mp4")])
         _ = try control.call("loop", ["on": true])
-        // A long queue makes every `status` answer about 50 KB.
+        // A long queue makes every `status {"queue": true}` answer about 50 KB.
         _ = try control.call("queue", ["paths": Array(repeating: try media("episode-1.mp4"), count: 1000)])
         var readers: [ControlConnection] = []
         for _ in 0..<19 {
@@ -268,7 +268,7 @@ final class DaemonTests: XCTestCase {
         let stuck = try daemon.connect()
         _ = try stuck.call("subscribe")
         // Requests it never reads the answers to: its queue of output grows past the bound.
-        let flood = Data(String(repeating: #"{"id": 1, "cmd": "status"}"# + "\n", count: 2_000).utf8)
+        let flood = Data(String(repeating: #"{"id": 1, "cmd": "status", "args": {"queue": true}}"# + "\n", count: 2_000).utf8)
         let writer = Thread { try? stuck.sendRaw(flood) }
         writer.start()
         for round in 0..<5 {
