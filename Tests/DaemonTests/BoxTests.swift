@@ -170,8 +170,12 @@ final class BoxTests: XCTestCase {
         let display = try XDisplay()
         defer { display.stop() }
         let catalog = try makeCatalog(#"{"version": 1, "overlays": [{"id": "ov", "image": "overlay.png", "slots": [{"start": 0.2, "duration": 60}]}]}"#)
-        let daemon = try DaemonProcess(catalog: catalog, extra: ["--vo", "gpu", "--mpv-option", "gpu-sw=yes"],
-                                       environment: ["DISPLAY": display.name])
+        // Under `make asan`, this one daemon's leak check is off: Mesa's software driver, loaded
+        // by vo=gpu and unloaded at exit, leaves 240 bytes that LeakSanitizer can neither name
+        // nor suppress (an unloaded module); the same daemon with vo=null reports nothing.
+        var environment = ["DISPLAY": display.name]
+        if let asan = ProcessInfo.processInfo.environment["ASAN_OPTIONS"] { environment["ASAN_OPTIONS"] = asan + ":detect_leaks=0" }
+        let daemon = try DaemonProcess(catalog: catalog, extra: ["--vo", "gpu", "--mpv-option", "gpu-sw=yes"], environment: environment)
         let control = try daemon.connect()
         _ = try control.call("subscribe", ["events": ["ad.started"]])
         _ = try control.call("open", ["path": try Media.path("content-grey.mp4")])
