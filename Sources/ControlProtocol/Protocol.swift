@@ -4,8 +4,9 @@ import Foundation
 /// The control protocol (docs/protocol.md) in one place, for the daemon and its clients: the
 /// version, every command with its arguments (decoded and validated here, once, for every
 /// command — `subscribe` included), the replies, the error codes. The events are in
-/// `Events.swift`. In the manner of MPD's `AllCommands.cxx`: one sorted table; adding a
-/// command touches the table, `Request` and one handler.
+/// `Events.swift`. In the manner of MPD's `AllCommands.cxx`: one table (`CommandTable.swift`),
+/// sorted by name, a row per command with its typed arguments, permission tier, venue and
+/// `adplayerctl` form; adding a command touches its row, `Request` and its handler.
 public enum ControlProtocol {
     public static let version = 2
     /// A request line longer than this is refused (`line_too_long`) and the connection closed.
@@ -41,6 +42,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case player
     case unavailable
     case lineTooLong = "line_too_long"
+    case forbidden
     case internalError = "internal"
 }
 
@@ -122,15 +124,6 @@ public enum Request: Sendable, Equatable {
     case screenshot(withAds: Bool)
 }
 
-/// One command of the table: its name, its arguments as docs/protocol.md writes them, and
-/// how its arguments become a `Request`.
-public struct Command: Sendable {
-    public let name: String
-    /// `path, content_id?, start?` — what `usage` and the documentation show.
-    public let arguments: String
-    let decode: @Sendable (Arguments) throws(ControlError) -> Request
-}
-
 /// A request line as it arrived: its id (echoed in the reply) and what it asks.
 public struct Envelope: Sendable, Equatable {
     public let id: JSONValue
@@ -138,78 +131,28 @@ public struct Envelope: Sendable, Equatable {
 }
 
 public enum Commands {
-    /// The whole protocol, sorted by name.
-    public static let all: [Command] = [
-        Command(name: "audio-devices", arguments: "") { _ in .audioDevices },
-        Command(name: "audio-track", arguments: "id") { args throws(ControlError) in .audioTrack(try args.track("id", off: false)) },
-        Command(name: "background", arguments: "") { _ in .background },
-        Command(name: "clear", arguments: "") { _ in .clear },
-        Command(name: "close-ad", arguments: "") { _ in .closeAd },
-        Command(name: "foreground", arguments: "") { _ in .foreground },
-        Command(name: "jump", arguments: "index") { args throws(ControlError) in .jump(index: try args.index("index")) },
-        Command(name: "loop", arguments: "on") { args throws(ControlError) in .loop(try args.bool("on")) },
-        Command(name: "metrics", arguments: "") { _ in .metrics },
-        Command(name: "move", arguments: "from, to") { args throws(ControlError) in .move(from: try args.index("from"), to: try args.index("to")) },
-        Command(name: "mute", arguments: "on?") { args throws(ControlError) in .mute(args.has("on") ? try args.bool("on") : nil) },
-        Command(name: "next", arguments: "") { _ in .next },
-        Command(name: "open", arguments: "path, content_id?, start?") { args throws(ControlError) in
-            .open(path: try args.path("path"), contentID: try args.contentID("content_id"),
-                  start: try args.optionalSeconds("start", .position))
-        },
-        Command(name: "pause", arguments: "") { _ in .pause },
-        Command(name: "play", arguments: "") { _ in .play },
-        Command(name: "plays", arguments: "since?") { args throws(ControlError) in .plays(since: try args.instant("since")) },
-        Command(name: "previous", arguments: "") { _ in .previous },
-        Command(name: "queue", arguments: "paths") { args throws(ControlError) in .queue(paths: try args.paths("paths")) },
-        Command(name: "remove", arguments: "index") { args throws(ControlError) in .remove(index: try args.index("index")) },
-        Command(name: "repeat", arguments: "mode") { args throws(ControlError) in
-            guard let text = args.fields["mode"]?.string, let mode = RepeatMode(rawValue: text) else {
-                throw .badArgs("repeat needs {\"mode\": \"off\" | \"one\" | \"all\"}")
-            }
-            return .setRepeat(mode)
-        },
-        Command(name: "screenshot", arguments: "with_ads?") { args throws(ControlError) in
-            .screenshot(withAds: args.has("with_ads") ? try args.bool("with_ads") : true)
-        },
-        Command(name: "shuffle", arguments: "on") { args throws(ControlError) in .shuffle(try args.bool("on")) },
-        Command(name: "seek", arguments: "to | by") { args throws(ControlError) in
-            switch (args.has("to"), args.has("by")) {
-            case (true, false): return .seek(.to(try args.seconds("to", .position)))
-            case (false, true): return .seek(.by(try args.seconds("by", .offset)))
-            default: throw .badArgs("seek needs {\"to\": seconds} or {\"by\": seconds}")
-            }
-        },
-        Command(name: "speed", arguments: "value") { args throws(ControlError) in
-            let value = try args.number("value")
-            guard value.isFinite, value >= 0.01, value <= 100 else { throw .badArgs("speed needs {\"value\": x} with 0.01 ≤ x ≤ 100") }
-            return .speed(value)
-        },
-        Command(name: "status", arguments: "queue?") { args throws(ControlError) in .status(queue: args.has("queue") ? try args.bool("queue") : false) },
-        Command(name: "stop", arguments: "") { _ in .stop },
-        Command(name: "subscribe", arguments: "events?") { args throws(ControlError) in .subscribe(events: try args.eventNames("events")) },
-        Command(name: "subtitle-track", arguments: "id") { args throws(ControlError) in .subtitleTrack(try args.track("id", off: true)) },
-        Command(name: "toggle", arguments: "") { _ in .toggle },
-        Command(name: "tracks", arguments: "") { _ in .tracks },
-        Command(name: "version", arguments: "") { _ in .version },
-        Command(name: "volume", arguments: "value | by") { args throws(ControlError) in
-            switch (args.has("value"), args.has("by")) {
-            case (true, false):
-                let value = try args.number("value")
-                guard value.isFinite, value >= 0, value <= 100 else { throw .badArgs("volume.value must be from 0 to 100") }
-                return .volume(.to(value))
-            case (false, true):
-                let by = try args.number("by")
-                guard by.isFinite, abs(by) <= 100 else { throw .badArgs("volume.by must be from -100 to 100") }
-                return .volume(.by(by))
-            default: throw .badArgs("volume needs {\"value\": 0…100} or {\"by\": ±n}")
-            }
-        },
-    ]
-
     private static let byName: [String: Command] = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
+    private static let byWord: [String: Command] = Dictionary(uniqueKeysWithValues: all.map { ($0.commandLine.word, $0) })
+
+    /// The row of a command by its protocol name.
+    public static func named(_ name: String) -> Command? { byName[name] }
+
+    /// The row of a request (every request has one: `ProtocolTests` round-trips each).
+    public static func row(of request: Request) -> Command? { byName[request.name] }
+
+    /// The row `adplayerctl` runs for its word (`events` is `subscribe`).
+    public static func commandLine(_ word: String) -> Command? { byWord[word] }
+
+    /// Why a client of `tier` may not make `request`, or nil if it may.
+    public static func refusal(_ request: Request, tier: Tier) -> ControlError? {
+        guard let command = row(of: request) else { return ControlError(.internalError, "\(request.name) has no row in the command table") }
+        guard command.tier > tier else { return nil }
+        return ControlError(.forbidden, "\(command.name) needs the \(command.tier) tier; this client has \(tier) (socket-group-tier)")
+    }
 
     /// Decodes one request: the id (absent, null, or an integer that fits in 64 bits), the
-    /// command, its arguments. A failure carries the id when it could be read, for the reply.
+    /// command, its arguments — each checked by its kind. A failure carries the id when it
+    /// could be read, for the reply.
     public static func decode(_ line: JSONValue) -> Result<Envelope, Failure> {
         guard let object = line.object else { return .failure(Failure(id: .null, error: .malformed("a request is a JSON object"))) }
         let id = object["id"] ?? .null
@@ -223,10 +166,8 @@ public enum Commands {
             return .failure(Failure(id: id, error: ControlError(.unknownCommand, "\"\(name.prefix(64))\" is not a command (\(all.map(\.name).joined(separator: ", ")))")))
         }
         do {
-            let arguments = Arguments(command: command.name, fields: fields)
-            let request = try command.decode(arguments)
-            try arguments.refuseUnknown(allowed: command.arguments)
-            return .success(Envelope(id: id, request: request))
+            let values = try ArgumentDecoder(command: command, fields: fields).decode()
+            return .success(Envelope(id: id, request: try command.build(values)))
         } catch {
             return .failure(Failure(id: id, error: error))
         }
@@ -240,6 +181,48 @@ public enum Commands {
             self.id = id
             self.error = error
         }
+    }
+
+    /// `adplayerctl`'s words as a request: the command's row parses them.
+    public static func parse(commandLine input: CommandLineInput, word: String) throws(UsageError) -> Request {
+        guard let command = byWord[word] else { throw UsageError("unknown command \(word.prefix(64))") }
+        let allowed = Set(command.commandLine.options.keys).union(commonOptions.keys)
+        if let stray = input.arguments.options.first(where: { !allowed.contains($0.name) }) {
+            throw UsageError("\(word) takes no option \(stray.source)")
+        }
+        do {
+            return try command.commandLine.parse(input)
+        } catch let error as UsageError {
+            throw error
+        } catch {
+            throw UsageError("\(error)")
+        }
+    }
+
+    /// The options every `adplayerctl` command takes.
+    public static let commonOptions: [String: CommandLineArguments.Kind] = ["socket": .value, "json": .flag, "help": .flag]
+
+    /// Every option of `adplayerctl`: the common ones and each command's.
+    public static var commandLineOptions: [String: CommandLineArguments.Kind] {
+        all.reduce(into: commonOptions) { options, command in options.merge(command.commandLine.options) { first, _ in first } }
+    }
+
+    /// `adplayerctl`'s list of commands, one row each, from the table.
+    public static var commandLineHelp: String {
+        var lines: [String] = []
+        for command in all.sorted(by: { $0.commandLine.word < $1.commandLine.word }) {
+            let form = command.commandLine
+            let help = form.help.split(separator: "\n").map(String.init)
+            let head = "  " + form.synopsis
+            if head.count <= 30 {
+                lines.append(head.padding(toLength: 31, withPad: " ", startingAt: 0) + (help.first ?? ""))
+            } else {
+                lines.append(head)
+                lines.append(String(repeating: " ", count: 31) + (help.first ?? ""))
+            }
+            for more in help.dropFirst() { lines.append(String(repeating: " ", count: 31) + more) }
+        }
+        return lines.joined(separator: "\n")
     }
 }
 
@@ -332,119 +315,105 @@ public enum Reply {
     }
 }
 
-/// A request's arguments, read and bounded. Each accessor names the command and the field.
-public struct Arguments: Sendable {
-    let command: String
+/// Checks a request's `args` against its command's parameters, each value by its kind.
+struct ArgumentDecoder {
+    let command: Command
     let fields: [String: JSONValue]
 
-    func has(_ key: String) -> Bool { fields[key] != nil }
-
-    private func fail(_ key: String, _ what: String) -> ControlError { .badArgs("\(command).\(key) must be \(what)") }
-
-    func bool(_ key: String) throws(ControlError) -> Bool {
-        guard let value = fields[key]?.bool else { throw fail(key, "true or false") }
-        return value
-    }
-
-    func number(_ key: String) throws(ControlError) -> Double {
-        guard let value = fields[key]?.number else { throw fail(key, "a number") }
-        return value
-    }
-
-    func seconds(_ key: String, _ bounds: Seconds.Bounds) throws(ControlError) -> Double {
-        guard let value = fields[key]?.number else { throw fail(key, "a number of seconds") }
-        do {
-            return try Seconds.check(value, bounds, field: "\(command).\(key)")
-        } catch {
-            throw .badArgs(error.description)
+    func decode() throws(ControlError) -> ArgumentValues {
+        let parameters = command.parameters
+        let known = Set(parameters.all.map(\.name))
+        // Arguments the command does not take are refused: a typo is an error, not a silent default.
+        if let unknown = fields.keys.sorted().first(where: { !known.contains($0) }) {
+            throw .badArgs("\(command.name) takes no argument \"\(unknown.prefix(64))\""
+                           + (known.isEmpty ? "" : " (it takes \(parameters.signature))"))
         }
+        // null is the same as absent.
+        let given = fields.filter { $0.value != .null }
+        if case .oneOf(let choices) = parameters, choices.filter({ given[$0.name] != nil }).count != 1 {
+            throw .badArgs("\(command.name) needs one of " + choices.map { "{\"\($0.name)\": \($0.kind.summary)}" }.joined(separator: " or "))
+        }
+        var values: [String: ArgumentValue] = [:]
+        for argument in parameters.all {
+            guard let value = given[argument.name] else {
+                if case .fields = parameters, !argument.optional {
+                    throw .badArgs("\(command.name) needs {\"\(argument.name)\": \(argument.kind.summary)}")
+                }
+                continue
+            }
+            values[argument.name] = try check(value, argument)
+        }
+        return ArgumentValues(command: command.name, values: values)
     }
 
-    func optionalSeconds(_ key: String, _ bounds: Seconds.Bounds) throws(ControlError) -> Double? {
-        guard has(key), fields[key] != .null else { return nil }
-        return try seconds(key, bounds)
+    private func fail(_ argument: Argument) -> ControlError { .badArgs("\(command.name).\(argument.name) must be \(argument.kind.summary)") }
+
+    private func check(_ value: JSONValue, _ argument: Argument) throws(ControlError) -> ArgumentValue {
+        let field = "\(command.name).\(argument.name)"
+        switch argument.kind {
+        case .bool:
+            guard let on = value.bool else { throw fail(argument) }
+            return .bool(on)
+        case .number(let range):
+            guard let number = value.number, number.isFinite, range.contains(number) else { throw fail(argument) }
+            return .number(number)
+        case .seconds(let bounds):
+            guard let number = value.number else { throw .badArgs("\(field) must be a number of seconds") }
+            do {
+                return .number(try Seconds.check(number, bounds, field: field))
+            } catch {
+                throw .badArgs(error.description)
+            }
+        case .instant:
+            if let seconds = value.number, seconds.isFinite, abs(seconds) < 1e12 { return .number(seconds) }
+            if let text = value.string, let seconds = ISO8601.parse(text) { return .number(seconds) }
+            throw fail(argument)
+        case .path:
+            guard let path = value.string else { throw fail(argument) }
+            try Self.checkPath(path, field)
+            return .text(path)
+        case .paths(let max):
+            guard let list = value.array, !list.isEmpty, list.count <= max else { throw fail(argument) }
+            var paths: [String] = []
+            paths.reserveCapacity(list.count)
+            for (index, item) in list.enumerated() {
+                guard let path = item.string else { throw .badArgs("\(field)[\(index)] must be a string") }
+                try Self.checkPath(path, "\(field)[\(index)]")
+                paths.append(path)
+            }
+            return .texts(paths)
+        case .contentID:
+            guard let id = value.string, !id.isEmpty, id.count <= 256,
+                  !id.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { throw fail(argument) }
+            return .text(id)
+        case .eventNames:
+            guard let list = value.array, list.count <= ControlProtocol.maxSubscriptions else { throw fail(argument) }
+            var names: [String] = []
+            for item in list {
+                guard let name = item.string, !name.isEmpty, name.utf8.count <= 64 else { throw fail(argument) }
+                names.append(name)
+            }
+            return .texts(names)
+        case .index:
+            guard let index = value.integer, index >= 0, index < Int64(ControlProtocol.maxQueueEntries) else { throw fail(argument) }
+            return .index(Int(index))
+        case .track(let off):
+            if let id = value.integer, id >= 1, id <= 10_000 { return .track(.id(Int(id))) }
+            switch value.string {
+            case "auto": return .track(.auto)
+            case "off" where off: return .track(.off)
+            default: throw fail(argument)
+            }
+        case .choice(let words):
+            guard let word = value.string, words.contains(word) else { throw fail(argument) }
+            return .text(word)
+        }
     }
 
     /// An absolute path of at most 4 KiB, no NUL.
-    func path(_ key: String) throws(ControlError) -> String {
-        guard let value = fields[key]?.string else { throw .badArgs("\(command) needs {\"\(key)\": \"/a/file\"}") }
-        try Self.checkPath(value, "\(command).\(key)")
-        return value
-    }
-
     static func checkPath(_ value: String, _ field: String) throws(ControlError) {
         guard value.hasPrefix("/") else { throw .badArgs("\(field): \(value.prefix(200)): an absolute path is needed") }
         guard value.utf8.count <= 4096, !value.utf8.contains(0) else { throw .badArgs("\(field): not a path of at most 4096 bytes") }
-    }
-
-    func paths(_ key: String) throws(ControlError) -> [String] {
-        guard let list = fields[key]?.array, !list.isEmpty, list.count <= ControlProtocol.maxQueuePaths else {
-            throw .badArgs("\(command) needs {\"\(key)\": [\"/a/file\", …]} with 1 to \(ControlProtocol.maxQueuePaths) paths")
-        }
-        var paths: [String] = []
-        paths.reserveCapacity(list.count)
-        for (index, value) in list.enumerated() {
-            guard let path = value.string else { throw .badArgs("\(command).\(key)[\(index)] must be a string") }
-            try Self.checkPath(path, "\(command).\(key)[\(index)]")
-            paths.append(path)
-        }
-        return paths
-    }
-
-    /// A wall-clock instant: seconds since 1970, or ISO 8601 (`2026-12-01T05:30:00Z`, with
-    /// fractional seconds or an offset).
-    func instant(_ key: String) throws(ControlError) -> Double? {
-        guard let value = fields[key], value != .null else { return nil }
-        if let seconds = value.number, seconds.isFinite, abs(seconds) < 1e12 { return seconds }
-        if let text = value.string, let seconds = ISO8601.parse(text) { return seconds }
-        throw fail(key, "seconds since 1970 or an ISO 8601 time (2026-12-01T05:30:00Z)")
-    }
-
-    func contentID(_ key: String) throws(ControlError) -> String? {
-        guard let value = fields[key], value != .null else { return nil }
-        guard let id = value.string, !id.isEmpty, id.count <= 256, !id.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
-            throw fail(key, "a non-empty string of at most 256 characters, without control characters")
-        }
-        return id
-    }
-
-    func eventNames(_ key: String) throws(ControlError) -> [String]? {
-        guard let value = fields[key], value != .null else { return nil }
-        guard let list = value.array, list.count <= ControlProtocol.maxSubscriptions else {
-            throw fail(key, "an array of at most \(ControlProtocol.maxSubscriptions) event names")
-        }
-        var names: [String] = []
-        for item in list {
-            guard let name = item.string, !name.isEmpty, name.utf8.count <= 64 else { throw fail(key, "an array of event names") }
-            names.append(name)
-        }
-        return names
-    }
-
-    /// A 0-based index into the queue (its bounds are the queue's, checked where it is).
-    func index(_ key: String) throws(ControlError) -> Int {
-        guard let value = fields[key]?.integer, value >= 0, value < Int64(ControlProtocol.maxQueueEntries) else {
-            throw fail(key, "a whole number from 0 (the queue's first entry)")
-        }
-        return Int(value)
-    }
-
-    /// A track: mpv's id (a whole number from 1), `"auto"`, or (`off` allowed) `"off"`.
-    func track(_ key: String, off: Bool) throws(ControlError) -> TrackChoice {
-        if let id = fields[key]?.integer, id >= 1, id <= 10_000 { return .id(Int(id)) }
-        switch fields[key]?.string {
-        case "auto": return .auto
-        case "off" where off: return .off
-        default: throw fail(key, off ? "a track id, \"auto\" or \"off\"" : "a track id or \"auto\"")
-        }
-    }
-
-    /// Arguments the command does not take are refused: a typo is an error, not a silent default.
-    func refuseUnknown(allowed: String) throws(ControlError) {
-        let names = Set(allowed.split(whereSeparator: { ", |?".contains($0) }).map(String.init))
-        if let unknown = fields.keys.sorted().first(where: { !names.contains($0) }) {
-            throw .badArgs("\(command) takes no argument \"\(unknown.prefix(64))\"" + (names.isEmpty ? "" : " (it takes \(allowed))"))
-        }
     }
 }
 

@@ -18,17 +18,13 @@ import MpvPlayerAdapter
 /// reload, and a stop goes ahead of any reload still waiting (`DaemonRequests`).
 /// Configuration: docs/configuration.md; protocol: docs/protocol.md.
 struct DaemonCommand {
-    static let usage = """
-        usage: adplayerd [--config FILE] [--library DIR]... [--ads SOURCE]... [--state-dir DIR] [--socket PATH]
-                         [--socket-group GROUP] [--vo VO] [--ao AO] [--pause-ad-delay S] [--ads-token TOKEN]
-                         [--log-level LEVEL] [--loop] [--mpris] [--mpv-ipc-socket PATH (unsafe)]
-                         [--metrics-file PATH] [--metrics-interval S] [--outbox-max-beacons N] [--outbox-max-mib N]
-                         [--beacon-max-days N] [--time-sync-wait S] [--plays-max-rows N] [--plays-max-days N]
-                         [--limit-ad-tracking] [--gdpr-consent S] [--gpp-string S] [--gpp-section-id S]
-                         [--ifa S] [--ifa-type S] [--app-bundle S]
-          Runs the daemon (docs/configuration.md; tracking, proof of play, metrics: docs/reporting.md);
-          adplayerctl controls it (docs/protocol.md).
-        """
+    /// Every configuration key as a flag (`Configuration.flagsUsage`).
+    static let usage: String = {
+        let flags = Configuration.flagsUsage()
+        return (["usage: adplayerd " + flags[0]] + flags.dropFirst().map { String(repeating: " ", count: 17) + $0 }
+            + ["  Runs the daemon (docs/configuration.md; tracking, proof of play, metrics: docs/reporting.md);",
+               "  adplayerctl controls it (docs/protocol.md). --mpv-ipc-socket is unsafe (tests and debugging)."]).joined(separator: "\n")
+    }()
 
     let arguments: [String]
 
@@ -174,7 +170,8 @@ struct DaemonCommand {
         // 4. The control socket.
         let router = CommandRouter(loop: player.loop, controller: controller, library: configuration.library, metrics: metrics, outbox: outbox,
                                    screenshots: configuration.stateDir + "/screenshots")
-        let control = try ControlServer(path: configuration.socket, group: configuration.socketGroup, log: log) { _, request, reply in
+        let control = try ControlServer(path: configuration.socket, group: configuration.socketGroup,
+                                        groupTier: configuration.socketGroupTier, log: log) { _, request, reply in
             router.handle(request, reply: reply)
         }
         try control.start()

@@ -96,6 +96,17 @@ final class ProtocolTests: XCTestCase {
             return names
         }
         XCTAssertEqual(firstColumn(of: "Commands"), Set(Commands.all.map(\.name)))
+        // Each row of the commands' table: its tier, and every argument the command takes, named.
+        let rest = text[text.range(of: "## Commands\n")!.upperBound...]
+        let commands = rest[..<(rest.range(of: "\n## ")?.lowerBound ?? rest.endIndex)]
+        for line in commands.split(separator: "\n") where line.hasPrefix("| `") {
+            let cells = line.split(separator: "|", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            for name in cells[1].split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "`")) }) {
+                guard let command = Commands.named(name) else { continue }
+                XCTAssertEqual(cells[2], command.tier.name, "the tier of \(name) in docs/protocol.md")
+                for argument in command.parameters.all { XCTAssertTrue(cells[3].contains("`\(argument.name)`"), "\(name)'s argument \(argument.name)") }
+            }
+        }
         XCTAssertEqual(firstColumn(of: "Events"), Set(EventName.allCases.map(\.rawValue)))
         XCTAssertEqual(firstColumn(of: "Error codes"), Set(ErrorCode.allCases.map(\.rawValue)))
         XCTAssertTrue(text.contains("version \(ControlProtocol.version)"))
@@ -126,17 +137,106 @@ final class ProtocolTests: XCTestCase {
 
         let configuration = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/configuration.md"), encoding: .utf8)
         for key in Configuration.keys { XCTAssertTrue(configuration.contains("`\(key)`"), "configuration key \(key)") }
+        // `adplayerd --help` is made from the keys: every one, as a flag.
+        let usage = Configuration.flagsUsage().joined(separator: " ")
+        for key in Configuration.keys { XCTAssertTrue(usage.contains("[--\(key)"), "adplayerd --help: --\(key)") }
+        XCTAssertTrue(usage.contains("[--mpris]") && usage.contains("[--library DIR]..."), usage)
     }
 
-    /// The client's encoding of each request is what the daemon decodes.
-    func testRequestsRoundTrip() throws {
-        let requests: [Request] = [.status(queue: false), .status(queue: true), .open(path: "/a b.mp4", contentID: "ep-1", start: 3.5), .queue(paths: ["/a", "/b"]),
-                                   .seek(.to(10)), .seek(.by(-5)), .speed(1.5), .loop(true), .closeAd, .subscribe(events: ["ad.*"]),
-                                   .subscribe(events: nil), .metrics, .plays(since: nil), .plays(since: 1_800_000_000.5), .version]
-        for (index, request) in requests.enumerated() {
-            let decoded = try Commands.decode(try JSONValue.parse(request.json(id: Int64(index)).line())).get()
-            XCTAssertEqual(decoded.request, request)
-            XCTAssertEqual(decoded.id, .int(Int64(index)))
+    /// One example of every command (several for some), by name: the round trips below
+    /// cover the whole table, and a new command without an example fails them.
+    static let examples: [String: [Request]] = [
+        "audio-devices": [.audioDevices], "audio-track": [.audioTrack(.id(2)), .audioTrack(.auto)], "background": [.background],
+        "clear": [.clear], "close-ad": [.closeAd], "foreground": [.foreground], "jump": [.jump(index: 3)], "loop": [.loop(true), .loop(false)],
+        "metrics": [.metrics], "move": [.move(from: 0, to: 4)], "mute": [.mute(true), .mute(nil)], "next": [.next],
+        "open": [.open(path: "/a b.mp4", contentID: "ep-1", start: 3.5), .open(path: "/c.mp4", contentID: nil, start: nil)],
+        "pause": [.pause], "play": [.play], "plays": [.plays(since: nil), .plays(since: 1_800_000_000.5)], "previous": [.previous],
+        "queue": [.queue(paths: ["/a", "/b"])], "remove": [.remove(index: 0)], "repeat": [.setRepeat(.all), .setRepeat(.one)],
+        "screenshot": [.screenshot(withAds: true), .screenshot(withAds: false)], "seek": [.seek(.to(10)), .seek(.by(-5))],
+        "shuffle": [.shuffle(true)], "speed": [.speed(1.5)], "status": [.status(queue: false), .status(queue: true)], "stop": [.stop],
+        "subscribe": [.subscribe(events: ["ad.*"]), .subscribe(events: nil)], "subtitle-track": [.subtitleTrack(.off), .subtitleTrack(.id(1))],
+        "toggle": [.toggle], "tracks": [.tracks], "version": [.version], "volume": [.volume(.to(40)), .volume(.by(-5))],
+    ]
+
+    /// The client's encoding of every request is what the daemon decodes: every command of the
+    /// table, each example carried under its own row.
+    func testEveryCommandRoundTrips() throws {
+        XCTAssertEqual(Set(Self.examples.keys), Set(Commands.all.map(\.name)), "an example for every command, and none for a command that is not")
+        var id: Int64 = 0
+        for (name, requests) in Self.examples {
+            for request in requests {
+                id += 1
+                XCTAssertEqual(request.name, name)
+                XCTAssertEqual(Commands.row(of: request)?.name, name)
+                let decoded = try Commands.decode(try JSONValue.parse(request.json(id: id).line())).get()
+                XCTAssertEqual(decoded.request, request, name)
+                XCTAssertEqual(decoded.id, .int(id))
+            }
         }
+    }
+
+    /// The table is sorted by name, one row a name, one `adplayerctl` word a row; what runs on
+    /// the socket is what the socket answers.
+    func testTheTableIsSortedAndItsRowsAreConsistent() {
+        let names = Commands.all.map(\.name)
+        XCTAssertEqual(names, names.sorted())
+        XCTAssertEqual(Set(names).count, names.count)
+        XCTAssertEqual(Set(Commands.all.map(\.commandLine.word)).count, names.count)
+        XCTAssertEqual(Set(Commands.all.filter { $0.venue == .socket }.map(\.name)), ["subscribe", "version"])
+        XCTAssertEqual(Set(Commands.all.filter { $0.tier == .admin }.map(\.name)), ["clear"])
+        XCTAssertEqual(Set(Commands.all.filter { $0.tier == .read }.map(\.name)),
+                       ["audio-devices", "metrics", "plays", "status", "subscribe", "tracks", "version"])
+        for command in Commands.all {
+            XCTAssertFalse(command.commandLine.help.isEmpty, command.name)
+            XCTAssertTrue(command.commandLine.synopsis.hasPrefix(command.commandLine.word), command.name)
+        }
+    }
+
+    /// Each tier may run its commands and those below, and no others; the refusal says why.
+    func testTiersRefuseWhatIsAboveThem() throws {
+        for command in Commands.all {
+            let request = try XCTUnwrap(Self.examples[command.name]?.first)
+            for tier in Tier.allCases {
+                let refusal = Commands.refusal(request, tier: tier)
+                XCTAssertEqual(refusal == nil, tier >= command.tier, "\(command.name) for \(tier)")
+                if let refusal {
+                    XCTAssertEqual(refusal.code, .forbidden)
+                    XCTAssertTrue(refusal.message.contains(command.tier.name), refusal.message)
+                }
+            }
+        }
+        XCTAssertEqual(Tier(name: "control"), .control)
+        XCTAssertNil(Tier(name: "root"))
+    }
+
+    /// `adplayerctl`'s words for each command make the request its row builds, its options
+    /// are its own, and its help lists every command.
+    func testTheCommandLineFormsComeFromTheTable() throws {
+        func parse(_ words: [String]) throws -> Request {
+            let arguments = try CommandLineArguments(words, spec: Commands.commandLineOptions)
+            let input = CommandLineInput(words: Array(arguments.positional.dropFirst()), arguments: arguments, directory: "/media")
+            return try Commands.parse(commandLine: input, word: arguments.positional[0])
+        }
+        let lines: [([String], Request)] = [
+            (["audio-devices"], .audioDevices), (["audio-track", "2"], .audioTrack(.id(2))), (["audio-track", "auto"], .audioTrack(.auto)),
+            (["background"], .background), (["clear"], .clear), (["close-ad"], .closeAd), (["foreground"], .foreground),
+            (["jump", "4"], .jump(index: 3)), (["loop", "on"], .loop(true)), (["metrics"], .metrics), (["move", "1", "5"], .move(from: 0, to: 4)),
+            (["mute"], .mute(nil)), (["mute", "on"], .mute(true)), (["next"], .next),
+            (["open", "a b.mp4", "--content-id", "ep-1", "--start", "3.5"], .open(path: "/media/a b.mp4", contentID: "ep-1", start: 3.5)),
+            (["pause"], .pause), (["play"], .play), (["plays", "--since", "1800000000.5"], .plays(since: 1_800_000_000.5)),
+            (["previous"], .previous), (["queue", "/a", "b"], .queue(paths: ["/a", "/media/b"])), (["remove", "1"], .remove(index: 0)),
+            (["repeat", "all"], .setRepeat(.all)), (["screenshot", "--video-only"], .screenshot(withAds: false)),
+            (["seek", "10"], .seek(.to(10))), (["seek", "-5"], .seek(.by(-5))), (["shuffle", "on"], .shuffle(true)), (["speed", "1.5"], .speed(1.5)),
+            (["status"], .status(queue: true)), (["stop"], .stop), (["events", "ad.*"], .subscribe(events: ["ad.*"])), (["events"], .subscribe(events: nil)),
+            (["subtitle-track", "off"], .subtitleTrack(.off)), (["toggle"], .toggle), (["tracks"], .tracks), (["version"], .version),
+            (["volume", "40"], .volume(.to(40))), (["volume", "-5"], .volume(.by(-5))),
+        ]
+        XCTAssertEqual(Set(lines.map { $0.1.name }), Set(Commands.all.map(\.name)), "a command line for every command")
+        for (words, request) in lines { XCTAssertEqual(try parse(words), request, words.joined(separator: " ")) }
+        for bad in [["pause", "now"], ["seek"], ["loop", "maybe"], ["jump", "0"], ["status", "--since", "1"], ["screenshot", "--start", "1"],
+                    ["audio-track", "off"], ["rm"]] {
+            XCTAssertThrowsError(try parse(bad), bad.joined(separator: " "))
+        }
+        for command in Commands.all { XCTAssertTrue(Commands.commandLineHelp.contains("  " + command.commandLine.synopsis), command.name) }
     }
 }

@@ -27,7 +27,11 @@ public struct SocketError: Error, Sendable, CustomStringConvertible {
 ///   player or the other clients; at most 64 clients. Out of file descriptors (`EMFILE`), the
 ///   listener rests for a moment (logged once) while the connected clients are served.
 /// - The socket is 0600, or 0660 with `group`; a connecting peer must be this user, root, or
-///   (with `group`) in that group (SO_PEERCRED).
+///   (with `group`) in that group (SO_PEERCRED). Each client has a permission tier: this user
+///   and root `admin`, the group's members `groupTier`; a request above the client's tier is
+///   refused `forbidden` here, before anything runs it (`Commands.refusal`).
+/// - The commands the table runs on the socket (`Venue.socket`: `subscribe`, `version`) are
+///   answered here.
 ///
 /// Threading: `broadcast`, the `reply` closures and `stop` may be called from any thread; they
 /// queue and wake the socket thread through a pipe.
@@ -47,6 +51,8 @@ public final class ControlServer: @unchecked Sendable {
     private struct Client {
         let fd: Int32
         let id: UInt64
+        /// What this client may run (from its credentials, at connection).
+        let tier: Tier
         var input = ByteQueue()
         var output = ByteQueue()
         /// A request is being answered: the next line waits.
@@ -90,6 +96,7 @@ public final class ControlServer: @unchecked Sendable {
 
     public let path: String
     private let group: gid_t?
+    private let groupTier: Tier
     private let log: Logger
     private let onRequest: RequestHandler
     private var listener: Int32 = -1
@@ -103,8 +110,10 @@ public final class ControlServer: @unchecked Sendable {
     private let inbox = Locked(Inbox())
     private let stopped = Handover<Bool>()
 
-    public init(path: String, group: String?, log: Logger, onRequest: @escaping RequestHandler) throws {
+    /// `groupTier`: what members of `group` (not this user, not root) may run.
+    public init(path: String, group: String?, groupTier: Tier = .control, log: Logger, onRequest: @escaping RequestHandler) throws {
         self.path = path
+        self.groupTier = groupTier
         self.log = log
         self.onRequest = onRequest
         if let group {
@@ -333,24 +342,27 @@ public final class ControlServer: @unchecked Sendable {
                 close(fd)
                 continue
             }
-            if let refusal = peerRefusal(fd) {
-                log.warning("control socket: refused a client: \(refusal)")
+            let tier: Tier
+            switch peerTier(fd) {
+            case .success(let granted): tier = granted
+            case .failure(let refusal):
+                log.warning("control socket: refused a client: \(refusal.message)")
                 close(fd)
                 continue
             }
-            clients[fd] = Client(fd: fd, id: nextClient)
+            clients[fd] = Client(fd: fd, id: nextClient, tier: tier)
             byID[nextClient] = fd
             nextClient += 1
         }
     }
 
-    /// Why the peer on `fd` may not connect, or nil (SO_PEERCRED).
-    private func peerRefusal(_ fd: Int32) -> String? {
+    /// The tier of the peer on `fd`, or why it may not connect (SO_PEERCRED).
+    private func peerTier(_ fd: Int32) -> Result<Tier, SocketError> {
         var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
-        guard csystem_peer_credentials(fd, &pid, &uid, &gid) == 0 else { return "no peer credentials" }
-        if uid == getuid() || uid == 0 { return nil }
-        if let group, Self.isMember(pid: pid, gid: gid, of: group) { return nil }
-        return "uid \(uid) is not allowed"
+        guard csystem_peer_credentials(fd, &pid, &uid, &gid) == 0 else { return .failure(SocketError(message: "no peer credentials")) }
+        if uid == getuid() || uid == 0 { return .success(.admin) }
+        if let group, Self.isMember(pid: pid, gid: gid, of: group) { return .success(groupTier) }
+        return .failure(SocketError(message: "uid \(uid) is not allowed"))
     }
 
     private static func isMember(pid: pid_t, gid: gid_t, of group: gid_t) -> Bool {
@@ -414,12 +426,23 @@ public final class ControlServer: @unchecked Sendable {
                 queue(Reply.error(.null, .malformed("not JSON: \(error)")).line(), to: fd)
                 continue
             }
-            if case .subscribe(let events) = decoded.request {
+            if let refusal = Commands.refusal(decoded.request, tier: client.tier) {
+                queue(Reply.error(decoded.id, refusal).line(), to: fd)
+                continue
+            }
+            switch decoded.request {
+            case .subscribe(let events):
                 let filter = Set(events ?? ["*"])
                 clients[fd]?.subscription = filter
                 inbox.withLock { $0.subscribers[fd] = Subscriber(subscription: filter, direct: false) }   // after the reply is out
                 queue(Reply.ok(decoded.id, ["events": .array(filter.sorted().map { .string($0) })]).line(), to: fd)
                 continue
+            case .version:
+                queue(Reply.ok(decoded.id, ["protocol": .int(ControlProtocol.version), "daemon": "adplayerd", "tier": .string(client.tier.name)]).line(),
+                      to: fd)
+                continue
+            default:
+                break
             }
             clients[fd]?.busy = true
             let id = client.id, requestID = decoded.id

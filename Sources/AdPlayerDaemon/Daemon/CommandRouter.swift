@@ -34,31 +34,39 @@ public final class CommandRouter: Sendable {
     /// SIGHUP: the library folders of the new configuration.
     public func setLibrary(_ folders: [String]) { library.withLock { $0 = folders } }
 
+    /// Runs `request` where its row of the command table says (`Venue`); the socket has
+    /// already checked the client's tier.
     public func handle(_ request: Request, reply: @escaping @Sendable (Result<JSONValue, ControlError>) -> Void) {
+        guard let command = Commands.row(of: request) else {
+            return reply(.failure(ControlError(.internalError, "\(request.name) has no row in the command table")))
+        }
+        let controller = self.controller
+        switch command.venue {
+        case .socket:
+            reply(.failure(ControlError(.internalError, "\(request.name) is answered by the control socket")))
+        case .loop:
+            onLoop(reply) { try controller.perform(request) }
+        case .worker:
+            files.execute { [self] in reply(answerOffLoop(request)) }
+        case .filesThenLoop:
+            withFiles(request, reply)
+        }
+    }
+
+    /// The commands of `Venue.worker`: the metrics and the database, never the player.
+    private func answerOffLoop(_ request: Request) -> Result<JSONValue, ControlError> {
+        switch request {
+        case .metrics: return .success(Self.describe(metrics))
+        case .plays(let since): return .success(["plays": .array((outbox?.plays(since: since) ?? []).map(Self.describe))])
+        default: return .failure(ControlError(.internalError, "\(request.name) does not run on a worker"))
+        }
+    }
+
+    /// The commands of `Venue.filesThenLoop`: paths checked against the library, or a
+    /// screenshot's file made, on the files worker; then the loop.
+    private func withFiles(_ request: Request, _ reply: @escaping @Sendable (Result<JSONValue, ControlError>) -> Void) {
         let controller = self.controller
         switch request {
-        case .version: reply(.success(["protocol": .int(ControlProtocol.version), "daemon": "adplayerd"]))
-        case .subscribe: reply(.failure(ControlError(.internalError, "subscribe is the socket's own")))
-        case .status(let queue): onLoop(reply) { controller.status(queue: queue) }
-        case .metrics:
-            let metrics = self.metrics
-            files.execute { reply(.success(Self.describe(metrics))) }
-        case .plays(let since):
-            let outbox = self.outbox
-            files.execute { reply(.success(["plays": .array((outbox?.plays(since: since) ?? []).map(Self.describe))])) }
-        case .play: onLoop(reply) { try controller.play() }
-        case .pause: onLoop(reply) { try controller.pause() }
-        case .toggle: onLoop(reply) { try controller.toggle() }
-        case .next: onLoop(reply) { try controller.next() }
-        case .previous: onLoop(reply) { try controller.previous() }
-        case .stop: onLoop(reply) { controller.stopCommand() }
-        case .clear: onLoop(reply) { controller.clear() }
-        case .background: onLoop(reply) { controller.setBackground(true) }
-        case .foreground: onLoop(reply) { controller.setBackground(false) }
-        case .closeAd: onLoop(reply) { try controller.closeAd() }
-        case .loop(let on): onLoop(reply) { try controller.setLoop(on) }
-        case .speed(let value): onLoop(reply) { try controller.speed(value) }
-        case .seek(let target): onLoop(reply) { try controller.seek(target) }
         case .open(let path, let contentID, let start):
             checkFiles([path]) { [self] result in
                 switch result {
@@ -77,17 +85,6 @@ public final class CommandRouter: Sendable {
                 case .failure(let error): reply(.failure(error))
                 }
             }
-        case .volume(let change): onLoop(reply) { try controller.setVolume(change) }
-        case .mute(let on): onLoop(reply) { try controller.setMute(on) }
-        case .setRepeat(let mode): onLoop(reply) { try controller.setRepeat(mode) }
-        case .shuffle(let on): onLoop(reply) { controller.setShuffle(on) }
-        case .remove(let index): onLoop(reply) { try controller.remove(index) }
-        case .move(let from, let to): onLoop(reply) { try controller.move(from: from, to: to) }
-        case .jump(let index): onLoop(reply) { try controller.jump(index) }
-        case .tracks: onLoop(reply) { try controller.tracks() }
-        case .audioTrack(let choice): onLoop(reply) { try controller.selectTrack(audio: true, choice) }
-        case .subtitleTrack(let choice): onLoop(reply) { try controller.selectTrack(audio: false, choice) }
-        case .audioDevices: onLoop(reply) { controller.audioDevices() }
         case .screenshot(let withAds):
             guard let folder = screenshots else { return reply(.failure(ControlError(.unavailable, "no folder for screenshots"))) }
             let loop = self.loop
@@ -102,6 +99,8 @@ public final class CommandRouter: Sendable {
                 let accepted = loop.execute { controller.screenshot(to: path, withAds: withAds, reply: reply) }
                 if !accepted { reply(.failure(ControlError(.unavailable, "the player has shut down"))) }
             }
+        default:
+            reply(.failure(ControlError(.internalError, "\(request.name) does not take files")))
         }
     }
 

@@ -18,6 +18,8 @@ public struct Configuration: Sendable {
     public var socket: String
     /// The control socket is 0600, or 0660 for this group (and members of it may connect).
     public var socketGroup: String?
+    /// What members of `socketGroup` may run (the daemon's user and root: everything).
+    public var socketGroupTier = Tier.control
     public var vo = "null"
     public var ao = "null"
     public var pauseAdDelay = 1.0
@@ -84,13 +86,43 @@ public struct Configuration: Sendable {
     }
 
     /// Every key, as in the file and (with `--`) on the command line.
-    public static let keys: [String] = ["config", "library", "ads", "state-dir", "socket", "socket-group", "vo", "ao",
+    public static let keys: [String] = ["config", "library", "ads", "state-dir", "socket", "socket-group", "socket-group-tier", "vo", "ao",
                                         "pause-ad-delay", "mpv-ipc-socket", "ads-token", "log-level", "mpris", "loop",
                                         "limit-ad-tracking", "gdpr-consent", "gpp-string", "gpp-section-id", "ifa", "ifa-type", "app-bundle",
                                         "outbox-max-beacons", "outbox-max-mib", "beacon-max-days", "time-sync-wait",
                                         "plays-max-rows", "plays-max-days", "metrics-file", "metrics-interval",
                                         "cache-max-mib", "offline-ad-lifetime", "beacon-max-delay",
                                         "audio-device", "mpv-option", "alang", "slang", "ad-volume", "ad-loudnorm"]
+
+    /// What a key's value is, as `adplayerd --help` shows it (a key not named here takes `S`).
+    static let placeholders: [String: String] = [
+        "config": "FILE", "library": "DIR", "ads": "SOURCE", "state-dir": "DIR", "socket": "PATH", "socket-group": "GROUP",
+        "socket-group-tier": "read|control|admin", "vo": "VO", "ao": "AO", "pause-ad-delay": "S", "mpv-ipc-socket": "PATH",
+        "ads-token": "TOKEN", "log-level": "LEVEL", "outbox-max-beacons": "N", "outbox-max-mib": "N", "beacon-max-days": "N",
+        "time-sync-wait": "S", "plays-max-rows": "N", "plays-max-days": "N", "metrics-file": "PATH", "metrics-interval": "S",
+        "cache-max-mib": "N", "offline-ad-lifetime": "S", "beacon-max-delay": "S", "audio-device": "NAME", "mpv-option": "KEY=VALUE",
+        "alang": "LANGS", "slang": "LANGS", "ad-volume": "PERCENT",
+    ]
+    /// Keys that may be given more than once.
+    static let repeatable: Set<String> = ["library", "ads", "mpv-option"]
+
+    /// Every key as a flag (`[--library DIR]...`), in the order of `keys`, wrapped at `width`:
+    /// `adplayerd --help` made from the keys, so that none is missing.
+    public static func flagsUsage(width: Int = 100, indent: Int = 17) -> [String] {
+        var lines: [String] = []
+        var line = ""
+        for key in keys {
+            var flag = switches.contains(key) ? "[--\(key)]" : "[--\(key) \(placeholders[key] ?? "S")]"
+            if repeatable.contains(key) { flag += "..." }
+            if !line.isEmpty, indent + line.count + 1 + flag.count > width {
+                lines.append(line)
+                line = ""
+            }
+            line += (line.isEmpty ? "" : " ") + flag
+        }
+        if !line.isEmpty { lines.append(line) }
+        return lines
+    }
 
     /// Keys that take no value on the command line (`--mpris`); in a file they take yes/no.
     public static let switches: Set<String> = ["mpris", "loop", "limit-ad-tracking", "ad-loudnorm"]
@@ -122,6 +154,11 @@ public struct Configuration: Sendable {
             guard !value.isEmpty, value.utf8.count < 108 else { throw fail("socket: a path of 1 to 107 bytes") }
             socket = value
         case "socket-group": socketGroup = value.isEmpty ? nil : value
+        case "socket-group-tier":
+            guard let tier = Tier(name: value) else {
+                throw fail("socket-group-tier: \"\(value.prefix(64))\" is not one of \(Tier.allCases.map(\.name).joined(separator: ", "))")
+            }
+            socketGroupTier = tier
         case "vo":
             guard value.allSatisfy({ $0.isLetter || $0.isNumber || "-_,".contains($0) }), !value.isEmpty else {
                 throw fail("vo: \"\(value)\" is not a video output name")

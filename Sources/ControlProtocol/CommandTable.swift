@@ -1,0 +1,160 @@
+import Foundation
+
+extension Commands {
+    /// The whole protocol, sorted by name (`ProtocolTests` asserts the order): each command's
+    /// arguments, who may run it, where it runs, its `adplayerctl` form and its `Request`.
+    /// docs/protocol.md's table and `adplayerctl --help` are checked against / made from it.
+    public static let all: [Command] = [
+        Command("audio-devices", .read, .loop,
+                cli: ("audio-devices", "the audio outputs mpv can use (for audio-device in the configuration)")) { _ in .audioDevices },
+        Command("audio-track", .control, .loop, .fields([.required("id", .track(off: false))]),
+                cli: ("audio-track ID|auto", "choose the audio track"), parse: { input throws(UsageError) in
+                    .audioTrack(try track(input, "audio-track", off: false))
+                }) { args throws(ControlError) in .audioTrack(try args.track("id")) },
+        Command("background", .control, .loop,
+                cli: ("background", "the output is hidden (R13); foreground shows it again")) { _ in .background },
+        Command("clear", .admin, .loop, cli: ("clear", "stop playing and empty the queue")) { _ in .clear },
+        Command("close-ad", .control, .loop,
+                cli: ("close-ad", "the viewer dismisses the overlay or pause ad on screen")) { _ in .closeAd },
+        Command("foreground", .control, .loop, cli: ("foreground", "the output is shown again")) { _ in .foreground },
+        Command("jump", .control, .loop, .fields([.required("index", .index)]),
+                cli: ("jump INDEX", "play entry INDEX (from 1, as status numbers them) now"), parse: { input throws(UsageError) in
+                    .jump(index: try entry(input, "jump"))
+                }) { args throws(ControlError) in .jump(index: try args.index("index")) },
+        Command("loop", .control, .loop, .fields([.required("on", .bool)]),
+                cli: ("loop on|off", "loop the episode that plays (repeat one / off)"), parse: { input throws(UsageError) in
+                    .loop(try input.onOff("loop"))
+                }) { args throws(ControlError) in .loop(try args.bool("on")) },
+        Command("metrics", .read, .worker, cli: ("metrics", "what the ads did since the daemon started, by kind")) { _ in .metrics },
+        Command("move", .control, .loop, .fields([.required("from", .index), .required("to", .index)]),
+                cli: ("move FROM TO", "move an entry of the queue"), parse: { input throws(UsageError) in
+                    try input.expect(2, "move takes FROM and TO, from 1")
+                    guard let from = Int(input.words[0]), let to = Int(input.words[1]), from >= 1, to >= 1 else {
+                        throw UsageError("move takes FROM and TO, from 1")
+                    }
+                    return .move(from: from - 1, to: to - 1)
+                }) { args throws(ControlError) in .move(from: try args.index("from"), to: try args.index("to")) },
+        Command("mute", .control, .loop, .fields([.optional("on", .bool)]),
+                cli: ("mute [on|off]", "mute or unmute (no argument: toggle)"), parse: { input throws(UsageError) in
+                    guard input.words.count <= 1, input.words.allSatisfy({ ["on", "off"].contains($0) }) else {
+                        throw UsageError("mute takes on, off or nothing (toggle)")
+                    }
+                    return .mute(input.words.first.map { $0 == "on" })
+                }) { args throws(ControlError) in .mute(try args.optionalBool("on")) },
+        Command("next", .control, .loop, cli: ("next", "the next episode")) { _ in .next },
+        Command("open", .control, .filesThenLoop,
+                .fields([.required("path", .path), .optional("content_id", .contentID), .optional("start", .seconds(.position))]),
+                cli: ("open FILE|DIR [--content-id ID] [--start SECONDS]",
+                      "play FILE now (a file under one of the daemon's library folders; a folder:\nits playable files in name order)"),
+                options: ["content-id": .value, "start": .value], parse: { input throws(UsageError) in
+                    try input.expect(1, "open takes one FILE")
+                    return .open(path: input.absolute(input.words[0]), contentID: input.arguments.value("content-id"),
+                                 start: try input.arguments.value("start").map { text throws(UsageError) in try input.number(text, "--start") })
+                }) { args throws(ControlError) in
+            .open(path: try args.text("path"), contentID: try args.optionalText("content_id"),
+                  start: try args.optionalNumber("start"))
+        },
+        Command("pause", .control, .loop, cli: ("pause", "pause the content")) { _ in .pause },
+        Command("play", .control, .loop, cli: ("play", "play the content")) { _ in .play },
+        Command("plays", .read, .worker, .fields([.optional("since", .instant)]),
+                cli: ("plays [--since TIME]", "proof of play: every ad shown, oldest first (TIME: ISO 8601 or\nseconds since 1970)"),
+                options: ["since": .value], parse: { input throws(UsageError) in
+                    try input.expect(0, "plays takes no arguments but --since TIME")
+                    guard let text = input.arguments.value("since") else { return .plays(since: nil) }
+                    guard let seconds = Double(text) ?? ISO8601.parse(text) else {
+                        throw UsageError("--since: \"\(text)\" is not ISO 8601 or seconds since 1970")
+                    }
+                    return .plays(since: seconds)
+                }) { args throws(ControlError) in .plays(since: try args.optionalNumber("since")) },
+        Command("previous", .control, .loop, cli: ("previous", "the previous episode, from its start")) { _ in .previous },
+        Command("queue", .control, .filesThenLoop, .fields([.required("paths", .paths(max: ControlProtocol.maxQueuePaths))]),
+                cli: ("queue FILE|DIR...", "add files (a folder's playable files) to the queue"), parse: { input throws(UsageError) in
+                    guard !input.words.isEmpty else { throw UsageError("queue needs at least one FILE") }
+                    return .queue(paths: input.words.map(input.absolute))
+                }) { args throws(ControlError) in .queue(paths: try args.texts("paths")) },
+        Command("remove", .control, .loop, .fields([.required("index", .index)]),
+                cli: ("remove INDEX", "take entry INDEX (from 1, as status numbers them) out of the queue"), parse: { input throws(UsageError) in
+                    .remove(index: try entry(input, "remove"))
+                }) { args throws(ControlError) in .remove(index: try args.index("index")) },
+        Command("repeat", .control, .loop, .fields([.required("mode", .choice(RepeatMode.allCases.map(\.rawValue)))]),
+                cli: ("repeat off|one|all", "at an episode's end: the next; the same again; the queue over again at its end"),
+                parse: { input throws(UsageError) in
+                    guard input.words.count == 1, let mode = RepeatMode(rawValue: input.words[0]) else { throw UsageError("repeat takes off, one or all") }
+                    return .setRepeat(mode)
+                }) { args throws(ControlError) in
+            guard let mode = RepeatMode(rawValue: try args.text("mode")) else { throw ControlError(.internalError, "repeat: no such mode") }
+            return .setRepeat(mode)
+        },
+        Command("screenshot", .control, .filesThenLoop, .fields([.optional("with_ads", .bool)]),
+                cli: ("screenshot [--video-only]", "a PNG of the screen (with the ads, or the video alone); prints its path"),
+                options: ["video-only": .flag], parse: { input throws(UsageError) in
+                    try input.expect(0, "screenshot takes no arguments but --video-only")
+                    return .screenshot(withAds: !input.arguments.flag("video-only"))
+                }) { args throws(ControlError) in .screenshot(withAds: try args.optionalBool("with_ads") ?? true) },
+        Command("seek", .control, .loop, .oneOf([.required("to", .seconds(.position)), .required("by", .seconds(.offset))]),
+                cli: ("seek SECONDS | +S | -S", "to a time, or by an offset"), parse: { input throws(UsageError) in
+                    try input.expect(1, "seek takes SECONDS, +SECONDS or -SECONDS")
+                    let word = input.words[0]
+                    let value = try input.number(word, "seek")
+                    return .seek(word.hasPrefix("+") || word.hasPrefix("-") ? .by(value) : .to(value))
+                }) { args throws(ControlError) in
+            args.has("to") ? .seek(.to(try args.number("to"))) : .seek(.by(try args.number("by")))
+        },
+        Command("shuffle", .control, .loop, .fields([.required("on", .bool)]),
+                cli: ("shuffle on|off", "play the queue in a new random order each pass"), parse: { input throws(UsageError) in
+                    .shuffle(try input.onOff("shuffle"))
+                }) { args throws(ControlError) in .shuffle(try args.bool("on")) },
+        Command("speed", .control, .loop, .fields([.required("value", .number(0.01...100))]),
+                cli: ("speed X", "playback speed (0.01 to 100)"), parse: { input throws(UsageError) in
+                    try input.expect(1, "speed takes X")
+                    return .speed(try input.number(input.words[0], "speed"))
+                }) { args throws(ControlError) in .speed(try args.number("value")) },
+        Command("status", .read, .loop, .fields([.optional("queue", .bool)]),
+                cli: ("status", "what plays, where, the ad on screen, the queue"), parse: { input throws(UsageError) in
+                    try input.expect(0, "status takes no arguments")
+                    return .status(queue: true)
+                }) { args throws(ControlError) in .status(queue: try args.optionalBool("queue") ?? false) },
+        Command("stop", .control, .loop, cli: ("stop", "stop playing (the queue stays)")) { _ in .stop },
+        Command("subscribe", .read, .socket, .fields([.optional("events", .eventNames)]),
+                cli: ("events [NAME...]", "follow the event stream (names or prefixes: player.* ad.ended)"), word: "events",
+                parse: { input throws(UsageError) in
+                    .subscribe(events: input.words.isEmpty ? nil : input.words)
+                }) { args throws(ControlError) in .subscribe(events: try args.optionalTexts("events")) },
+        Command("subtitle-track", .control, .loop, .fields([.required("id", .track(off: true))]),
+                cli: ("subtitle-track ID|off|auto", "choose the subtitles"), parse: { input throws(UsageError) in
+                    .subtitleTrack(try track(input, "subtitle-track", off: true))
+                }) { args throws(ControlError) in .subtitleTrack(try args.track("id")) },
+        Command("toggle", .control, .loop, cli: ("toggle", "play or pause the content")) { _ in .toggle },
+        Command("tracks", .read, .loop, cli: ("tracks", "the episode's audio and subtitle tracks")) { _ in .tracks },
+        Command("version", .read, .socket, cli: ("version", "the daemon's protocol version")) { _ in .version },
+        Command("volume", .control, .loop, .oneOf([.required("value", .number(0...100)), .required("by", .number(-100...100))]),
+                cli: ("volume N | +N | -N", "the content's volume (0 to 100), or by an amount"), parse: { input throws(UsageError) in
+                    try input.expect(1, "volume takes N (0 to 100), +N or -N")
+                    let word = input.words[0]
+                    let value = try input.number(word, "volume")
+                    return .volume(word.hasPrefix("+") || word.hasPrefix("-") ? .by(value) : .to(value))
+                }) { args throws(ControlError) in
+            args.has("value") ? .volume(.to(try args.number("value"))) : .volume(.by(try args.number("by")))
+        },
+    ]
+
+    /// A queue entry as `adplayerctl` numbers it (from 1), as the protocol's index (from 0).
+    private static func entry(_ input: CommandLineInput, _ word: String) throws(UsageError) -> Int {
+        guard input.words.count == 1, let index = Int(input.words[0]), index >= 1, index <= ControlProtocol.maxQueueEntries else {
+            throw UsageError("\(word) takes an INDEX from 1")
+        }
+        return index - 1
+    }
+
+    private static func track(_ input: CommandLineInput, _ word: String, off: Bool) throws(UsageError) -> TrackChoice {
+        let message = "\(word) takes an ID, auto\(off ? " or off" : "")"
+        try input.expect(1, message)
+        switch input.words[0] {
+        case "auto": return .auto
+        case "off" where off: return .off
+        default:
+            guard let id = Int(input.words[0]), id >= 1 else { throw UsageError(message) }
+            return .id(id)
+        }
+    }
+}
