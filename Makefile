@@ -5,12 +5,16 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 SWIFT ?= swift
 SWIFT_FLAGS ?=
 
-.PHONY: run test stress tsan asan build deps media clean bench install
+.PHONY: run test stress tsan asan build deps media clean bench install release-probe
 
 run: deps media build
 	scripts/demo.sh
 
-test: deps media
+# The release build of adplayerd-dev: the loop-affinity test runs its probes in the build that ships.
+release-probe: deps
+	$(SWIFT) build -c release --product adplayerd-dev $(SWIFT_FLAGS)
+
+test: deps media release-probe
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build --disable-swift-testing --skip StressTests $(SWIFT_FLAGS)
 
@@ -23,7 +27,7 @@ stress: deps media
 # ThreadSanitizer over the whole suite, the daemons and tools the tests start included
 # (each process writes its report to .build/tsan-logs/); fails on any warning (SPEC R18: one owner, few locks,
 # all of a kind TSan sees). Slower than `make test`. Its own build folder, beside the debug build.
-tsan: deps media
+tsan: deps media release-probe
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan $(SWIFT_FLAGS)
 	rm -rf .build/tsan-logs && mkdir -p .build/tsan-logs
 	set -o pipefail; TSAN_OPTIONS="halt_on_error=0 report_signal_unsafe=0 log_path=$(CURDIR)/.build/tsan-logs/tsan" \
@@ -36,7 +40,7 @@ tsan: deps media
 # tests start included (each process writes its report to .build/asan-logs/); fails on any
 # report. Reports that are not leaks of ours are suppressed by name in asan.supp, each with
 # its reason. Its own build folder, so that it does not disturb the debug build.
-asan: deps media
+asan: deps media release-probe
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan $(SWIFT_FLAGS)
 	rm -rf .build/asan-logs && mkdir -p .build/asan-logs
 	set -o pipefail; \
@@ -60,8 +64,9 @@ media: deps
 bench: deps media
 	$(SWIFT) build -c release --product adplayerd
 	$(SWIFT) build -c release --product adplayerctl
-	.build/release/adplayerd bench-latency --rounds 1000 media/episode-long.mp4
-	.build/release/adplayerd bench-catalog --slots 100000
+	$(SWIFT) build -c release --product adplayerd-dev
+	.build/release/adplayerd-dev bench-latency --rounds 1000 media/episode-long.mp4
+	.build/release/adplayerd-dev bench-catalog --slots 100000
 	/usr/bin/python3 scripts/bench_control.py 50
 	/usr/bin/python3 scripts/bench.py 3
 	/usr/bin/python3 scripts/bench_events.py 200 1 16 63

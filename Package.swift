@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "AdPlayerDaemon", targets: ["AdPlayerDaemon"]),
         .executable(name: "adplayerd", targets: ["adplayerd"]),
         .executable(name: "adplayerctl", targets: ["adplayerctl"]),
+        .executable(name: "adplayerd-dev", targets: ["adplayerd-dev"]),
     ],
     targets: [
         // The C API of libmpv. No pkgConfig: Debian puts <mpv/client.h> in /usr/include, and
@@ -50,6 +51,11 @@ let package = Package(
         // main (the services in order) and the tool commands.
         .executableTarget(name: "adplayerd", dependencies: ["AdPlayerDaemon", "AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter",
                                                             "ControlProtocol"],
+                          swiftSettings: strict),
+        // The developer's tools, out of the production executable: play, the benchmarks, the
+        // loop-affinity probe.
+        .executableTarget(name: "adplayerd-dev", dependencies: ["AdPlayerDaemon", "AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter",
+                                                                "ControlProtocol"],
                           swiftSettings: strict),
         // The control socket's client: the protocol only (docs/protocol.md).
         .executableTarget(name: "adplayerctl", dependencies: ["ControlProtocol"], swiftSettings: strict),

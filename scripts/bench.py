@@ -8,8 +8,8 @@ Memory and CPU. Each command plays the same files headless (vo=null, ao=null) in
                             (the locked options of docs/reliability.md, keep-open): the floor
   bare client + post-rolls  the same, also playing the catalog's post-roll after each
                             episode (what adplayerd plays with ads, without the ads' logic)
-  adplayerd play            the release build, no ads
-  adplayerd play --ads      the release build, the sample catalog (an image overlay, a text
+  adplayerd-dev play          the release build, no ads
+  adplayerd-dev play --ads    the release build, the sample catalog (an image overlay, a text
                             overlay, the post-roll after each episode)
 
 Each child's CPU time (user + system) and peak RSS come from wait4(2); the median of RUNS runs
@@ -42,6 +42,7 @@ POSTROLL = os.path.join(MEDIA, "catalog", "postroll.mp4")
 RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 BUILD = "release" if os.path.exists(os.path.join(ROOT, ".build/release/adplayerd")) else "debug"
 ADPLAYERD = os.path.join(ROOT, f".build/{BUILD}/adplayerd")
+ADPLAYERD_DEV = os.path.join(ROOT, f".build/{BUILD}/adplayerd-dev")
 BARE = os.path.join(ROOT, ".build/bench/bare_mpv")
 
 
@@ -106,8 +107,8 @@ def memory():
     commands = [
         ("bare libmpv client", [BARE] + EPISODES, True),
         ("bare libmpv client + the post-rolls", [BARE, EPISODES[0], POSTROLL, EPISODES[1], POSTROLL], True),
-        (f"adplayerd play ({BUILD})", [ADPLAYERD, "play"] + EPISODES, True),
-        (f"adplayerd play --ads catalog ({BUILD})", [ADPLAYERD, "play", "--ads", os.path.join(MEDIA, "catalog")] + EPISODES, True),
+        (f"adplayerd play ({BUILD})", [ADPLAYERD_DEV, "play"] + EPISODES, True),
+        (f"adplayerd play --ads catalog ({BUILD})", [ADPLAYERD_DEV, "play", "--ads", os.path.join(MEDIA, "catalog")] + EPISODES, True),
     ]
     print(f"| command | wall s | CPU s | CPU % of wall | peak RSS MiB | over the bare client MiB |  (median of {RUNS})")
     print("|---|---|---|---|---|---|")

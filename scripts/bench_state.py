@@ -11,7 +11,7 @@ docs/benchmarks.md §6 has the method and the figures.
    under `strace --seccomp-bpf -f -e trace=fsync,fdatasync` (only those calls stop the
    process). Printed: fsyncs per minute, and bytes the daemon handed to write calls per
    minute (/proc/PID/io wchar; nothing else is written then).
-3. The tracking outbox. `adplayerd bench-outbox` (the daemon's BeaconOutbox and courier,
+3. The tracking outbox. `adplayerd-dev bench-outbox` (the daemon's BeaconOutbox and courier,
    HTTP to a loopback server answering 204) fed 1,000 and 10,000 beacons a minute in events of
    4 URLs for SECONDS, under the same strace. Printed: delivered, CPU, commits, fsyncs.
 
@@ -36,6 +36,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECONDS = int(sys.argv[1]) if len(sys.argv) > 1 else 60
 BUILD = "release" if os.path.exists(os.path.join(ROOT, ".build/release/adplayerd")) else "debug"
 ADPLAYERD = os.environ.get("ADPLAYERD_BIN", os.path.join(ROOT, f".build/{BUILD}/adplayerd"))
+ADPLAYERD_DEV = os.path.join(os.path.dirname(ADPLAYERD), "adplayerd-dev")
 PARTS = os.environ.get("BENCH_PARTS", "daemon,outbox").split(",")
 STRACE = ["strace", "--seccomp-bpf", "-f", "-qq", "-e", "trace=fsync,fdatasync"]
 
@@ -204,7 +205,7 @@ def outbox_benchmarks(work):
     for rate in (1000, 10000):
         handler.count = 0
         log = os.path.join(work, f"strace-outbox-{rate}.log")
-        result = subprocess.run(STRACE + ["-o", log, ADPLAYERD, "bench-outbox", "--url", url, "--per-minute", str(rate),
+        result = subprocess.run(STRACE + ["-o", log, ADPLAYERD_DEV, "bench-outbox", "--url", url, "--per-minute", str(rate),
                                           "--seconds", str(SECONDS)], capture_output=True, text=True)
         line = result.stdout.strip()
         if result.returncode != 0:

@@ -10,7 +10,7 @@ Xvfb "$display" -screen 0 640x360x24 -nolisten tcp >/dev/null 2>&1 &
 xvfb=$!
 trap 'kill $xvfb 2>/dev/null || true' EXIT
 for _ in $(seq 50); do [ -e "/tmp/.X11-unix/X${display#:}" ] && break; sleep 0.1; done
-DISPLAY=$display .build/debug/adplayerd play --vo x11 --ads media/catalog media/episode-1.mp4 > /dev/null &
+DISPLAY=$display .build/debug/adplayerd-dev play --vo x11 --ads media/catalog media/episode-1.mp4 > /dev/null &
 player=$!
 sleep 1.6   # the sample overlay is up from 0.5 s to 2.5 s of the episode
 mkdir -p "$(dirname "$out")"

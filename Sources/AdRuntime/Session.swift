@@ -53,7 +53,7 @@ final class AdSession: @unchecked Sendable {
     // MARK: Following the player
 
     func track(_ player: any TrackablePlayer) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         defer { flush() }
         guard !destroyed else { return }
         // On the loop, the snapshot and the registration are one step: no change falls between.
@@ -73,7 +73,7 @@ final class AdSession: @unchecked Sendable {
     }
 
     func destroy() {
-        loop.assertInLoop()
+        loop.requireInLoop()
         defer { flush() }
         guard !destroyed else { return }
         // What is on screen goes first, then the observation (see `track`).
@@ -97,7 +97,7 @@ final class AdSession: @unchecked Sendable {
     }
 
     func setBackground(_ hidden: Bool) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         defer { flush() }
         guard !destroyed, background != hidden else { return }
         background = hidden
@@ -135,13 +135,13 @@ final class AdSession: @unchecked Sendable {
     // MARK: Requests
 
     func prefetch(_ kind: AdKind, at position: Double?) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         guard !destroyed else { return }
         source.prefetch(AdRequest(content: content, kind: kind, position: position ?? requestPosition()))
     }
 
     func request(_ kind: AdKind, podPosition: Int = 0, completion: @escaping @Sendable (Result<Ad, AdError>) -> Void) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         defer { flush() }
         guard !destroyed else {
             callbacks.append { completion(.failure(.destroyed)) }
@@ -218,7 +218,7 @@ final class AdSession: @unchecked Sendable {
     // MARK: Ads
 
     func show(_ id: UInt64, options: ShowOptions, didEnd: @escaping @Sendable (AdEndReason) -> Void) -> Result<Void, AdError> {
-        loop.assertInLoop()
+        loop.requireInLoop()
         defer { flush() }
         do throws(AdError) {
             guard !destroyed else { throw .destroyed }
@@ -268,14 +268,14 @@ final class AdSession: @unchecked Sendable {
     }
 
     func close(_ id: UInt64) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         defer { flush() }
         run(id) { lifecycle, _ in lifecycle.stop(.closed, cause: nil) }
     }
 
     /// `Ad.withdraw()`: a waiting overlay ends as `seeked`; anything else is left alone.
     func withdraw(_ id: UInt64) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         defer { flush() }
         run(id) { lifecycle, _ in
             guard let overlay = lifecycle as? OverlayLifecycle, overlay.isWaiting else { return [] }
@@ -285,12 +285,12 @@ final class AdSession: @unchecked Sendable {
 
     /// An ad object was released: if it was never shown, nothing will ever refer to it.
     func forget(_ id: UInt64) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         if ads[id]?.lifecycle == nil { ads[id] = nil }
     }
 
     func postrollReport(_ id: UInt64, _ report: PostrollReporter.Report) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         defer { flush() }
         guard var record = ads[id], record.lifecycle is PostrollLifecycle else { return }
         let info = info(id, .postroll, record.presentation.creative.id)

@@ -8,6 +8,8 @@ public enum Executables {
     public static let directory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
     public static var adplayerd: String { path("adplayerd") }
     public static var adplayerctl: String { path("adplayerctl") }
+    /// The developer's tools (`play`, `bench-*`, `off-loop`).
+    public static var adplayerdDev: String { path("adplayerd-dev") }
 
     /// `name` in the build folder; a failing test says so when it is not there.
     public static func path(_ name: String) -> String { directory.appendingPathComponent(name).path }

@@ -249,7 +249,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     // MARK: AdSurface: on the loop
 
     public func present(_ presentation: AdPresentation) throws {
-        loop.assertInLoop()
+        loop.requireInLoop()
         if let failure = presentation.prepared.payload as? PreparedFailure { throw failure }
         guard let slot = (1...63).first(where: { slot in !shown.values.contains { $0.slot == slot } }) else {
             throw MpvError(code: -12, operation: "overlay: all 63 slots of mpv are in use")
@@ -308,7 +308,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     }
 
     public func dismiss(_ id: UInt64) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         guard let entry = shown.removeValue(forKey: id), let handle = player?.drawingHandle else { return }
         if let removal = entry.removal {
             try? handle.command(removal, operation: "remove ad")
@@ -320,7 +320,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     }
 
     public func playPostroll(_ presentation: AdPresentation, reporter: PostrollReporter) throws {
-        loop.assertInLoop()
+        loop.requireInLoop()
         if let failure = presentation.prepared.payload as? PreparedFailure { throw failure }
         guard let video = presentation.prepared.payload as? PreparedVideo else {
             throw PreparedFailure(message: "the post-roll's video was not prepared")
@@ -346,7 +346,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     }
 
     public func stopPostroll(_ id: UInt64) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         guard let current = postroll, current.id == id else { return }
         if let entry = current.entry {
             postroll = nil
@@ -359,7 +359,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     // MARK: From the player (on the loop)
 
     func adPlayback(_ event: MpvPlayerMapping.AdPlayback) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         guard let current = postroll, let entry = current.entry else { return }
         switch event {
         case .started:
@@ -381,7 +381,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     }
 
     func outputResized(width: Int, height: Int) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         output.withLock { $0 = AdPlacement.canvas((width, height)) }
         for entry in shown.values.sorted(by: { $0.slot < $1.slot }) {
             try? draw(entry)

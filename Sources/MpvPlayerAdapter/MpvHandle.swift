@@ -120,12 +120,12 @@ final class MpvHandle: PlayerLoop, @unchecked Sendable {
     func now() -> UInt64 { MonotonicTime.now() }
 
     func reportOffLoop(_ function: String, file: StaticString, line: UInt) {
-        guard let offLoopCalls else { return assertionFailure("\(function) called off the player's loop", file: file, line: line) }
+        guard let offLoopCalls else { offLoopTrap(function, file: file, line: line) }
         offLoopCalls.record("\(file):\(line) \(function)")
     }
 
     func schedule(after seconds: Double, _ action: @escaping () -> Void) -> LoopTimer {
-        assertInLoop()
+        requireInLoop()
         return timers.add(deadline: now() &+ LoopTime.nanoseconds(seconds), on: self, action)
     }
 

@@ -293,7 +293,7 @@ public final class MpvPlayer: TrackablePlayer {
     var outputSize: (width: Int, height: Int) { core.mapping.outputSize }
 
     func attach(_ surface: any MpvOutputListener) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         core.listener = surface
     }
 
@@ -374,7 +374,7 @@ final class PlayerCore: @unchecked Sendable {
     }
 
     func handle(_ event: MpvEvent, receivedAt: UInt64) {
-        handle.assertInLoop()
+        handle.requireInLoop()
         if case .log(let message) = event {
             onLog(message)
             return
@@ -396,7 +396,7 @@ final class PlayerCore: @unchecked Sendable {
     }
 
     func setPaused(_ paused: Bool) throws {
-        handle.assertInLoop()
+        handle.requireInLoop()
         try handle.set("pause", paused)
         publish(mapping.applyOwnPause(paused, now: handle.now()))
     }
@@ -406,7 +406,7 @@ final class PlayerCore: @unchecked Sendable {
     private var pendingSeek: (seconds: Double, relative: Bool)?
 
     func seek(_ seconds: Double, relative: Bool) {
-        handle.assertInLoop()
+        handle.requireInLoop()
         if mapping.isLoadingItem {
             switch (pendingSeek, relative) {
             case (let pending?, true): pendingSeek = (pending.seconds + seconds, pending.relative)
@@ -425,7 +425,7 @@ final class PlayerCore: @unchecked Sendable {
 
     func load(_ path: String, mode: MpvPlayer.LoadMode, options: [String: String],
               completion: @escaping (Result<Int64, MpvError>) -> Void) {
-        handle.assertInLoop()
+        handle.requireInLoop()
         var args = ["loadfile", path, mode.rawValue]
         if !options.isEmpty {
             args.append(options.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ","))
@@ -443,7 +443,7 @@ final class PlayerCore: @unchecked Sendable {
     }
 
     func playAd(_ location: String, completion: @escaping (Result<Int64, MpvError>) -> Void) {
-        handle.assertInLoop()
+        handle.requireInLoop()
         // Per-file options: mpv restores the content's after the ad's file.
         var options = "speed=1,pause=no,keep-open=no,loop-file=no"
         options += String(format: ",volume=%.3f", contentVolume * adVolumeShare)
@@ -460,7 +460,7 @@ final class PlayerCore: @unchecked Sendable {
     }
 
     func stopAd(_ entry: Int64) {
-        handle.assertInLoop()
+        handle.requireInLoop()
         if mapping.isAdPending(entry) { handle.commandAsync(["stop"]) }
     }
 

@@ -1,3 +1,4 @@
+import AdPlayerDaemon
 import AdRuntime
 import AdTracking
 import ControlProtocol

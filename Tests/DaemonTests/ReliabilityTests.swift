@@ -211,7 +211,7 @@ final class ReliabilityTests: XCTestCase {
     /// that cannot be played makes it exit 1 with one line naming it.
     func testPlayStopsCleanlyAndItsExitCodeSaysWhetherEveryFilePlayed() throws {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: Executables.adplayerd)
+        process.executableURL = URL(fileURLWithPath: Executables.adplayerdDev)
         process.arguments = ["play", try Media.path("episode-long.mp4")]
         let output = Pipe()
         process.standardOutput = output
@@ -228,10 +228,10 @@ final class ReliabilityTests: XCTestCase {
         process.waitUntilExit()
         output.fileHandleForReading.readabilityHandler = nil
         XCTAssertEqual(process.terminationStatus, 0)
-        let (status, text) = try run([Executables.adplayerd, "play", "/no/such/episode.mp4", try Media.path("random-bytes.mp4")])
+        let (status, text) = try run([Executables.adplayerdDev, "play", "/no/such/episode.mp4", try Media.path("random-bytes.mp4")])
         XCTAssertEqual(status, 1, text)
         XCTAssertEqual(text.components(separatedBy: "/no/such/episode.mp4").count - 1, 1, "named once: \(text)")
-        let (usage, _) = try run([Executables.adplayerd, "play", "--pause-ad-delay", "inf", try Media.path("episode-1.mp4")])
+        let (usage, _) = try run([Executables.adplayerdDev, "play", "--pause-ad-delay", "inf", try Media.path("episode-1.mp4")])
         XCTAssertEqual(usage, 2, "a bad flag is a usage error")
     }
 

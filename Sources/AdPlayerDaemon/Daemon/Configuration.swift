@@ -307,7 +307,7 @@ public struct Configuration: Sendable {
             throw ConfigurationError(source: "command line", reason: error.message)
         }
         if let word = parsed.positional.first {
-            throw ConfigurationError(source: word, reason: "the daemon takes no files (to play files: adplayerd play FILE...)")
+            throw ConfigurationError(source: word, reason: "the daemon takes no files (to play files: adplayerd-dev play FILE...)")
         }
         var configuration = Configuration(environment: environment)
         if let file = parsed.value("config") {

@@ -23,11 +23,11 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     private var batch: [ControlEvent]?
     private let reporting: AdReporting
     private let metrics: Metrics?
-    /// The last episode of the queue is done (`play` exits then; the daemon waits).
-    public var onQueueDone: @Sendable () -> Void = {}
+    /// The last episode of the queue is done (`play` exits then; the daemon waits). Given at construction.
+    private let onQueueDone: @Sendable () -> Void
     /// What desktop media controls (MPRIS) show, after every change that may alter it, with the
-    /// new position after a real seek. Set before `start`; called on the loop.
-    public var onDesktopChange: (@Sendable (DesktopState, _ seekedTo: Double?) -> Void)?
+    /// new position after a real seek. Set on the loop; called on the loop.
+    public var onDesktopChange: (@Sendable (DesktopState, _ seekedTo: Double?) -> Void)? { didSet { player.loop.requireInLoop() } }
     private var source: (any AdSource)?
     private var pauseAdDelay: Double
     private let adsConfiguration: VideoAdsConfiguration
@@ -83,7 +83,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     public init(player: any ContentPlayer, surface: any AdSurface, store: StateStore, log: Logger, source: (any AdSource)?,
                 pauseAdDelay: Double, adsConfiguration: VideoAdsConfiguration, emit: @escaping @Sendable (ControlEvent) -> Void,
                 emitMany: (@Sendable ([ControlEvent]) -> Void)? = nil,
-                reporting: AdReporting = AdReporting(), metrics: Metrics? = nil) {
+                reporting: AdReporting = AdReporting(), metrics: Metrics? = nil, onQueueDone: @escaping @Sendable () -> Void = {}) {
+        self.onQueueDone = onQueueDone
         self.player = player
         self.surface = surface
         self.store = store
@@ -99,7 +100,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// On the loop: starts observing, and resumes what was saved (the same episode, where it was).
     public func start(resuming saved: StateStore.Saved) {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         // Last: the ads react to a change (an overlay comes down) before clients hear of it.
         observation = player.addLastObserver(self)
         queue = saved.queue
@@ -133,14 +134,14 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// On the loop: a new ad source (SIGHUP) for the episodes that come next; a new delay.
     public func reload(source: (any AdSource)?, pauseAdDelay: Double) {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         self.source = source
         self.pauseAdDelay = pauseAdDelay
     }
 
     /// On the loop, before shutdown: the position of what plays is saved, the ads end.
     public func stop() {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         if desktopPublishes.count > 0 {
             log.debug("desktop state handed over \(desktopPublishes.count) times on the loop, "
                       + String(format: "%.1f µs each on average", Double(desktopPublishes.nanoseconds) / Double(desktopPublishes.count) / 1000))
@@ -161,7 +162,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     /// What plays, where, the ad on screen, the queue. Only what is true: with no episode
     /// there is no item and nothing plays, whatever mpv has not reported yet.
     public func status(queue withQueue: Bool = false) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         let snapshot = player.snapshot()
         var item: JSONValue = .null
         var playing = false, position = 0.0, rate = 0.0
@@ -200,7 +201,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     /// Plays the first of `entries` now (a folder's files), the others after it, all after the
     /// current one in the queue.
     public func open(_ entries: [QueueEntry], start: Double?) throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         guard let entry = entries.first else { throw ControlError(.badArgs, "open: nothing to play") }
         try checkRoom(for: entries)
         let index = min((current ?? -1) + 1, queue.count)
@@ -214,7 +215,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     public func enqueue(_ entries: [QueueEntry]) throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         try checkRoom(for: entries)
         let first = queue.count
         queue += entries
@@ -235,7 +236,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// Stops playing and empties the queue.
     public func clear() -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         stopPlaying()
         queue = []
         current = nil
@@ -245,7 +246,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     public func play() throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         if episode == nil {
             guard !queue.isEmpty else { throw ControlError(.emptyQueue, "nothing to play: the queue is empty") }
             let index = current.map { min($0, queue.count - 1) } ?? 0
@@ -257,7 +258,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     public func pause() throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         guard episode != nil else { throw ControlError(.notPlaying, "nothing plays") }
         playAfterSleep = false   // paused on purpose while the host sleeps: it stays paused on waking
         try onPlayer { try player.pause() }
@@ -265,14 +266,14 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     public func toggle() throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         if episode == nil { return try play() }
         try onPlayer { try player.togglePause() }
         return status()
     }
 
     public func seek(_ seek: SeekTarget) throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         try refuseDuringPostroll("seeked")
         guard episode != nil, player.snapshot().item != nil else { throw ControlError(.notPlaying, "no episode is in the player") }
         switch seek {
@@ -283,7 +284,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     public func speed(_ value: Double) throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         try onPlayer { try player.setSpeed(value) }
         speedSetting = value
         publishDesktop()
@@ -291,7 +292,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     public func next() throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         try refuseDuringPostroll("skipped")
         guard let current, let next = nextIndex(after: current) else {
             stopPlaying()
@@ -305,7 +306,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// The episode before this one in the queue, from its start.
     public func previous() throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         try refuseDuringPostroll("skipped")
         guard let current, let previous = previousIndex(before: current) else {
             throw ControlError(.noPrevious, "this is the first episode of the queue")
@@ -321,7 +322,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     public func stopCommand() -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         stopPlaying()
         return status()
     }
@@ -332,7 +333,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     public func setRepeat(_ mode: RepeatMode) throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         try onPlayer { try player.setLoop(mode == .one) }
         repeatMode = mode
         store.saveSetting("repeat", mode.rawValue)
@@ -343,7 +344,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// A new order each pass of the queue, never the same episode twice in a row.
     public func setShuffle(_ on: Bool) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         shuffle = on
         if on { reshuffle(first: current) }
         store.saveSetting("shuffle", on ? "yes" : "no")
@@ -390,7 +391,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// The content's volume: to a level or by an amount, within 0–100.
     public func setVolume(_ change: VolumeChange) throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         let target: Double = switch change {
         case .to(let value): value
         case .by(let by): volume + by
@@ -406,7 +407,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// Mutes, unmutes, or (nil) toggles.
     public func setMute(_ on: Bool?) throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         let value = on ?? !muted
         try onPlayer { try player.setMute(value) }
         muted = value
@@ -420,7 +421,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// The item's audio and subtitle tracks (a property read of mpv's: microseconds).
     public func tracks() throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         guard episode != nil, player.snapshot().item != nil else { throw ControlError(.notPlaying, "no episode is in the player") }
         let tracks = player.tracks().filter { $0.type == "audio" || $0.type == "sub" }
         func describe(_ t: PlayerTrack) -> JSONValue {
@@ -432,7 +433,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     public func selectTrack(audio: Bool, _ choice: TrackChoice) throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         guard episode != nil, player.snapshot().item != nil else { throw ControlError(.notPlaying, "no episode is in the player") }
         if case .id(let id) = choice, !player.tracks().contains(where: { $0.id == id && $0.type == (audio ? "audio" : "sub") }) {
             throw ControlError(.badArgs, "the episode has no \(audio ? "audio" : "subtitle") track \(id) (`tracks` lists them)")
@@ -448,13 +449,13 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     public func audioDevices() -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         return ["devices": .array(player.audioDevices().map { ["name": .string($0.name), "description": .string($0.description)] })]
     }
 
     /// What is on screen, as a PNG at `path` (a folder of the daemon's, made off the loop).
     public func screenshot(to path: String, withAds: Bool, reply: @escaping @Sendable (Result<JSONValue, ControlError>) -> Void) {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         guard episode != nil else { return reply(.failure(ControlError(.notPlaying, "nothing plays: nothing on screen"))) }
         player.screenshot(to: path, withOverlays: withAds) { result in
             switch result {
@@ -473,7 +474,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// Takes entry `index` out; if it plays, the next plays (or playback stops at the end).
     public func remove(_ index: Int) throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         try checkIndex(index, "remove")
         if index == current {
             try refuseDuringPostroll("removed")
@@ -495,7 +496,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// Moves entry `from` to position `to` (the entries between shift); what plays goes on.
     public func move(from: Int, to: Int) throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         try checkIndex(from, "move")
         try checkIndex(to, "move")
         let entry = queue.remove(at: from)
@@ -517,7 +518,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// Plays entry `index` now, from its start.
     public func jump(_ index: Int) throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         try checkIndex(index, "jump")
         try refuseDuringPostroll("skipped")
         if shuffle { reshuffle(first: index) }
@@ -548,7 +549,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// The control protocol's `background`/`foreground`.
     public func setBackground(_ hidden: Bool) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         setBackground(hidden, for: .control)
         return status()
     }
@@ -556,7 +557,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     /// The output is hidden (or shown again) for `reason`. The ads hear of it (R13) when the
     /// union of the reasons changes, and before any pause that follows from it.
     public func setBackground(_ hidden: Bool, for reason: BackgroundReason) {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         let before = background
         if hidden { backgroundReasons.insert(reason) } else { backgroundReasons.remove(reason) }
         guard background != before else { return }
@@ -568,7 +569,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     /// freezes, R13); waking is foreground, then play again in the same turn if it played
     /// before — well within R13's second, so a frozen overlay goes on.
     public func hostSleep(_ sleeping: Bool) {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         if sleeping {
             let playing = player.snapshot().playing || (postroll.map { !$0.paused } ?? false)
             playAfterSleep = playing || playAfterSleep
@@ -584,7 +585,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     public func closeAd() throws(ControlError) -> JSONValue {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         guard episode?.policy?.closeAd() == true else { throw ControlError(.noAd, "no overlay or pause ad is on screen") }
         return status()
     }
@@ -702,7 +703,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     /// What MPRIS shows: built on the loop from the model, the queue and the post-roll.
     public func desktopState() -> DesktopState {
-        player.loop.assertInLoop()
+        player.loop.requireInLoop()
         let snapshot = player.snapshot()
         var state = DesktopState()
         state.rate = speedSetting
@@ -763,7 +764,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     /// `latency_us` measures and what a viewer sees — before clients hear of it, in this same
     /// turn: the change, then the ads' events it caused (docs/benchmarks.md, §5).
     public func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
-        self.player.loop.assertInLoop()
+        self.player.loop.requireInLoop()
         handle(event)
     }
 

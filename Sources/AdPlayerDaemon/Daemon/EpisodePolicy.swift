@@ -54,7 +54,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
 
     /// Starts following `player` for playlist entry `entry`; tracked once its item is in (R10).
     public func follow(_ player: any TrackablePlayer, entry: Int64) {
-        ads.loop.assertInLoop()
+        ads.loop.requireInLoop()
         self.entry = entry
         self.player = player
         observation = player.addObserver(self)
@@ -62,7 +62,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     }
 
     public func stop() {
-        ads.loop.assertInLoop()
+        ads.loop.requireInLoop()
         finished = true
         observation?.cancel()
         observation = nil
@@ -72,21 +72,21 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     }
 
     public func setBackground(_ hidden: Bool) {
-        ads.loop.assertInLoop()
+        ads.loop.requireInLoop()
         ads.setBackground(hidden)
     }
 
     /// The viewer dismisses the overlay or pause ad on screen (it ends `closed`). False if none
     /// (an overlay waiting for its slot is not on screen: nothing to close).
     public func closeAd() -> Bool {
-        ads.loop.assertInLoop()
+        ads.loop.requireInLoop()
         let closable = shown.filter { visible.contains($0.key) && $0.value.kind != .postroll }.values
         closable.forEach { $0.close() }
         return !closable.isEmpty
     }
 
     public func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
-        ads.loop.assertInLoop()
+        ads.loop.requireInLoop()
         guard !finished else { return }
         switch event.change {
         case .item(let item?) where item.entry == entry:

@@ -91,9 +91,18 @@ extension PlayerLoop {
         if inLoop { work() } else { execute(work) }
     }
 
-    /// The check at the entry of every loop-owned type's methods: in debug builds, a call off
-    /// the loop is reported (`reportOffLoop`: a trap, unless a test records it). Compiled out
-    /// of release builds, where it costs nothing.
+    /// The check at every public entry point of a loop-owned type (`Controller`,
+    /// `EpisodePolicy`, `PlayerChangeFeed`, `MpvAdSurface`, `VideoAds`, `LoopTimer.cancel` …):
+    /// always on, release builds included — a call off the loop is reported
+    /// (`reportOffLoop`: a trap, unless a test records it). It costs a thread-specific read
+    /// and a compare (a few ns: docs/benchmarks.md).
+    @inline(__always)
+    public func requireInLoop(function: String = #function, file: StaticString = #fileID, line: UInt = #line) {
+        if !inLoop { reportOffLoop(function, file: file, line: line) }
+    }
+
+    /// The same check for inner hot paths, reached only through an entry point that made it:
+    /// debug builds only, compiled out of release builds.
     @inline(__always)
     public func assertInLoop(function: String = #function, file: StaticString = #fileID, line: UInt = #line) {
         assert({
@@ -103,8 +112,14 @@ extension PlayerLoop {
     }
 
     public func reportOffLoop(_ function: String, file: StaticString, line: UInt) {
-        assertionFailure("\(function) called off the player's loop", file: file, line: line)
+        offLoopTrap(function, file: file, line: line)
     }
+}
+
+/// A loop-only entry point was called off the loop: a trap in every build — a second thread
+/// in the player's state is a bug that must not run on (SPEC R18).
+public func offLoopTrap(_ function: String, file: StaticString, line: UInt) -> Never {
+    fatalError("\(function) called off the player's loop", file: file, line: line)
 }
 
 /// The closure of one `sync`: run once on the loop, or discarded; either way released before
@@ -133,7 +148,7 @@ public final class LoopTimer: @unchecked Sendable {
 
     /// On the loop: the action will not run (if it has not yet).
     public func cancel() {
-        loop?.assertInLoop()
+        loop?.requireInLoop()
         isCancelled = true
     }
 

@@ -35,7 +35,7 @@ public final class VirtualLoop: PlayerLoop, @unchecked Sendable {
 
     public func reportOffLoop(_ function: String, file: StaticString, line: UInt) {
         guard let offLoop else {
-            return assertionFailure("\(function) called off the player's loop", file: file, line: line)
+            offLoopTrap(function, file: file, line: line)
         }
         offLoop.record("\(file):\(line) \(function)")
     }

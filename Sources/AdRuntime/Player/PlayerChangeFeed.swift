@@ -27,7 +27,7 @@ public final class PlayerChangeFeed: @unchecked Sendable {
     /// each change after all the others — the ads' reaction (an overlay taken down) comes
     /// first, then whoever reports the change (a daemon's clients).
     public func add(_ observer: any PlayerObserver, last: Bool = false) -> PlayerObservation {
-        loop.assertInLoop()
+        loop.requireInLoop()
         let id = nextID
         nextID += 1
         let registration = Registration(id: id, observer: observer, last: last)
@@ -40,19 +40,19 @@ public final class PlayerChangeFeed: @unchecked Sendable {
     }
 
     func remove(_ id: UInt64) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         registrations.removeAll { $0.id == id }
     }
 
     /// On the loop: the number of observers that are still alive.
     public var observerCount: Int {
-        loop.assertInLoop()
+        loop.requireInLoop()
         return registrations.filter { $0.observer != nil }.count
     }
 
     /// On the loop: hands `events` of `player` to every observer, in order; see the type.
     public func publish(_ events: [PlayerEvent], from player: any TrackablePlayer) {
-        loop.assertInLoop()
+        loop.requireInLoop()
         pending += events
         guard !delivering else { return }
         delivering = true

@@ -11,7 +11,7 @@ import Foundation
 /// fsyncs (docs/benchmarks.md §6).
 struct BenchOutboxCommand {
     static let usage = """
-        usage: adplayerd bench-outbox --url URL [--per-minute N] [--seconds S] [--per-event K]
+        usage: adplayerd-dev bench-outbox --url URL [--per-minute N] [--seconds S] [--per-event K]
                                                   the tracking outbox's cost at a beacon rate (docs/benchmarks.md)
         """
 

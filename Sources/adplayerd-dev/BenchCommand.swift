@@ -15,7 +15,7 @@ import Foundation
 /// - end to end: `t0` → `ad.ended` handed to the app.
 struct BenchCommand {
     static let usage = """
-        usage: adplayerd bench-latency [--rounds N] [--idle S] FILE
+        usage: adplayerd-dev bench-latency [--rounds N] [--idle S] FILE
                                                   pause-to-removal latency and wakeups while paused (docs/benchmarks.md)
         """
 

@@ -45,7 +45,7 @@ struct PlayCommand {
     }
 
     static let usage = """
-        usage: adplayerd play [--vo VO] [--ao AO] [--ads SOURCE]... [--state-dir DIR] [--pause-ad-delay S] [--demo] FILE...
+        usage: adplayerd-dev play [--vo VO] [--ao AO] [--ads SOURCE]... [--state-dir DIR] [--pause-ad-delay S] [--demo] FILE...
           Plays FILEs through libmpv with the daemon's ad policy and prints a timeline. Exit 0: every file
           played; 1: some file could not; 2: bad usage.
           --vo, --ao          mpv's video and audio outputs (default: null, null)
@@ -129,8 +129,8 @@ struct PlayCommand {
         let controller = Controller(player: player, surface: surface, store: store, log: log, source: source?.source,
                                     pauseAdDelay: options.pauseAdDelay, adsConfiguration: adsConfiguration,
                                     emit: { event in if event.name == .playerFailed { failed.withLock { $0 += 1 } } },
-                                    reporting: AdReporting(record: { event in printer.print(event); reporter?.record(event) }))
-        controller.onQueueDone = { done.put(0) }
+                                    reporting: AdReporting(record: { event in printer.print(event); reporter?.record(event) }),
+                                    onQueueDone: { done.put(0) })
         let timeline = TimelineObserver(printer)   // observers are held weakly: keep it
         let observation = player.addObserver(timeline)
         defer {

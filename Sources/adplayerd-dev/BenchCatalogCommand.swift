@@ -1,3 +1,4 @@
+import AdPlayerDaemon
 import AdRuntime
 import AdSources
 import ControlProtocol
@@ -8,7 +9,7 @@ import Foundation
 /// memory it holds, and what a request costs. Method in docs/benchmarks.md.
 struct BenchCatalogCommand {
     static let usage = """
-        usage: adplayerd bench-catalog [--slots N]       load time, memory and request cost of a large catalog
+        usage: adplayerd-dev bench-catalog [--slots N]       load time, memory and request cost of a large catalog
         """
 
     let arguments: [String]

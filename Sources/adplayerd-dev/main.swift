@@ -1,0 +1,39 @@
+import AdPlayerDaemon
+import ControlProtocol
+import Foundation
+
+// adplayerd-dev: the developer's tools, kept out of the production executable — `play` (an
+// episode with ads and a printed timeline, no socket), the benchmarks (`bench-*`:
+// docs/benchmarks.md) and the loop-affinity probe (`off-loop`). Exit codes: 0 ok, 1 some
+// input failed, 2 bad usage.
+
+ProcessSetup.beforeAnyThread()
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+let tools: [String: ([String]) throws -> Int32] = [
+    "play": { try PlayCommand(options: PlayCommand.Options.parse($0)).run() },
+    "bench-latency": { try BenchCommand(arguments: $0).run() },
+    "bench-catalog": { try BenchCatalogCommand(arguments: $0).run() },
+    "bench-outbox": { try BenchOutboxCommand(arguments: $0).run() },
+    "off-loop": { try OffLoopCommand(arguments: $0).run() },
+]
+let usage = [PlayCommand.usage, BenchCommand.usage, BenchCatalogCommand.usage, BenchOutboxCommand.usage, OffLoopCommand.usage]
+    .joined(separator: "\n")
+
+do {
+    guard let first = arguments.first, let tool = tools[first] else {
+        let help = arguments.first == "-h" || arguments.first == "--help" || arguments.first == "help"
+        FileHandle.standardError.write(Data("\(help ? "" : "adplayerd-dev: a tool is needed\n\n")\(usage)\n".utf8))
+        exit(help ? 0 : 2)
+    }
+    exit(try tool(Array(arguments.dropFirst())))
+} catch let error as UsageError {
+    FileHandle.standardError.write(Data("adplayerd-dev: \(error.message)\n\n\(usage)\n".utf8))
+    exit(2)
+} catch let error as ConfigurationError {
+    FileHandle.standardError.write(Data("adplayerd-dev: \(error)\n".utf8))
+    exit(2)
+} catch {
+    FileHandle.standardError.write(Data("adplayerd-dev: \(error)\n".utf8))
+    exit(1)
+}
