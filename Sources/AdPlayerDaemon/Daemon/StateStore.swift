@@ -152,8 +152,9 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
     }
 
     /// Only the entry that plays (a new episode of the same queue): one row, not the queue.
+    /// Coalesced like the settings: the latest wins.
     public func saveCurrent(_ current: Int?) {
-        write { db in try Self.writeCurrent(current, db) }
+        saveLatest { $0.current = .some(current) }
     }
 
     private static func writeCurrent(_ current: Int?, _ db: SQLiteDatabase) throws {
@@ -195,17 +196,60 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
         }
     }
 
-    /// Writes handed over and not yet taken by the writer: the latest of each kind.
+    /// Writes handed over and not yet taken by the writer: the latest of each kind. Bounded
+    /// by kind: one queue, one current entry, a position a path, a value a setting.
     private struct Pending {
         var queue: ([QueueEntry], Int?)?
         var positions: [String: Double?] = [:]
+        var current: Int??
+        var settings: [String: String] = [:]
+
+        var settingsWaiting: Bool { current != nil || !settings.isEmpty }
     }
 
     private let pending = Locked(Pending())
 
     /// A playback setting that outlives the process: `repeat`, `shuffle`, `volume`, `mute`.
+    /// Coalesced: however many come while the disk is slow, one synced transaction writes the
+    /// latest value of each (100,000 `volume` lines are one write, not 100,000), and what the
+    /// writer has not taken yet is written at stop (`flush`).
     public func saveSetting(_ key: String, _ value: String) {
-        write { db in try db.execute("INSERT OR REPLACE INTO playback (key, value) VALUES (?, ?)", [.text(key), .text(value)]) }
+        saveLatest { $0.settings[key] = value }
+    }
+
+    /// Records the latest value and, if none of its kind was waiting, hands the writer one
+    /// write that takes whatever is latest when it runs.
+    private func saveLatest(_ update: (inout Pending) -> Void) {
+        let first = pending.withLock { pending -> Bool in
+            let waiting = pending.settingsWaiting
+            update(&pending)
+            return !waiting
+        }
+        guard first else { return }
+        write { [pending] db in
+            let (current, settings) = pending.withLock { pending -> (Int??, [String: String]) in
+                defer { pending.current = nil; pending.settings = [:] }
+                return (pending.current, pending.settings)
+            }
+            guard current != nil || !settings.isEmpty else { return }
+            try db.transaction {
+                if let current { try Self.writeCurrent(current, db) }
+                for (key, value) in settings.sorted(by: { $0.key < $1.key }) {
+                    try db.execute("INSERT OR REPLACE INTO playback (key, value) VALUES (?, ?)", [.text(key), .text(value)])
+                }
+            }
+        }
+    }
+
+    /// Writes the writer has run (tests: that saves were coalesced).
+    package var writesTaken: Int { taken.withLock { $0 } }
+    private let taken = Locked(0)
+
+    /// Tests: the writer waits (as behind a slow disk) until the returned handover is fulfilled.
+    package func holdWriter() -> Handover<Bool> {
+        let release = Handover<Bool>()
+        writer.execute { _ = release.wait() }
+        return release
     }
 
     /// Waits until every write handed over so far is on disk (at shutdown; never on the loop).
@@ -217,8 +261,9 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
 
     private func write(_ body: @escaping @Sendable (SQLiteDatabase) throws -> Void) {
         // The connection is used on the writer thread only (see the type).
-        let database = Unchecked(self.database), log = self.log
+        let database = Unchecked(self.database), log = self.log, taken = self.taken
         writer.execute {
+            taken.withLock { $0 += 1 }
             do { try body(database.value) } catch { log.error("state: cannot save: \(error)") }
         }
     }
