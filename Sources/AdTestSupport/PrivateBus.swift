@@ -33,6 +33,9 @@ public final class PrivateBus: @unchecked Sendable {
         address = String(decoding: text, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// The bus daemon's process (a test stops it with SIGSTOP to play a hung bus).
+    public var pid: Int32 { process.processIdentifier }
+
     deinit { stop() }
 
     public func stop() {

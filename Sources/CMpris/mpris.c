@@ -15,13 +15,15 @@
 #define ROOT "org.mpris.MediaPlayer2"
 #define PLAYER "org.mpris.MediaPlayer2.Player"
 
+/* An answer to a method call, for the bus thread to send (the loop decided it). */
 typedef struct pending {
     struct pending *next;
-    enum { PENDING_CHANGED, PENDING_SEEKED, PENDING_REPLY } what;
-    int64_t position;
-    sd_bus_message *reply;    /* PENDING_REPLY: the call to answer (a reference we hold) */
-    char names[256];          /* PENDING_CHANGED: the properties; PENDING_REPLY: the error, or "" */
+    sd_bus_message *reply;    /* the call to answer (a reference we hold) */
+    char error[256];          /* the error, or "" */
 } pending;
+
+/* Most property names one PropertiesChanged carries (the Player interface has fewer). */
+#define MAX_CHANGED 32
 
 struct mpris_service {
     sd_bus *session;
@@ -30,7 +32,17 @@ struct mpris_service {
     void *context;
     int wake[2];
     pthread_mutex_t lock;
-    pending *queue;
+    /* What waits for the bus thread, under `lock`. Coalesced and bounded whatever the bus does
+       (a stopped session bus stalls the bus thread, not the loop): one set of changed
+       properties, the last Seeked, and the answers in order (a list with its tail: O(1) to add;
+       as many as calls in flight, which the bus thread itself took). */
+    pending *replies;
+    pending **replies_tail;
+    int reply_count;
+    char changed[MAX_CHANGED][32];
+    int changed_count;
+    int seeked;
+    int64_t seeked_position;
     int stopping;
 };
 
@@ -275,6 +287,7 @@ mpris_service *mpris_open(const char *name, mpris_callbacks callbacks, void *con
     s->context = context;
     s->wake[0] = s->wake[1] = -1;
     pthread_mutex_init(&s->lock, NULL);
+    s->replies_tail = &s->replies;
     error[0] = warning[0] = 0;
     if (pipe2(s->wake, O_NONBLOCK | O_CLOEXEC) != 0) { snprintf(error, error_size, "pipe: %s", strerror(errno)); goto fail; }
     int r;
@@ -325,39 +338,58 @@ static void discard(pending *p) {
     free(p);
 }
 
-static void enqueue(mpris_service *s, pending *p) {
-    if (!s->session) { discard(p); return; }   /* no MPRIS: nobody to tell */
+/* Adds `name` to the set of changed properties (unless it is there). Under the lock. */
+static void add_changed(mpris_service *s, const char *name, size_t length) {
+    if (length == 0 || length >= sizeof s->changed[0]) return;
+    for (int i = 0; i < s->changed_count; i++) {
+        if (strlen(s->changed[i]) == length && memcmp(s->changed[i], name, length) == 0) return;
+    }
+    if (s->changed_count >= MAX_CHANGED) return;
+    memcpy(s->changed[s->changed_count], name, length);
+    s->changed[s->changed_count][length] = 0;
+    s->changed_count++;
+}
+
+void mpris_properties_changed(mpris_service *s, const char *names) {
+    if (!s->session) return;   /* no MPRIS: nobody to tell */
     pthread_mutex_lock(&s->lock);
-    pending **tail = &s->queue;
-    while (*tail) tail = &(*tail)->next;
-    *tail = p;
+    for (const char *n = names; *n;) {
+        const char *end = strchr(n, ',');
+        size_t length = end ? (size_t)(end - n) : strlen(n);
+        add_changed(s, n, length);
+        n += length + (end ? 1 : 0);
+    }
     pthread_mutex_unlock(&s->lock);
     wake(s);
 }
 
-void mpris_properties_changed(mpris_service *s, const char *names) {
-    pending *p = calloc(1, sizeof *p);
-    if (!p) return;
-    p->what = PENDING_CHANGED;
-    snprintf(p->names, sizeof p->names, "%s", names);
-    enqueue(s, p);
-}
-
 void mpris_seeked(mpris_service *s, int64_t position_us) {
-    pending *p = calloc(1, sizeof *p);
-    if (!p) return;
-    p->what = PENDING_SEEKED;
-    p->position = position_us;
-    enqueue(s, p);
+    if (!s->session) return;
+    pthread_mutex_lock(&s->lock);
+    s->seeked = 1;
+    s->seeked_position = position_us;   /* the last seek's position is what a client needs */
+    pthread_mutex_unlock(&s->lock);
+    wake(s);
 }
 
 void mpris_reply(mpris_service *s, void *reply, const char *error) {
     pending *p = calloc(1, sizeof *p);
     if (!p) return;   /* out of memory: the caller gets no answer (sd-bus objects are the bus thread's) */
-    p->what = PENDING_REPLY;
     p->reply = reply;
-    snprintf(p->names, sizeof p->names, "%s", error ? error : "");
-    enqueue(s, p);
+    snprintf(p->error, sizeof p->error, "%s", error ? error : "");
+    pthread_mutex_lock(&s->lock);
+    *s->replies_tail = p;
+    s->replies_tail = &p->next;
+    s->reply_count++;
+    pthread_mutex_unlock(&s->lock);
+    wake(s);
+}
+
+int mpris_pending_count(mpris_service *s) {
+    pthread_mutex_lock(&s->lock);
+    int count = s->reply_count + (s->changed_count > 0) + s->seeked;
+    pthread_mutex_unlock(&s->lock);
+    return count;
 }
 
 void mpris_stop(mpris_service *s) {
@@ -367,29 +399,34 @@ void mpris_stop(mpris_service *s) {
     wake(s);
 }
 
+/* Sends what waits: the answers in order, then one PropertiesChanged with every property
+   changed since the last, then the last Seeked. */
 static void emit_pending(mpris_service *s) {
+    char changed[MAX_CHANGED][32];
+    char *names[MAX_CHANGED + 1];
     pthread_mutex_lock(&s->lock);
-    pending *p = s->queue;
-    s->queue = NULL;
+    pending *p = s->replies;
+    s->replies = NULL;
+    s->replies_tail = &s->replies;
+    s->reply_count = 0;
+    int count = s->changed_count;
+    memcpy(changed, s->changed, sizeof changed);
+    s->changed_count = 0;
+    int seeked = s->seeked;
+    int64_t position = s->seeked_position;
+    s->seeked = 0;
     pthread_mutex_unlock(&s->lock);
     while (p) {
         pending *next = p->next;
-        if (p->what == PENDING_REPLY) {
-            if (p->names[0]) sd_bus_reply_method_errorf(p->reply, SD_BUS_ERROR_FAILED, "%s", p->names);
-            else sd_bus_reply_method_return(p->reply, "");
-        } else if (p->what == PENDING_SEEKED) {
-            sd_bus_emit_signal(s->session, PATH, PLAYER, "Seeked", "x", p->position);
-        } else {
-            char *names[32];
-            int count = 0;
-            char *save = NULL;
-            for (char *n = strtok_r(p->names, ",", &save); n && count < 31; n = strtok_r(NULL, ",", &save)) names[count++] = n;
-            names[count] = NULL;
-            if (count > 0) sd_bus_emit_properties_changed_strv(s->session, PATH, PLAYER, names);
-        }
+        if (p->error[0]) sd_bus_reply_method_errorf(p->reply, SD_BUS_ERROR_FAILED, "%s", p->error);
+        else sd_bus_reply_method_return(p->reply, "");
         discard(p);
         p = next;
     }
+    for (int i = 0; i < count; i++) names[i] = changed[i];
+    names[count] = NULL;
+    if (count > 0) sd_bus_emit_properties_changed_strv(s->session, PATH, PLAYER, names);
+    if (seeked) sd_bus_emit_signal(s->session, PATH, PLAYER, "Seeked", "x", position);
 }
 
 static int timeout_ms(sd_bus *bus) {
@@ -432,7 +469,7 @@ void mpris_close(mpris_service *s) {
     if (!s) return;
     if (s->session) sd_bus_flush_close_unref(s->session);
     if (s->system) sd_bus_flush_close_unref(s->system);
-    pending *p = s->queue;
+    pending *p = s->replies;
     while (p) { pending *next = p->next; discard(p); p = next; }
     if (s->wake[0] >= 0) close(s->wake[0]);
     if (s->wake[1] >= 0) close(s->wake[1]);

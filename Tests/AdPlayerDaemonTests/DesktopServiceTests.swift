@@ -51,4 +51,39 @@ final class DesktopServiceTests: XCTestCase {
         XCTAssertTrue(waitUntil { (try? bus.playerProperty("PlaybackStatus")) == "Paused" })
         XCTAssertEqual(h.offLoop.take(), [])
     }
+
+    /// A session bus that stops answering (SIGSTOP) holds up the bus thread, never the loop:
+    /// what waits for it is coalesced — one set of changed properties and the last Seeked —
+    /// not a list that grows with every change and is walked on the loop. Once the bus answers
+    /// again, the backlog goes out.
+    func testAHungBusHoldsABoundedBacklog() throws {
+        let bus = try PrivateBus()
+        defer { bus.stop() }
+        setenv("DBUS_SESSION_BUS_ADDRESS", bus.address, 1)
+        setenv("DBUS_SYSTEM_BUS_ADDRESS", bus.address, 1)
+        defer { unsetenv("DBUS_SESSION_BUS_ADDRESS"); unsetenv("DBUS_SYSTEM_BUS_ADDRESS") }
+        let h = try ControllerHarness(source: nil)
+        let desktop = try DesktopService(mpris: true, loop: h.loop, controller: h.controller, log: h.log)
+        desktop.start()
+        defer { desktop.stop() }
+        kill(bus.pid, SIGSTOP)
+        var resumed = false
+        defer { if !resumed { kill(bus.pid, SIGCONT) } }
+        var most = 0
+        h.onLoop {
+            var state = h.controller.desktopState()
+            for i in 0..<20_000 {
+                state.rate = i % 2 == 0 ? 2 : 1
+                state.status = i % 3 == 0 ? .paused : .playing
+                desktop.update(state, seekedTo: Double(i))
+                most = max(most, desktop.waitingForTheBus)
+            }
+        }
+        XCTAssertLessThanOrEqual(most, 2, "one set of changed properties and the last Seeked")
+        kill(bus.pid, SIGCONT)
+        resumed = true
+        XCTAssertTrue(waitUntil(timeout: 30) { desktop.waitingForTheBus == 0 }, "the backlog goes out once the bus answers")
+        XCTAssertEqual(try bus.playerProperty("Rate"), "double 1")
+        XCTAssertEqual(h.offLoop.take(), [])
+    }
 }

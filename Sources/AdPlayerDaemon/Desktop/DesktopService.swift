@@ -87,6 +87,10 @@ public final class DesktopService: @unchecked Sendable {
         if let seekedTo { mpris_seeked(service, Self.microseconds(seekedTo)) }
     }
 
+    /// What waits for the bus thread (answers, changed properties, a Seeked): bounded,
+    /// coalesced in mpris.c, however long the bus holds the bus thread up.
+    package var waitingForTheBus: Int { Int(mpris_pending_count(service)) }
+
     /// The `.Player` properties whose values differ between `a` and `b` (Position never: the
     /// specification gives it no change signal).
     static func changedProperties(_ a: DesktopState, _ b: DesktopState) -> [String] {

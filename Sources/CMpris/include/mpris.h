@@ -66,6 +66,9 @@ void mpris_seeked(mpris_service *service, int64_t position_us);
 /* Answers the method call `reply` (a token from the command callback): success when `error` is
    NULL, else a D-Bus error with that message. Any thread; queued for the bus thread. */
 void mpris_reply(mpris_service *service, void *reply, const char *error);
+/* What waits for the bus thread: answers, plus one for changed properties, one for a Seeked
+   (coalesced: bounded however long the bus thread is held up). Any thread. */
+int mpris_pending_count(mpris_service *service);
 void mpris_stop(mpris_service *service);
 /* After mpris_run() has returned. */
 void mpris_close(mpris_service *service);
