@@ -169,6 +169,10 @@ public final class BeaconOutbox: Sendable {
         var playsSincePrune = 0
         /// When a write was last tried while the disk fails (run time).
         var lastRecoveryAttempt = -Double.infinity
+        /// The schedule of on-disk beacons whose attempt the disk did not take (`attempts`,
+        /// `next_run` on disk are stale): it wins over the disk's, and is written back once the
+        /// disk takes writes again. So backoff holds whatever the disk does.
+        var schedule: [Int64: (attempts: Int, nextRun: Double)] = [:]
     }
 
     private let state: Locked<State>
@@ -317,14 +321,18 @@ public final class BeaconOutbox: Sendable {
                 var dropped: [OutboxEvent] = []
                 kept = try makeRoom(for: beacons, &state, dropped: &dropped)
                 events += dropped
+                // One transaction, so one sync: the beacons, the run clock, the counters and the
+                // plays' beacon counts (an event of an ad costs one fsync, not four).
                 try state.db.transaction {
                     for beacon in kept { try Self.insert(state.db, beacon, createdRun: now, attempts: 0, nextRun: now) }
                     try saveRun(&state)
+                    try writeCounters(state)
+                    try writePlays(state)
                 }
+                state.unsaved = [:]
+                state.unsavedPlays = [:]
                 state.rows += kept.count
                 state.bytes += kept.reduce(0) { $0 + $1.url.utf8.count }
-                saveCounters(&state)
-                savePlays(&state)
                 return events
             } catch {
                 events.append(diskFailed(error, &state))
@@ -411,7 +419,8 @@ public final class BeaconOutbox: Sendable {
 
     /// While the disk fails, tries again to write what waits in memory. Under the lock.
     private func flushMemory(_ state: inout State) -> [OutboxEvent] {
-        guard !state.memory.isEmpty || !state.delivered.isEmpty || !state.pendingPlays.isEmpty || state.diskFailing else { return [] }
+        guard !state.memory.isEmpty || !state.delivered.isEmpty || !state.pendingPlays.isEmpty || !state.schedule.isEmpty || state.diskFailing
+        else { return [] }
         let waiting = state.memory.filter { !state.inFlight.contains($0.id) }
         do {
             try state.db.transaction {
@@ -419,11 +428,16 @@ public final class BeaconOutbox: Sendable {
                     try Self.insert(state.db, pending.beacon, createdRun: pending.createdRun, attempts: pending.attempts, nextRun: pending.nextRun)
                 }
                 for id in state.delivered { try state.db.execute("DELETE FROM beacons WHERE id = ?", [.integer(id)]) }
+                for (id, entry) in state.schedule where !state.delivered.contains(id) {
+                    try state.db.execute("UPDATE beacons SET attempts = ?, next_run = ? WHERE id = ?",
+                                         [.integer(Int64(entry.attempts)), .real(entry.nextRun), .integer(id)])
+                }
                 try saveRun(&state)
             }
         } catch {
             return state.diskFailing ? [] : [diskFailed(error, &state)]
         }
+        state.schedule = [:]
         let wasFailing = state.diskFailing
         state.diskFailing = false
         let written = Set(waiting.map(\.id))
@@ -447,37 +461,41 @@ public final class BeaconOutbox: Sendable {
 
     private func saveCounters(_ state: inout State) {
         guard !state.diskFailing, !state.unsaved.isEmpty else { return }
-        let unsaved = state.unsaved
         do {
-            try state.db.transaction {
-                for (name, value) in unsaved {
-                    try state.db.execute("""
-                        INSERT INTO outbox_counters (name, value) VALUES (?, ?)
-                        ON CONFLICT(name) DO UPDATE SET value = value + excluded.value
-                        """, [.text(name), .integer(Int64(value))])
-                }
-            }
+            try state.db.transaction { try writeCounters(state) }
             state.unsaved = [:]
         } catch {
             state.diskFailing = true
         }
     }
 
+    /// The counters not yet on disk, added to theirs; inside the caller's transaction.
+    private func writeCounters(_ state: State) throws {
+        for (name, value) in state.unsaved {
+            try state.db.execute("""
+                INSERT INTO outbox_counters (name, value) VALUES (?, ?)
+                ON CONFLICT(name) DO UPDATE SET value = value + excluded.value
+                """, [.text(name), .integer(Int64(value))])
+        }
+    }
+
     private func savePlays(_ state: inout State) {
         guard !state.diskFailing, !state.unsavedPlays.isEmpty else { return }
-        let unsaved = state.unsavedPlays
         do {
-            try state.db.transaction {
-                for (play, counts) in unsaved {
-                    try state.db.execute("""
-                        UPDATE plays SET beacons_total = beacons_total + ?, beacons_sent = beacons_sent + ?,
-                                         beacons_dropped = beacons_dropped + ? WHERE id = ?
-                        """, [.integer(Int64(counts.total)), .integer(Int64(counts.sent)), .integer(Int64(counts.dropped)), .text(play)])
-                }
-            }
+            try state.db.transaction { try writePlays(state) }
             state.unsavedPlays = [:]
         } catch {
             state.diskFailing = true
+        }
+    }
+
+    /// The plays' beacon counts not yet on disk; inside the caller's transaction.
+    private func writePlays(_ state: State) throws {
+        for (play, counts) in state.unsavedPlays {
+            try state.db.execute("""
+                UPDATE plays SET beacons_total = beacons_total + ?, beacons_sent = beacons_sent + ?,
+                                 beacons_dropped = beacons_dropped + ? WHERE id = ?
+                """, [.integer(Int64(counts.total)), .integer(Int64(counts.sent)), .integer(Int64(counts.dropped)), .text(play)])
         }
     }
 
@@ -512,9 +530,19 @@ public final class BeaconOutbox: Sendable {
     public func nextDue() -> Double? {
         state.withLock { state in
             let now = state.run.now()
-            let disk = (try? state.db.execute("SELECT MIN(next_run) FROM beacons"))?.first?.first?.real
+            // A query that fails reads as "look again soon", never as "nothing pending".
+            let disk: Double?
+            do {
+                disk = try state.schedule.isEmpty
+                    ? state.db.execute("SELECT MIN(next_run) FROM beacons").first?.first?.real
+                    : state.db.execute("SELECT MIN(next_run) FROM beacons WHERE id NOT IN (SELECT value FROM json_each(?))",
+                                       [.text(Self.idList(state.schedule.keys))]).first?.first?.real
+            } catch {
+                return Self.unreadableRecheck
+            }
+            let scheduled = state.schedule.filter { !state.inFlight.contains($0.key) }.map(\.value.nextRun).min()
             let memory = state.memory.filter { !state.inFlight.contains($0.id) }.map(\.nextRun).min()
-            guard let next = [disk, memory].compactMap({ $0 }).min() else { return state.memory.isEmpty ? nil : 5 }
+            guard let next = [disk, scheduled, memory].compactMap({ $0 }).min() else { return state.memory.isEmpty ? nil : 5 }
             // While beacons wait in memory, come back now and then to write them to the disk.
             return min(max(0, next - now), state.memory.isEmpty ? .infinity : 5)
         }
@@ -539,12 +567,17 @@ public final class BeaconOutbox: Sendable {
             report.dropped = events.filter { if case .dropped = $0 { true } else { false } }.count
             var due: [Pending] = []
             let limit = max(64, configuration.concurrency * 16)
+            // On-disk beacons whose schedule the disk did not take are due by the schedule kept here.
+            let rescheduled = state.schedule.filter { $0.value.nextRun <= now }.map(\.key)
             if let rows = try? state.db.execute("""
                 SELECT id, url, event, play, billable, created_run, wall, mono, boot, synced, attempts, next_run
-                FROM beacons WHERE next_run <= ? ORDER BY next_run, id LIMIT ?
-                """, [.real(now), .integer(Int64(limit + state.inFlight.count + state.delivered.count))]) {
+                FROM beacons WHERE (next_run <= ? AND id NOT IN (SELECT value FROM json_each(?))) OR id IN (SELECT value FROM json_each(?))
+                ORDER BY next_run, id LIMIT ?
+                """, [.real(now), .text(Self.idList(state.schedule.keys)), .text(Self.idList(rescheduled)),
+                      .integer(Int64(limit + state.inFlight.count + state.delivered.count))]) {
                 for row in rows {
-                    guard let pending = Self.pending(row), !state.inFlight.contains(pending.id), !state.delivered.contains(pending.id) else { continue }
+                    guard var pending = Self.pending(row), !state.inFlight.contains(pending.id), !state.delivered.contains(pending.id) else { continue }
+                    if let entry = state.schedule[pending.id] { (pending.attempts, pending.nextRun) = entry }
                     due.append(pending)
                     if due.count >= limit { break }
                 }
@@ -567,18 +600,27 @@ public final class BeaconOutbox: Sendable {
             }
             // The attempt is written before it is made: a beacon in flight when the process dies
             // counts it and waits its backoff after the restart, behind the others due.
-            if !state.diskFailing {
-                _ = try? state.db.transaction {
-                    for pending in held where pending.id > 0 {
-                        try state.db.execute("UPDATE beacons SET next_run = ? WHERE id = ?", [.real(now + Self.heldRecheck), .integer(pending.id)])
+            var planned: [Int64: (attempts: Int, nextRun: Double)] = [:]
+            for pending in held where pending.id > 0 { planned[pending.id] = (pending.attempts, now + Self.heldRecheck) }
+            for pending in due where pending.id > 0 { planned[pending.id] = (pending.attempts + 1, now + backoff(after: pending.attempts + 1)) }
+            var written = false
+            if !state.diskFailing, !planned.isEmpty {
+                do {
+                    try state.db.transaction {
+                        for (id, entry) in planned {
+                            try state.db.execute("UPDATE beacons SET attempts = ?, next_run = ? WHERE id = ?",
+                                                 [.integer(Int64(entry.attempts)), .real(entry.nextRun), .integer(id)])
+                        }
+                        try saveRun(&state)
                     }
-                    for pending in due where pending.id > 0 {
-                        try state.db.execute("UPDATE beacons SET attempts = ?, next_run = ? WHERE id = ?",
-                                             [.integer(Int64(pending.attempts + 1)), .real(now + backoff(after: pending.attempts + 1)),
-                                              .integer(pending.id)])
-                    }
-                    try saveRun(&state)
+                    written = true
+                } catch {
+                    events.append(diskFailed(error, &state))
                 }
+            }
+            // What the disk did not take is kept here: the backoff holds all the same.
+            for (id, entry) in planned {
+                if written { state.schedule[id] = nil } else { state.schedule[id] = entry }
             }
             state.inFlight.formUnion(due.map(\.id))
             return (due, events)
@@ -617,6 +659,13 @@ public final class BeaconOutbox: Sendable {
 
     /// Seconds (run time) between two looks at a beacon held for the clock's synchronisation.
     static let heldRecheck = 5.0
+    /// When the database cannot be read, the courier looks again after this long (never sleeps unbounded).
+    static let unreadableRecheck = 5.0
+
+    /// Ids as a JSON array, for `json_each` (SQLite's JSON functions are built in since 3.38).
+    private static func idList<S: Sequence>(_ ids: S) -> String where S.Element == Int64 {
+        "[" + ids.map(String.init).joined(separator: ",") + "]"
+    }
 
     /// Drops what is older than `maxAge` (run time), counting each. Under the lock.
     private func expire(_ now: Double, _ state: inout State) -> [OutboxEvent] {
@@ -672,6 +721,7 @@ public final class BeaconOutbox: Sendable {
             defer { _ = try? state.db.execute("PRAGMA synchronous=FULL") }
             let now = state.run.now()
             if case .success(let status) = result, (200..<300).contains(status) {
+                state.schedule[pending.id] = nil
                 report.sent += 1
                 add("sent", 1, &state)
                 if let play = pending.beacon.play { state.unsavedPlays[play, default: (0, 0, 0)].sent += 1 }
@@ -704,10 +754,17 @@ public final class BeaconOutbox: Sendable {
                     state.memory[index].attempts += 1
                     state.memory[index].nextRun = now + delay
                 }
-            } else if !state.diskFailing {
-                _ = try? state.db.execute("UPDATE beacons SET attempts = ?, next_run = ?, last_error = ? WHERE id = ?",
-                                          [.integer(Int64(pending.attempts + 1)), .real(now + delay), .text(String(reason.prefix(500))),
-                                           .integer(pending.id)])
+            } else {
+                let entry = (attempts: pending.attempts + 1, nextRun: now + delay)
+                let written = !state.diskFailing && (try? state.db.execute("UPDATE beacons SET attempts = ?, next_run = ?, last_error = ? WHERE id = ?",
+                                                                             [.integer(Int64(entry.attempts)), .real(entry.nextRun),
+                                                                              .text(String(reason.prefix(500))), .integer(pending.id)])) != nil
+                if !written {
+                    state.diskFailing = true
+                    state.schedule[pending.id] = entry
+                } else {
+                    state.schedule[pending.id] = nil
+                }
             }
             saveCounters(&state)
             return .retrying(url: url, attempts: pending.attempts + 1, reason: reason, inSeconds: delay)

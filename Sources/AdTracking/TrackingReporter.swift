@@ -55,10 +55,20 @@ public final class TrackingReporter: @unchecked Sendable {
     /// Records that an ad went on screen — its proof-of-play row written and on disk — then
     /// runs `then` (on the writer thread): the daemon tells clients `ad.started` from there, so
     /// that no client hears of an ad that proof of play could lose to a `kill -9`.
+    ///
+    /// The order is the promise's and no more: the play row (one synced write), then `then`,
+    /// then the start's beacons (one synced write for all of them) — a client hears
+    /// `ad.started` one fsync after the ad went on screen, not one per beacon and counter.
     public func recordStart(_ event: AdEvent, then: @escaping @Sendable () -> Void) {
         writer.execute {
-            self.write(event)
+            guard case .started(let info) = event else {
+                self.write(event)
+                return then()
+            }
+            self.metrics?.count(event)
+            self.startPlay(info)
             then()
+            self.sendStart(info)
         }
     }
 
@@ -89,10 +99,8 @@ public final class TrackingReporter: @unchecked Sendable {
         case .loaded(let info, let creative):
             ads[info.id] = Shown(creative: creative)
         case .started(let info):
-            let creative = ads[info.id]?.creative
-            outbox.recordPlayStart(Play(id: Self.playID(info), adID: info.creativeID, kind: info.kind.protocolName,
-                                        source: creative?.source, contentID: info.contentID, startedWall: wall(at: info.at)))
-            send(info, ["impression", "creativeView"] + (info.kind == .postroll ? ["start"] : []))
+            startPlay(info)
+            sendStart(info)
         case .postrollPaused(let info, let paused):
             send(info, [paused ? "pause" : "resume"])
         case .quartile(let info, let quartile):
@@ -118,6 +126,16 @@ public final class TrackingReporter: @unchecked Sendable {
         }
     }
 
+    /// Proof of play: the row of an ad that went on screen, on disk when this returns.
+    private func startPlay(_ info: AdInfo) {
+        outbox.recordPlayStart(Play(id: Self.playID(info), adID: info.creativeID, kind: info.kind.protocolName,
+                                    source: ads[info.id]?.creative.source, contentID: info.contentID, startedWall: wall(at: info.at)))
+    }
+
+    private func sendStart(_ info: AdInfo) {
+        send(info, ["impression", "creativeView"] + (info.kind == .postroll ? ["start"] : []))
+    }
+
     /// The play's id: the ad's instance, as the socket names it.
     static func playID(_ info: AdInfo) -> String { String(info.id, radix: 16) }
 
@@ -133,14 +151,28 @@ public final class TrackingReporter: @unchecked Sendable {
         let context = MacroContext(contentID: info.contentID, kind: info.kind, contentPlayhead: info.contentPosition, adPlayhead: adPlayhead,
                                    errorCode: errorCode, adServingID: shown.creative.adServingID,
                                    universalAdID: shown.creative.universalAdID, playerSize: playerSize)
-        for event in events {
-            queue(shown.creative.tracking[event] ?? [], event: event, play: Self.playID(info), context: context, at: info.at, ad: info.id)
+        // Every URL of the events one runtime event causes, queued together: one synced write.
+        let beacons = events.flatMap { event in
+            beaconsFor(shown.creative.tracking[event] ?? [], event: event, play: Self.playID(info), context: context, at: info.at, ad: info.id)
         }
+        enqueue(beacons)
     }
 
-    /// Fills and queues one event's URLs, within the bounds a event and an ad.
+    /// Fills and queues one event's URLs, within the bounds an event and an ad.
     private func queue(_ templates: [String], event: String, play: String?, context: MacroContext, at instant: UInt64?, ad: UInt64? = nil) {
-        guard !templates.isEmpty else { return }
+        enqueue(beaconsFor(templates, event: event, play: play, context: context, at: instant, ad: ad))
+    }
+
+    private func enqueue(_ beacons: [Beacon]) {
+        guard !beacons.isEmpty else { return }
+        let queued = outbox.enqueue(beacons)   // not inside `metrics?.…`: with no metrics it would not run
+        metrics?.increment("adplayerd_beacons_enqueued_total", by: Double(queued))
+    }
+
+    /// One event's URLs filled, within the bounds an event and an ad (the rest counted).
+    private func beaconsFor(_ templates: [String], event: String, play: String?, context: MacroContext, at instant: UInt64?,
+                            ad: UInt64?) -> [Beacon] {
+        guard !templates.isEmpty else { return [] }
         var allowed = min(templates.count, Self.maxURLsPerEvent)
         if let ad, let used = ads[ad]?.urls {
             allowed = max(0, min(allowed, Self.maxURLsPerAd - used))
@@ -155,11 +187,9 @@ public final class TrackingReporter: @unchecked Sendable {
                 recorded.wall -= lag
             }
         }
-        let beacons = templates.prefix(allowed).map { template in
+        return templates.prefix(allowed).map { template in
             Beacon(url: Macros.expand(template, context, policy, keepingTimestamp: true), event: event, play: play,
                    billable: event == "impression", recorded: recorded)
         }
-        let queued = outbox.enqueue(beacons)   // not inside `metrics?.…`: with no metrics it would not run
-        metrics?.increment("adplayerd_beacons_enqueued_total", by: Double(queued))
     }
 }

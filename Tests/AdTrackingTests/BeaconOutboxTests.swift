@@ -193,6 +193,33 @@ final class BeaconOutboxTests: XCTestCase {
         XCTAssertEqual(reopened.status().sent, 6, "the counters too")
     }
 
+    /// Backoff holds whatever the disk does: a beacon on disk whose server is down, while every
+    /// write fails, is tried at most twice in 2 s (base delay 2 s), not every few milliseconds;
+    /// once the disk takes writes, the schedule kept in memory is written to it.
+    func testBackoffHoldsWhileTheDiskRefusesWrites() async throws {
+        let attempts = Locked(0)
+        let outbox = try outbox(baseDelay: 2, maxDelay: 600, onEvent: { event in
+            if case .retrying = event { attempts.withLock { $0 += 1 } }
+        })
+        try server.get("/_down")
+        XCTAssertEqual(outbox.enqueue(urls: [url("stormy")]), 1)
+        outbox.injectWriteFailures(true)
+        await outbox.deliverAll(until: Date().addingTimeInterval(2))
+        let tried = attempts.withLock { $0 }
+        XCTAssertGreaterThanOrEqual(tried, 1)
+        XCTAssertLessThanOrEqual(tried, 2, "a retry storm while the disk refuses writes")
+        XCTAssertTrue(outbox.status().diskFailing)
+        XCTAssertEqual(outbox.pendingCount(), 1, "nothing lost")
+
+        outbox.injectWriteFailures(false)
+        _ = await outbox.deliverDue()
+        XCTAssertFalse(outbox.status().diskFailing)
+        let db = try SQLiteDatabase(path: database, readOnly: true)
+        let row = try XCTUnwrap(try db.execute("SELECT attempts, next_run FROM beacons").first)
+        XCTAssertEqual(row[0].integer.map(Int.init), tried, "the attempts made while the disk failed are on disk now")
+        XCTAssertGreaterThan(try XCTUnwrap(outbox.nextDue()), 0, "and the next attempt waits its backoff")
+    }
+
     /// On a real full filesystem (an 8 MiB tmpfs filled to the last byte): the same.
     func testAFullFilesystemLosesNothing() async throws {
         let mount = directory.appendingPathComponent("small")

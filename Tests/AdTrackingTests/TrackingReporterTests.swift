@@ -202,4 +202,36 @@ final class TrackingReporterTests: XCTestCase {
         XCTAssertEqual(plays.map(\.beaconsPending), [0, 0])
         XCTAssertEqual(plays.map(\.contentID), ["e", "e"])
     }
+
+    /// A client hears `ad.started` one synced write after the ad went on screen — its proof-of-
+    /// play row — not one per beacon and counter; the start's beacons (two impressions, two
+    /// creativeView URLs) follow in one synced write of their own, counters included.
+    func testAStartIsToldAfterThePlayRowAloneAndItsBeaconsAreOneWrite() async throws {
+        let reporter = TrackingReporter(outbox: outbox, clock: clock)
+        let commits = Locked<(before: Int, told: Int)?>(nil)
+        let loop = VirtualLoop()
+        let player = ScriptedPlayer(loop: loop)
+        let tracking = ["impression": ["\(server.base)/b/imp-1", "\(server.base)/b/imp-2"],
+                        "creativeView": ["\(server.base)/b/view-1", "\(server.base)/b/view-2"]]
+        let source = TestAdSource([.overlay: .creative(AdCreative(id: "ov", kind: .overlay, content: .text("hi"), duration: 5, tracking: tracking))])
+        let ads = VideoAds(content: ContentInfo(id: "e"), source: source, surface: RecordingAdSurface(), loop: loop, onEvent: { event in
+            guard case .started = event else { return reporter.record(event) }
+            reporter.flush()   // what came before is written: from here, only this start's writes count
+            let before = SQLiteDatabase.transactionCount()
+            reporter.recordStart(event) { commits.withLock { $0 = (before, SQLiteDatabase.transactionCount()) } }
+        })
+        player.load("e.mp4", duration: 10)
+        ads.track(player)
+        try XCTUnwrap(requestAd(ads, .overlay)).get().show { _ in }
+        ads.waitForCallbacks()
+        reporter.flush()
+        let told = try XCTUnwrap(commits.withLock { $0 })
+        XCTAssertEqual(told.told - told.before, 1, "ad.started waits for the play row's write alone")
+        XCTAssertEqual(SQLiteDatabase.transactionCount() - told.told, 1, "the start's four beacons and their counters: one write")
+        XCTAssertEqual(outbox.plays().first?.beaconsPending, 4)
+        await deliver(reporter, ads, player)
+        let counts = try server.counts()
+        for name in ["imp-1", "imp-2", "view-1", "view-2"] { XCTAssertEqual(counts["/b/\(name)"], 1, name) }
+        XCTAssertEqual(outbox.plays().first?.beaconsSent, 4)
+    }
 }
