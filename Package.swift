@@ -34,8 +34,10 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         // libcurl's easy interface: the one bounded HTTP reader (ad sources, post-roll probe, beacons).
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // Seconds from outside, checked in one place (the runtime and the protocol both use it).
+        .target(name: "Bounds", swiftSettings: strict),
         // The SDK core: VideoAds, the player model and its loop, the lifecycles. Foundation only.
-        .target(name: "AdRuntime", swiftSettings: strict),
+        .target(name: "AdRuntime", dependencies: ["Bounds"], swiftSettings: strict),
         // Where ads come from: the local catalog, VAST, the slots API, and their HTTP reader.
         .target(name: "AdSources", dependencies: ["AdRuntime", "CCurl", "CFFmpeg"], swiftSettings: strict),
         // What is sent and recorded of the ads: beacons (the outbox), proof of play, metrics.
@@ -43,19 +45,22 @@ let package = Package(
         .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "CFFmpeg", "AdRuntime"], swiftSettings: strict),
         // The control protocol (docs/protocol.md), for the daemon and its clients: commands,
         // their validation, replies, events, error codes; JSON; the command-line parser.
-        .target(name: "ControlProtocol", dependencies: ["AdRuntime"], swiftSettings: strict),
+        // It knows no ads runtime: adplayerctl links the protocol alone.
+        .target(name: "ControlProtocol", dependencies: ["Bounds"], swiftSettings: strict),
         // The daemon as a library: controller, episode policy, state, control socket, desktop.
-        .target(name: "AdPlayerDaemon", dependencies: ["AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter", "CSystem", "CMpris",
-                                                     "ControlProtocol"],
+        // It knows no mpv: the controller's virtual-time tests build without libmpv.
+        .target(name: "AdPlayerDaemon", dependencies: ["AdRuntime", "AdSources", "AdTracking", "CSystem", "CMpris", "ControlProtocol"],
                 swiftSettings: strict),
+        // Where the daemon is assembled: mpv as its content player, mpv's log as its log.
+        .target(name: "AdPlayerMpv", dependencies: ["AdPlayerDaemon", "AdRuntime", "MpvPlayerAdapter", "ControlProtocol"], swiftSettings: strict),
         // main (the services in order) and the tool commands.
-        .executableTarget(name: "adplayerd", dependencies: ["AdPlayerDaemon", "AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter",
-                                                            "ControlProtocol"],
+        .executableTarget(name: "adplayerd", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdRuntime", "AdSources", "AdTracking",
+                                                            "MpvPlayerAdapter", "ControlProtocol"],
                           swiftSettings: strict),
         // The developer's tools, out of the production executable: play, the benchmarks, the
         // loop-affinity probe.
-        .executableTarget(name: "adplayerd-dev", dependencies: ["AdPlayerDaemon", "AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter",
-                                                                "ControlProtocol"],
+        .executableTarget(name: "adplayerd-dev", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdRuntime", "AdSources", "AdTracking",
+                                                                "MpvPlayerAdapter", "ControlProtocol"],
                           swiftSettings: strict),
         // The control socket's client: the protocol only (docs/protocol.md).
         .executableTarget(name: "adplayerctl", dependencies: ["ControlProtocol"], swiftSettings: strict),

@@ -1,4 +1,4 @@
-import AdRuntime
+import Bounds
 import Foundation
 
 /// Who may run a command, as MPD's command table has permissions. A client of the control

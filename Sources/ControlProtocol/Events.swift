@@ -1,4 +1,3 @@
-import AdRuntime
 
 /// Every event of the control protocol (docs/protocol.md): its name, once.
 public enum EventName: String, CaseIterable, Sendable {
@@ -107,53 +106,6 @@ extension ControlEvent {
         ControlEvent(.playerBackground, ["background": .bool(background), "reasons": .array(reasons.sorted().map { .string($0) })])
     }
 
-    public static func adRequested(_ kind: AdKind, contentID: String, position: Double) -> ControlEvent {
-        ControlEvent(.adRequested, ["kind": .string(kind.protocolName), "ad_id": .null, "content_id": .string(contentID),
-                                    "position": .number(position)])
-    }
-
-    /// The source had nothing for a request: a normal outcome, not an error.
-    public static func adNoFill(_ kind: AdKind, contentID: String, position: Double) -> ControlEvent {
-        ControlEvent(.adNoFill, ["kind": .string(kind.protocolName), "content_id": .string(contentID), "position": .number(position)])
-    }
-
-    public static func adLoaded(_ info: AdInfo) -> ControlEvent {
-        ControlEvent(.adLoaded, ["kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID), "instance": instance(info.id)])
-    }
-
-    public static func adStarted(_ info: AdInfo) -> ControlEvent {
-        ControlEvent(.adStarted, ["kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID),
-                                  "instance": instance(info.id), "content_id": .string(info.contentID)])
-    }
-
-    public static func adQuartile(_ info: AdInfo, _ quartile: Int) -> ControlEvent {
-        ControlEvent(.adQuartile, ["kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID), "quartile": .int(quartile)])
-    }
-
-    /// Whether the ad was viewable (MRC: 1 s on a visible output, 2 s for a video), once.
-    public static func adViewability(_ info: AdInfo, _ viewability: AdViewability) -> ControlEvent {
-        ControlEvent(.adViewability, ["kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID),
-                                      "instance": instance(info.id), "viewability": .string(viewability.rawValue)])
-    }
-
-    /// A post-roll paused (true) or resumed (false) by the viewer.
-    public static func adPaused(_ info: AdInfo, _ paused: Bool) -> ControlEvent {
-        ControlEvent(paused ? .adPaused : .adResumed, ["kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID)])
-    }
-
-    public static func adEnded(_ info: AdInfo, reason: AdEndReason, latencyMicroseconds: UInt64?) -> ControlEvent {
-        ControlEvent(.adEnded, ["kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID), "instance": instance(info.id),
-                                "reason": .string(reason.rawValue), "latency_us": latencyMicroseconds.map { .int($0) } ?? .null,
-                                "on_screen": info.onScreenSeconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null])
-    }
-
-    public static func adError(_ kind: AdKind, adID: String?, error: AdError) -> ControlEvent {
-        var fields: [String: JSONValue] = ["kind": .string(kind.protocolName), "ad_id": adID.map { .string($0) } ?? .null,
-                                           "code": .string(error.code), "message": .string(error.message)]
-        if let vast = error.vastCode { fields["vast_error"] = .int(vast) }
-        return ControlEvent(.adError, fields)
-    }
-
     /// An HTML creative for a UI shell to draw: `rect` and `output` as `{x, y, width, height}`.
     public static func adHTMLShow(instance id: UInt64, adID: String, url: String, rect: [String: JSONValue],
                                   output: [String: JSONValue], duration: Double?) -> ControlEvent {
@@ -171,5 +123,5 @@ extension ControlEvent {
     }
 
     /// A showing of an ad: its presentation id in hexadecimal.
-    static func instance(_ id: UInt64) -> JSONValue { .string(String(id, radix: 16)) }
+    public static func instance(_ id: UInt64) -> JSONValue { .string(String(id, radix: 16)) }
 }

@@ -1,4 +1,4 @@
-import AdRuntime
+import Bounds
 import Foundation
 
 /// The control protocol (docs/protocol.md) in one place, for the daemon and its clients: the
@@ -17,8 +17,9 @@ public enum ControlProtocol {
     public static let maxQueueEntries = 10_000
     /// Most names in one `subscribe`.
     public static let maxSubscriptions = 64
-    /// The ad kinds as the protocol names them (`kind` fields, `metrics`).
-    public static let adKinds = AdKind.allCases.map(\.protocolName)
+    /// The ad kinds as the protocol names them (`kind` fields, `metrics`): the runtime's
+    /// `AdKind.protocolName`, checked equal by a test (this module knows no runtime).
+    public static let adKinds = ["overlay", "pause", "postroll"]
 }
 
 /// What a program matches in an error reply.

@@ -220,16 +220,7 @@ public final class MpvPlayer: TrackablePlayer {
     }
 
     /// A track of the item, as mpv's `track-list` has it.
-    public struct Track: Sendable, Equatable {
-        public var id: Int
-        /// `audio`, `sub` or `video`.
-        public var type: String
-        public var language: String?
-        public var title: String?
-        public var codec: String?
-        public var selected: Bool
-        public var external: Bool
-    }
+    public typealias Track = PlayerTrack
 
     /// The item's tracks (mpv's `track-list`; a property read: on the loop, microseconds).
     public func tracks() -> [Track] {
@@ -251,10 +242,7 @@ public final class MpvPlayer: TrackablePlayer {
     }
 
     /// An output device mpv can play to (`audio-device-list`).
-    public struct AudioDevice: Sendable, Equatable {
-        public var name: String
-        public var description: String
-    }
+    public typealias AudioDevice = PlayerAudioDevice
 
     public func audioDevices() -> [AudioDevice] {
         (try? loop.sync { () -> [AudioDevice] in

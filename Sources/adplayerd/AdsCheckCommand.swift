@@ -1,4 +1,5 @@
 import AdPlayerDaemon
+import AdPlayerMpv
 import AdRuntime
 import AdSources
 import ControlProtocol

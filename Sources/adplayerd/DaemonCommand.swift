@@ -1,4 +1,5 @@
 import AdPlayerDaemon
+import AdPlayerMpv
 import AdRuntime
 import AdSources
 import AdTracking
@@ -96,19 +97,18 @@ struct DaemonCommand {
 
         // 3. The ad runtime: HTTP, the outbox, the source.
         let http = BoundedHTTP(threads: 4)
-        let server = Locked<ControlServer?>(nil)
-        let broadcast: @Sendable (ControlEvent) -> Void = { event in server.withLock { $0 }?.broadcast(event) }
+        let clients = ClientEvents()
         // HTML creatives (the slots API's) are for a UI shell to draw: announced on the socket,
         // a hide in the turn that takes the creative down (docs/benchmarks.md §5).
         let surface = MpvAdSurface(player: player, hideAtOnce: true) { announcement in
-            broadcast(Self.describe(announcement))
+            clients.send(Self.describe(announcement))
         }
         let metrics = Metrics()
         let outbox = try BeaconOutbox(path: durable ? statePath : ":memory:", configuration: configuration.outbox,
                                       sender: HTTPBeaconSender(fetcher: http), onEvent: { event in
             switch event {
             case .sent(let url, let attempts):
-                broadcast(.beaconSent(url: url, attempts: attempts))
+                clients.send(.beaconSent(url: url, attempts: attempts))
             case .retrying(let url, let attempts, let reason, _):
                 log.info("beacon \(url): attempt \(attempts) failed (\(reason)); it will be retried")
             case .dropped(let url, let reason):
@@ -158,8 +158,8 @@ struct DaemonCommand {
         }
         let controller = Controller(player: player, surface: surface, store: store, log: log,
                                     source: source.withLock { $0?.source }, pauseAdDelay: configuration.pauseAdDelay,
-                                    adsConfiguration: adsConfiguration, emit: broadcast,
-                                    emitMany: { events in server.withLock { $0 }?.broadcast(events) }, reporting: reporting, metrics: metrics)
+                                    adsConfiguration: adsConfiguration, emit: clients.send,
+                                    emitMany: clients.send, reporting: reporting, metrics: metrics)
         let metricsFile = configuration.metricsFile.map { MetricsFile(path: $0, every: configuration.metricsInterval, metrics: metrics, log: log) }
         let saved = store.load()
         try player.loop.sync {
@@ -175,7 +175,7 @@ struct DaemonCommand {
             router.handle(request, reply: reply)
         }
         try control.start()
-        server.withLock { $0 = control }
+        clients.connect(control)
         // What is wrong on this machine is said at start (the daemon still starts: a folder may
         // appear later, a USB stick be plugged in); `adplayerd check-config` says the same and more.
         for problem in configuration.localProblems() { log.warning(problem) }
@@ -240,7 +240,7 @@ struct DaemonCommand {
         notifier?.send("STOPPING=1")
         desktop?.stop()
         control.stop()
-        server.withLock { $0 = nil }   // events from here on go nowhere (and the server's references go)
+        clients.connect(nil)   // events from here on go nowhere (and the server's references go)
         try? player.loop.sync { controller.stop() }
         reporter.flush()
         courier.stop(flushingFor: 2)

@@ -239,4 +239,26 @@ final class ProtocolTests: XCTestCase {
         }
         for command in Commands.all { XCTAssertTrue(Commands.commandLineHelp.contains("  " + command.commandLine.synopsis), command.name) }
     }
+
+    /// The module edges: the protocol knows no ads runtime (adplayerctl links the protocol
+    /// alone), the daemon library knows no mpv (these tests build without libmpv); the
+    /// protocol's ad kinds are the runtime's.
+    func testModuleEdges() throws {
+        func imports(_ folder: String) throws -> Set<String> {
+            let root = repositoryRoot.appendingPathComponent("Sources/\(folder)")
+            var found = Set<String>()
+            for case let file as String in FileManager.default.enumerator(atPath: root.path)! where file.hasSuffix(".swift") {
+                let text = try String(contentsOf: root.appendingPathComponent(file), encoding: .utf8)
+                for line in text.split(separator: "\n") where line.hasPrefix("import ") || line.hasPrefix("@_exported import ") {
+                    found.insert(String(line.split(separator: " ").last!))
+                }
+            }
+            return found
+        }
+        let protocolImports = try imports("ControlProtocol"), clientImports = try imports("adplayerctl"), daemonImports = try imports("AdPlayerDaemon")
+        XCTAssertTrue(protocolImports.isSubset(of: ["Bounds", "Foundation", "Synchronization"]), "\(protocolImports)")
+        XCTAssertTrue(clientImports.isSubset(of: ["ControlProtocol", "Foundation", "Glibc"]), "\(clientImports)")
+        XCTAssertFalse(daemonImports.contains("MpvPlayerAdapter") || daemonImports.contains("CMpv"), "\(daemonImports)")
+        XCTAssertEqual(ControlProtocol.adKinds, AdKind.allCases.map(\.protocolName))
+    }
 }

@@ -1,6 +1,5 @@
 import AdRuntime
 import ControlProtocol
-import MpvPlayerAdapter
 
 /// What the daemon's controller asks of the content player, beyond the player model the ads
 /// follow: load an episode, the transport, speed, loop, stop. `MpvPlayer` in the daemon;
@@ -40,10 +39,6 @@ public protocol ContentPlayer: TrackablePlayer {
     func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void)
 }
 
-/// A track of the item (`tracks`) and an audio output: mpv's, as `MpvPlayer` reads them.
-public typealias PlayerTrack = MpvPlayer.Track
-public typealias PlayerAudioDevice = MpvPlayer.AudioDevice
-
 /// What changed about the output and the item besides the player model.
 public enum PlayerDetailChange: Sendable, Equatable {
     /// The window was minimized (true) or restored: the output is hidden or shown (R13).
@@ -52,35 +47,4 @@ public enum PlayerDetailChange: Sendable, Equatable {
     case duration
     /// The output's size in pixels (`[PLAYERSIZE]`).
     case outputSize(width: Int, height: Int)
-}
-
-extension MpvPlayer: ContentPlayer {
-    public func load(_ path: String, start: Double?, completion: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
-        var options: [String: String] = [:]
-        if let start, start > 0.5 { options["start"] = String(format: "%.3f", start) }
-        load(path, mode: .replace, options: options, completion: completion)
-    }
-
-    public func selectTrack(audio: Bool, _ choice: TrackChoice) throws {
-        let value = switch choice {
-        case .id(let id): String(id)
-        case .auto: "auto"
-        case .off: "no"
-        }
-        try selectTrack(audio ? "audio" : "sub", value)
-    }
-
-    public func screenshot(to path: String, withOverlays: Bool, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        screenshot(to: path, withOverlays: withOverlays) { (result: Result<Void, MpvError>) in completion(result.mapError { $0 }) }
-    }
-
-    public func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void) {
-        onMpvDetailChange { change in
-            switch change {
-            case .windowMinimized(let minimized): handler(.windowMinimized(minimized))
-            case .duration: handler(.duration)
-            case .outputSize(let width, let height): handler(.outputSize(width: width, height: height))
-            }
-        }
-    }
 }

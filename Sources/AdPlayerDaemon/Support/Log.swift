@@ -1,7 +1,6 @@
 import AdRuntime
 import CSystem
 import Foundation
-import MpvPlayerAdapter
 
 /// syslog's priorities, as journald reads them from a `<N>` prefix on each stderr line.
 public enum LogLevel: Int, Comparable, Sendable, CaseIterable {
@@ -151,13 +150,5 @@ public final class Logger: Sendable {
             }
         }
         return out
-    }
-}
-
-extension Logger {
-    /// A message of mpv's: its errors as errors (but the harmless ones), the rest as warnings.
-    public func mpv(_ message: MpvLogMessage) {
-        let level: LogLevel = message.isKnownHarmless ? .info : message.isError ? .error : .warning
-        log(level, "mpv: [\(message.prefix)] \(message.text.trimmingCharacters(in: .newlines))")
     }
 }
