@@ -220,6 +220,25 @@ final class BeaconOutboxTests: XCTestCase {
         XCTAssertGreaterThan(try XCTUnwrap(outbox.nextDue()), 0, "and the next attempt waits its backoff")
     }
 
+    /// A play on disk whose end and viewability the disk refuses: kept, the disk marked
+    /// failing, and written once it takes writes again — proof of play loses neither.
+    func testAPlaysEndAndViewabilityWaitForTheDisk() async throws {
+        let outbox = try outbox()
+        outbox.recordPlayStart(Play(id: "p1", adID: "ad", kind: "overlay", source: "catalog", contentID: "ep", startedWall: 1_800_000_000))
+        outbox.injectWriteFailures(true)
+        outbox.recordViewability(id: "p1", "viewable")
+        outbox.recordPlayEnd(id: "p1", endedWall: 1_800_000_004, seconds: 4, reason: "completed", viewable: nil)
+        XCTAssertTrue(outbox.status().diskFailing, "a refused write marks the disk failing")
+        outbox.injectWriteFailures(false)
+        _ = await outbox.deliverDue()
+        XCTAssertFalse(outbox.status().diskFailing)
+        let reopened = try self.outbox()
+        let play = try XCTUnwrap(reopened.plays().first)
+        XCTAssertEqual(play.viewable, "viewable")
+        XCTAssertEqual(play.reason, "completed")
+        XCTAssertEqual(play.seconds, 4)
+    }
+
     /// On a real full filesystem (an 8 MiB tmpfs filled to the last byte): the same.
     func testAFullFilesystemLosesNothing() async throws {
         let mount = directory.appendingPathComponent("small")

@@ -1,0 +1,93 @@
+import AdRuntime
+import AdSources
+import Foundation
+
+/// Sends one beacon; the outbox decides what the answer means.
+public protocol BeaconSender: Sendable {
+    /// The HTTP status, or an error when no answer came. `url` is sent exactly as given.
+    func send(_ url: String, timeout: Double) async -> Result<Int, any Error>
+}
+
+/// Beacons over HTTP(S) GET through the one bounded reader (64 KiB of answer at most).
+public struct HTTPBeaconSender: BeaconSender {
+    private let fetcher: any BoundedFetcher
+
+    public init(fetcher: any BoundedFetcher = BoundedHTTP(threads: 4)) {
+        self.fetcher = fetcher
+    }
+
+    public func send(_ url: String, timeout: Double) async -> Result<Int, any Error> {
+        do {
+            let response = try await fetcher.exchange(HTTPRequest(url: url), limits: HTTPLimits(maxBytes: 64 * 1024, deadline: timeout))
+            return .success(response.status)
+        } catch let error as FetchError where error.kind == .tooLarge {
+            return .success(200)   // it answered; the body does not matter
+        } catch {
+            return .failure(error)
+        }
+    }
+}
+
+/// One beacon to deliver: its URL (every macro filled but `[TIMESTAMP]`, which is filled when
+/// it is sent, from `recorded`), the event it reports, the play it belongs to.
+public struct Beacon: Sendable, Equatable {
+    public var url: String
+    /// `impression`, `start`, `firstQuartile`, `error`, …
+    public var event: String
+    /// The play (proof of play) it belongs to: the ad's instance.
+    public var play: String?
+    /// Billable (an impression): when the outbox is full, these are dropped last.
+    public var billable: Bool
+    public var recorded: RecordedTime
+
+    public init(url: String, event: String, play: String? = nil, billable: Bool = false, recorded: RecordedTime) {
+        self.url = url
+        self.event = event
+        self.play = play
+        self.billable = billable
+        self.recorded = recorded
+    }
+}
+
+/// What the outbox did.
+public enum OutboxEvent: Sendable, Equatable {
+    case sent(url: String, attempts: Int)
+    case retrying(url: String, attempts: Int, reason: String, inSeconds: Double)
+    /// Dropped for `reason` (`DropReason`): never silently.
+    case dropped(url: String, reason: String)
+    /// The disk refused a write (full, an I/O error, read-only): beacons wait in memory.
+    case diskFailing(String)
+    /// The disk takes writes again: what waited in memory is written.
+    case diskRecovered(written: Int)
+}
+
+/// Why a beacon was not delivered. Every one is counted (`OutboxStatus.dropped`), reported
+/// (`OutboxEvent.dropped`) and, when it belongs to a play, counted on that play.
+public enum DropReason: String, Sendable, CaseIterable {
+    /// Refused alone, before it was queued (`BeaconRefusal`).
+    case notHTTP = "not_http", noHost = "no_host", tooLong = "too_long", malformed, tooMany = "too_many"
+    /// The outbox was at its bound (rows or bytes): the oldest non-billable went first.
+    case outboxFull = "outbox_full"
+    /// Older than the outbox's age bound, in time the box has run.
+    case expired
+    /// The disk refused writes and the memory queue was at its bound too.
+    case memoryFull = "memory_full"
+
+    public init(_ refusal: BeaconRefusal) { self = DropReason(rawValue: refusal.rawValue)! }
+}
+
+/// What `beacons status`, `metrics` and the tests see of the outbox.
+public struct OutboxStatus: Sendable, Equatable {
+    /// Beacons not yet delivered: on disk and waiting in memory.
+    public var pending = 0
+    public var pendingInMemory = 0
+    public var pendingBytes = 0
+    public var sent = 0
+    /// Attempts that failed (each retried, with backoff).
+    public var failedAttempts = 0
+    /// Beacons dropped, by `DropReason`.
+    public var dropped: [String: Int] = [:]
+    /// The disk refuses writes now.
+    public var diskFailing = false
+    public init() {}
+}
