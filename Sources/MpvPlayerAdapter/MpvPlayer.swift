@@ -96,12 +96,8 @@ public final class MpvPlayer: TrackablePlayer {
 
     public func snapshot() -> PlayerSnapshot { (try? loop.sync { core.mapping.snapshot() }) ?? .empty }
 
-    public func addObserver(_ observer: any PlayerObserver) -> PlayerObservation {
-        (try? loop.sync { core.feed.add(observer) }) ?? .ended()
-    }
-
-    public func addLastObserver(_ observer: any PlayerObserver) -> PlayerObservation {
-        (try? loop.sync { core.feed.add(observer, last: true) }) ?? .ended()
+    public func addObserver(_ observer: any PlayerObserver, phase: ObserverPhase) -> PlayerObservation {
+        (try? loop.sync { core.feed.add(observer, phase: phase) }) ?? .ended()
     }
 
     /// The item's duration in seconds, when an item is in and mpv knows it.

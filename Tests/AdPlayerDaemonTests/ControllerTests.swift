@@ -121,6 +121,34 @@ final class ControllerTests: XCTestCase {
         XCTAssertEqual(h.offLoop.take(), [])
     }
 
+    /// On a pause, the overlay comes down before the policy calls its source: the order is
+    /// the observers' phases (ads, then policy, then clients), not who registered first.
+    func testAPausesOverlayIsDownBeforeAnySourceCall() throws {
+        let catalog = try textCatalog("""
+            {"version": 1, "overlays": [{"id": "ov-1", "text": "Sponsored", "slots": [{"start": 0.5, "duration": 5}]}],
+             "pause_ads": [{"id": "pa-1", "text": "Paused"}]}
+            """)
+        let surface = Locked<RecordingAdSurface?>(nil)
+        let seen = Locked<[(kind: AdKind, visible: Set<UInt64>)]>([])
+        let source = WatchingSource(catalog) { kind in seen.withLock { $0.append((kind, surface.withLock { $0 }?.visible ?? [])) } }
+        let h = try ControllerHarness(source: source)
+        surface.withLock { $0 = h.surface }
+        h.start()
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.advance(1)
+        h.wait(for: .adStarted)
+        XCTAssertFalse(h.surface.visible.isEmpty, "the overlay is on screen")
+        seen.withLock { $0 = [] }
+        _ = try h.onLoop { try h.controller.pause() }
+        h.wait(for: .adLoaded) { $0.fields["kind"] == "pause" }
+        h.advance(2)
+        h.wait(for: .adStarted) { $0.fields["kind"] == "pause" }
+        let calls = seen.withLock { $0 }
+        XCTAssertEqual(calls.first?.kind, .pauseAd, "the pause's first source call: \(calls.map(\.kind))")
+        XCTAssertEqual(calls.first?.visible, [], "the overlay was down before the source was called")
+        XCTAssertEqual(h.offLoop.take(), [])
+    }
+
     /// A source with nothing to give is a normal outcome: `ad.nofill` and its counter, never
     /// an `ad.error`.
     func testNoFillIsAnEventAndACounterNotAnError() throws {
@@ -331,4 +359,22 @@ private final class PodSource: AdSource, @unchecked Sendable {
 
     func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { kind != .overlay }
     func prefetch(_ request: AdRequest) { prefetched.withLock { $0.append(request.kind) } }
+}
+
+/// A source that says when it is asked whether it may fill (`mayFill`), before answering.
+private struct WatchingSource: AdSource {
+    let inner: any AdSource
+    let asked: @Sendable (AdKind) -> Void
+
+    init(_ inner: any AdSource, asked: @escaping @Sendable (AdKind) -> Void) {
+        self.inner = inner
+        self.asked = asked
+    }
+
+    func ad(for request: AdRequest) async throws -> AdCreative? { try await inner.ad(for: request) }
+    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
+        asked(kind)
+        return inner.mayFill(kind, content: content, at: position)
+    }
+    func prefetch(_ request: AdRequest) { inner.prefetch(request) }
 }

@@ -45,7 +45,7 @@ final class LoopAffinityTests: XCTestCase {
         timer?.cancel()
         _ = loop.schedule(after: 1) {}
         let calls = offLoop.take()
-        XCTAssertTrue(calls.contains { $0.contains("PlayerChangeFeed.swift") && $0.hasSuffix("add(_:last:)") }, "\(calls)")
+        XCTAssertTrue(calls.contains { $0.contains("PlayerChangeFeed.swift") && $0.hasSuffix("add(_:phase:)") }, "\(calls)")
         XCTAssertTrue(calls.contains { $0.contains("PlayerChangeFeed.swift") && $0.hasSuffix("observerCount") }, "\(calls)")
         XCTAssertTrue(calls.contains { $0.contains("PlayerLoop.swift") && $0.hasSuffix("cancel()") }, "\(calls)")
         XCTAssertTrue(calls.contains { $0.contains("VirtualLoop.swift") && $0.contains("schedule") }, "\(calls)")

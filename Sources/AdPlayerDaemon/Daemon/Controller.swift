@@ -109,7 +109,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     public func start(resuming saved: StateStore.Saved) {
         player.loop.requireInLoop()
         // Last: the ads react to a change (an overlay comes down) before clients hear of it.
-        observation = player.addLastObserver(self)
+        observation = player.addObserver(self, phase: .report)
         queue = PlayQueue(entries: saved.queue, current: saved.current, repeatMode: saved.repeatMode, shuffle: saved.shuffle)
         positions = RecentPositions(saved.positions)
         try? player.setLoop(loopOn)

@@ -57,7 +57,9 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         ads.loop.requireInLoop()
         self.entry = entry
         self.player = player
-        observation = player.addObserver(self)
+        // After the ads' lifecycles: an overlay a pause ends is down before the policy calls
+        // its source (`mayFill`) or schedules anything (ObserverPhase).
+        observation = player.addObserver(self, phase: .policy)
         if player.snapshot().item?.entry == entry { trackOnce(player) }
     }
 
@@ -94,9 +96,9 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         case .paused where tracked && !pauseAdRequested:
             pauseAdRequested = true
             guard source.mayFill(.pauseAd, content: content, at: event.snapshot.position) else { break }
-            // After this turn: the policy observes the player before the ads do, and the
-            // overlay a pause ends comes down first (a request starts a task, a timer, a
-            // worker) — the viewer, and every client hearing of it, first (docs/benchmarks.md).
+            // After this turn: the overlay this pause ended is already down (the ads' phase
+            // comes first); the request (a task, a timer, a worker) waits until clients have
+            // heard of the pause and the overlay's end, told in this turn (docs/benchmarks.md).
             _ = ads.loop.execute { [weak self] in self?.requestPauseAd() }
         case .playing:
             pauseAdRequested = false   // the next pause may have its pause ad

@@ -9,8 +9,7 @@ public final class PlayerChangeFeed: @unchecked Sendable {
     private struct Registration {
         let id: UInt64
         weak var observer: (any PlayerObserver)?
-        /// Told after every other observer (`add(_:last:)`).
-        var last = false
+        let phase: ObserverPhase
     }
 
     public let loop: any PlayerLoop
@@ -23,16 +22,16 @@ public final class PlayerChangeFeed: @unchecked Sendable {
         self.loop = loop
     }
 
-    /// On the loop: starts delivering to `observer` (held weakly). A `last` observer hears of
-    /// each change after all the others — the ads' reaction (an overlay taken down) comes
-    /// first, then whoever reports the change (a daemon's clients).
-    public func add(_ observer: any PlayerObserver, last: Bool = false) -> PlayerObservation {
+    /// On the loop: starts delivering to `observer` (held weakly), in its `phase`: every change
+    /// reaches the observers phase by phase (`ObserverPhase`), and within a phase in the order
+    /// they were added. The order is the design's, not an accident of who registered first.
+    public func add(_ observer: any PlayerObserver, phase: ObserverPhase = .ads) -> PlayerObservation {
         loop.requireInLoop()
         let id = nextID
         nextID += 1
-        let registration = Registration(id: id, observer: observer, last: last)
-        if !last, let firstLast = registrations.firstIndex(where: \.last) {
-            registrations.insert(registration, at: firstLast)
+        let registration = Registration(id: id, observer: observer, phase: phase)
+        if let later = registrations.firstIndex(where: { $0.phase > phase }) {
+            registrations.insert(registration, at: later)
         } else {
             registrations.append(registration)
         }
@@ -76,6 +75,21 @@ public final class PlayerChangeFeed: @unchecked Sendable {
         }
         pending.removeAll(keepingCapacity: true)
     }
+}
+
+/// When an observer hears of a player's change, relative to the others.
+public enum ObserverPhase: Int, Sendable, Comparable {
+    /// The ads' lifecycles (and any observer that does not say): an overlay a pause ends comes
+    /// down here, before anything else runs.
+    case ads
+    /// Policies that decide what to ask for next (a pause ad, the next slot): they see the
+    /// ads' reaction done, so no source is called while the overlay is still on screen.
+    case policy
+    /// Whoever reports the change (a daemon's clients): after the ads reacted and the policy
+    /// decided, in the same turn.
+    case report
+
+    public static func < (a: ObserverPhase, b: ObserverPhase) -> Bool { a.rawValue < b.rawValue }
 }
 
 /// A running observation of a player; cancelling (or releasing) it ends it. Any thread: off

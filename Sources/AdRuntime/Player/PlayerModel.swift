@@ -137,11 +137,11 @@ public protocol TrackablePlayer: AnyObject, Sendable {
     /// Starts pushing changes to `observer`, which is held weakly. The observation ends
     /// when the returned token is cancelled or released, or when the observer is gone.
     /// Registered on the loop, so no change falls between the call and the first delivery.
-    func addObserver(_ observer: any PlayerObserver) -> PlayerObservation
-    /// As `addObserver`, but told of each change after every other observer (`PlayerChangeFeed`).
-    func addLastObserver(_ observer: any PlayerObserver) -> PlayerObservation
+    /// In `phase` (`ObserverPhase`: the ads, then policies, then reporters).
+    func addObserver(_ observer: any PlayerObserver, phase: ObserverPhase) -> PlayerObservation
 }
 
 extension TrackablePlayer {
-    public func addLastObserver(_ observer: any PlayerObserver) -> PlayerObservation { addObserver(observer) }
+    /// In the ads' phase.
+    public func addObserver(_ observer: any PlayerObserver) -> PlayerObservation { addObserver(observer, phase: .ads) }
 }

@@ -53,12 +53,8 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
         (try? loop.sync { state.snapshot(at: loop.now()) }) ?? .empty
     }
 
-    public func addObserver(_ observer: any PlayerObserver) -> PlayerObservation {
-        (try? loop.sync { feed.add(observer) }) ?? .ended()
-    }
-
-    public func addLastObserver(_ observer: any PlayerObserver) -> PlayerObservation {
-        (try? loop.sync { feed.add(observer, last: true) }) ?? .ended()
+    public func addObserver(_ observer: any PlayerObserver, phase: ObserverPhase) -> PlayerObservation {
+        (try? loop.sync { feed.add(observer, phase: phase) }) ?? .ended()
     }
 
     /// Observers still alive.
