@@ -463,8 +463,15 @@ final class AdSession: @unchecked Sendable {
                     return
                 }
             case .dismiss:
-                surface.dismiss(id)
-                ads[id]?.removedAt = loop.now()   // the removal returned: out of the output's state
+                do {
+                    try surface.dismiss(id)
+                    ads[id]?.removedAt = loop.now()   // the removal returned: out of the output's state
+                } catch {
+                    // Not known to be off the output: no latency is claimed, and it is said.
+                    ads[id]?.removalFailed = true
+                    emit(.error(kind: presentation.kind, creativeID: presentation.creative.id,
+                                error: .renderFailed("the ad could not be taken down: \(error)")))
+                }
                 ads[id]?.exposure.onOutput = false
                 updateExposure(id)
             case .stopVideo:
@@ -490,7 +497,8 @@ final class AdSession: @unchecked Sendable {
                     if !exposure.decided { decideViewability(id, exposureMeasurable(presentation) ? .notViewable : .undetermined) }
                     ended.onScreenSeconds = exposure.seconds
                 }
-                emit(.ended(ended, reason: reason, latencyMicroseconds: cause.map { (removedAt &- $0) / 1000 }))
+                let latency = ads[id]?.removalFailed == true ? nil : cause.map { (removedAt &- $0) / 1000 }
+                emit(.ended(ended, reason: reason, latencyMicroseconds: latency))
                 if let didEnd = ads[id]?.didEnd {
                     callbacks.append { didEnd(reason) }
                 }
@@ -537,6 +545,8 @@ struct AdRecord {
     var progressed: Set<String> = []
     /// When the surface's removal returned, on the loop's clock.
     var removedAt: UInt64?
+    /// The output refused the removal: no latency is claimed for the end.
+    var removalFailed = false
     var exposure = Exposure()
 }
 

@@ -19,6 +19,7 @@ public final class RecordingAdSurface: AdSurface {
         var visible: [UInt64: AdPresentation] = [:]
         var reporters: [UInt64: PostrollReporter] = [:]
         var refuse: Set<String> = []
+        var refuseRemoval = false
         var presentCount: [UInt64: Int] = [:]
     }
 
@@ -36,7 +37,13 @@ public final class RecordingAdSurface: AdSurface {
         try show(presentation, .present(presentation.id, presentation.creative.id), reporter: nil)
     }
 
-    public func dismiss(_ id: UInt64) { takeDown(id, .dismiss(id)) }
+    /// From now on, taking an overlay or pause ad down fails (as an mpv that refuses the removal).
+    public func refuseRemoval(_ on: Bool = true) { state.withLock { $0.refuseRemoval = on } }
+
+    public func dismiss(_ id: UInt64) throws {
+        if state.withLock({ $0.refuseRemoval }) { throw Refused(description: "the removal was refused") }
+        takeDown(id, .dismiss(id))
+    }
 
     public func playPostroll(_ presentation: AdPresentation, reporter: PostrollReporter) throws {
         try show(presentation, .playPostroll(presentation.id, presentation.creative.id), reporter: reporter)

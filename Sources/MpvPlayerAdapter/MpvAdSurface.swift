@@ -307,16 +307,16 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         handle.commandAsync(["set", "sub-pos", String(position)])
     }
 
-    public func dismiss(_ id: UInt64) {
+    public func dismiss(_ id: UInt64) throws {
         loop.requireInLoop()
         guard let entry = shown.removeValue(forKey: id), let handle = player?.drawingHandle else { return }
+        defer { if entry.presentation.kind == .overlay { keepSubtitlesClear() } }
         if let removal = entry.removal {
-            try? handle.command(removal, operation: "remove ad")
-            nudgeRedraw()
+            defer { nudgeRedraw() }
+            try handle.command(removal, operation: "remove ad")
         } else {
             announce(.hide(id: id))
         }
-        if entry.presentation.kind == .overlay { keepSubtitlesClear() }
     }
 
     public func playPostroll(_ presentation: AdPresentation, reporter: PostrollReporter) throws {

@@ -32,7 +32,7 @@ struct OffLoopCommand {
             if what == "controller" {
                 _ = controller.status()   // off the loop: must trap
             } else {
-                surface.dismiss(1)        // off the loop: must trap
+                try surface.dismiss(1)    // off the loop: must trap
             }
             player.shutdown()
         case "feed":

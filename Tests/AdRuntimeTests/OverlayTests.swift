@@ -20,6 +20,25 @@ final class OverlayTests: XCTestCase {
         XCTAssertNotNil(ended.2, "an end caused by the player carries its latency")
     }
 
+    /// An output that refuses the removal: the overlay still ends (paused), but no latency is
+    /// claimed for a removal that did not happen, and the failure is said (an `.error`).
+    func testARefusedRemovalIsSaidAndClaimsNoLatency() throws {
+        let h = Harness()
+        h.start()
+        let overlay = try h.ad(.overlay)
+        try h.show(overlay)
+        h.surface.refuseRemoval()
+        h.loop.advance(by: 1)
+        h.player.pause()
+        XCTAssertEqual(h.ends(overlay), [.paused])
+        let ended = try XCTUnwrap(h.settled.ended.first)
+        XCTAssertNil(ended.2, "no latency for a removal the output refused")
+        guard case .renderFailed(let message)? = h.settled.errors.first else {
+            return XCTFail("the refused removal is reported: \(h.settled.errors)")
+        }
+        XCTAssertTrue(message.contains("could not be taken down"), message)
+    }
+
     func testAnOverlayIsRefusedOverPausedContent() throws {
         let h = Harness()
         h.start()

@@ -41,14 +41,14 @@ final class MpvAdSurfaceTests: MpvTestCase {
         let offLoop = OffLoopCalls()
         let (player, _) = try makePlayer { $0.offLoopCalls = offLoop }
         let surface = MpvAdSurface(player: player)
-        surface.dismiss(1)
+        try surface.dismiss(1)
         surface.stopPostroll(1)
         player.stopAd(1)
         let calls = offLoop.take()
         XCTAssertTrue(calls.contains { $0.contains("MpvAdSurface.swift") && $0.hasSuffix("dismiss(_:)") }, "\(calls)")
         XCTAssertTrue(calls.contains { $0.contains("MpvAdSurface.swift") && $0.hasSuffix("stopPostroll(_:)") }, "\(calls)")
         XCTAssertTrue(calls.contains { $0.contains("MpvPlayer.swift") && $0.hasSuffix("stopAd(_:)") }, "\(calls)")
-        try player.loop.sync { surface.dismiss(1) }
+        try player.loop.sync { try surface.dismiss(1) }
         XCTAssertEqual(offLoop.take(), [], "on the loop, nothing is reported")
     }
 

@@ -276,7 +276,7 @@ final class PixelTests: MpvTestCase {
             try player.loop.sync { try surface.present(AdPresentation(id: id, kind: .overlay, creative: creative, prepared: prepared)) }
             XCTAssertTrue(try eventually(display, "redraw-up") { $0.bounds(where: Self.isMagenta) != nil }, "round \(round): not up")
             try client.set("pause", true)
-            try player.loop.sync { surface.dismiss(id) }
+            try player.loop.sync { try surface.dismiss(id) }
             XCTAssertTrue(try eventually(display, "redraw-down", timeout: 5) { $0.bounds(where: Self.isMagenta) == nil },
                           "round \(round): the overlay stayed on the paused frame")
             try player.play()

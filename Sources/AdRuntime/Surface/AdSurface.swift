@@ -45,8 +45,9 @@ public protocol AdSurface: AnyObject, Sendable {
     /// Puts an overlay or a pause ad up. Throws when the creative cannot be shown (R16).
     func present(_ presentation: AdPresentation) throws
     /// Takes an overlay or a pause ad down. Idempotent. When it returns, the ad is out of
-    /// the output's state (the ad's `latency_us` ends here).
-    func dismiss(_ id: UInt64)
+    /// the output's state (the ad's `latency_us` ends here). Throws when the output refused
+    /// the removal: the ad still ends, without a latency, and the failure is reported.
+    func dismiss(_ id: UInt64) throws
     /// Starts a post-roll's video; progress and its end arrive through `reporter`.
     func playPostroll(_ presentation: AdPresentation, reporter: PostrollReporter) throws
     /// Stops a post-roll's video (closed, destroyed, content changed). Idempotent.
