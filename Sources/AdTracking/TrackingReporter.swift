@@ -82,11 +82,15 @@ public final class TrackingReporter: @unchecked Sendable {
         writer.execute { self.queue(templates, event: "error", play: nil, context: context, at: nil) }
     }
 
-    /// Waits until every event recorded so far is handled (or failed). Not on the loop.
-    public func flush() {
+    /// Waits until every event recorded so far is handled (or failed), at most `timeout`
+    /// seconds (nil: as long as it takes — tests). Not on the loop. False when it timed out
+    /// (a disk that hangs at stop): what was not written is in memory only, and said so.
+    @discardableResult
+    public func flush(timeout: Double? = nil) -> Bool {
         let done = Handover<Bool>()
         writer.execute { done.fulfil(true) }
-        _ = done.wait()
+        if let timeout { return done.wait(timeout: timeout) == true }
+        return done.wait() == true
     }
 
     // MARK: On the writer thread

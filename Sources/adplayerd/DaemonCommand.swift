@@ -126,12 +126,24 @@ struct DaemonCommand {
         let reporter = TrackingReporter(outbox: outbox, policy: configuration.macroPolicy, metrics: metrics)
         let outputSize = OutputSize()
         let source = Locked<AdSourceFactory.Made?>(nil)
+        // Without a state folder, creatives are cached in one private temporary folder for the
+        // daemon's life: a reload's new source uses it too, so an episode that still plays with
+        // the old source keeps the creatives it prefetched there. Removed at exit.
+        var temporaryCache: String?
+        if !durable {
+            do {
+                temporaryCache = try CreativeCache.temporary(maxBytes: configuration.cacheMaxBytes).folder
+            } catch {
+                log.error("ads: \(error); VAST creatives cannot be cached")
+            }
+        }
+        defer { if let temporaryCache { try? FileManager.default.removeItem(atPath: temporaryCache) } }
         func makeSource(_ configuration: Configuration) -> AdSourceFactory.Made? {
             guard !configuration.ads.isEmpty else { return nil }
             var options = AdSourceFactory.Options(fetcher: http, counters: store)
             options.token = configuration.adsToken
             options.policy = configuration.macroPolicy
-            options.cacheFolder = durable ? configuration.creativeCacheFolder : nil
+            options.cacheFolder = durable ? configuration.creativeCacheFolder : temporaryCache
             options.cacheMaxBytes = configuration.cacheMaxBytes
             options.vast.offlineLifetime = configuration.offlineAdLifetime
             options.outputSize = outputSize
@@ -242,7 +254,10 @@ struct DaemonCommand {
         control.stop()
         clients.connect(nil)   // events from here on go nowhere (and the server's references go)
         try? player.loop.sync { controller.stop() }
-        reporter.flush()
+        if !reporter.flush(timeout: 5) {
+            log.error("tracking: the ads' last events were not all written within 5 s (a slow or hung disk); "
+                      + "proof of play and beacons of the last moments may be missing")
+        }
         courier.stop(flushingFor: 2)
         metricsFile?.stop()   // written once more: what the stop did
         player.shutdown()

@@ -234,4 +234,16 @@ final class TrackingReporterTests: XCTestCase {
         for name in ["imp-1", "imp-2", "view-1", "view-2"] { XCTAssertEqual(counts["/b/\(name)"], 1, name) }
         XCTAssertEqual(outbox.plays().first?.beaconsSent, 4)
     }
+
+    /// At stop the daemon waits for tracking a bounded time: a writer held up (a hung disk)
+    /// makes `flush(timeout:)` answer false instead of holding the stop for ever.
+    func testFlushAtStopIsBounded() throws {
+        let reporter = TrackingReporter(outbox: outbox, clock: clock)
+        let release = Handover<Bool>()
+        let info = AdInfo(id: 1, kind: .overlay, creativeID: "ov", contentID: "e")
+        reporter.recordStart(.started(info)) { _ = release.wait(timeout: 60) }   // the writer is held here
+        XCTAssertFalse(reporter.flush(timeout: 0.2), "held: the flush gives up")
+        release.fulfil(true)
+        XCTAssertTrue(reporter.flush(timeout: 30))
+    }
 }

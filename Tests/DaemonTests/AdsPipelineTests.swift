@@ -110,6 +110,27 @@ final class AdsPipelineTests: XCTestCase {
 
     /// No network at start: the first episode plays at once (its overlay request fails, nothing
     /// waits for it); once the server appears, the next episode has its overlay.
+    /// Without a state folder, a SIGHUP keeps the creatives the playing episode prefetched:
+    /// its post-roll, downloaded at the episode's start, plays from the cache after the reload
+    /// while the server is gone (was: the reload deleted the temporary cache under it).
+    func testAReloadWithoutAStateFolderKeepsThePlayingEpisodesCreatives() throws {
+        let daemon = try DaemonProcess(extra: ["--ads", server.base + "/vast/inline-linear-3.0.xml", "--state-dir", "/proc/adplayerd-no-state",
+                                               "--pause-ad-delay", "600"])
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.started", "ad.error", "player.ended"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-1.mp4")])
+        XCTAssertTrue(waitUntil(timeout: 30) { ((try? self.server.requests()) ?? [:])["/media/postroll.mp4"] != nil }, "the post-roll is prefetched")
+        _ = try daemon.connect().call("pause")
+        try server.get("/_down")
+        kill(daemon.process.processIdentifier, SIGHUP)
+        XCTAssertTrue(waitUntil(timeout: 30) { daemon.log.contains("SIGHUP: configuration and ad source reloaded") }, daemon.log)
+        _ = try daemon.connect().call("play")
+        let started = try events.event(named("ad.started", "kind", "postroll"))
+        XCTAssertEqual(started["content_id"] as? String, "episode-1")
+        XCTAssertFalse(events.events.contains { $0["event"] as? String == "ad.error" && $0["kind"] as? String == "postroll" }, "\(events.events)")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
     func testStartedWithNoNetworkItPlaysAtOnceAndShowsAdsWhenTheServerAppears() throws {
         try server.get("/_down")
         let daemon = try DaemonProcess(extra: ["--ads", tag])
