@@ -19,6 +19,29 @@ final class Changes: PlayerObserver {
 }
 
 final class VirtualLoopTests: XCTestCase {
+    /// The timer queue: earliest first, ties in scheduling order, cancelled timers never run,
+    /// and a loop that schedules and cancels long timers holds at most about twice the live
+    /// ones (they are swept, not kept until their deadline).
+    func testTheTimerQueueOrdersAndSweepsCancelledTimers() {
+        let loop = VirtualLoop()
+        var queue = TimerQueue()
+        var ran: [Int] = []
+        let deadlines: [UInt64] = [50, 10, 30, 10, 40, 20, 10]
+        var timers: [LoopTimer] = []
+        // Not run on the loop (the queue is a value; cancel is what checks the loop).
+        for (index, deadline) in deadlines.enumerated() { timers.append(queue.add(deadline: deadline, on: loop) { ran.append(index) }) }
+        try? loop.sync { timers[4].cancel() }
+        while let (_, action) = queue.popDue(100) { action() }
+        XCTAssertEqual(ran, [1, 3, 6, 5, 2, 0], "by deadline, ties in order, the cancelled one never")
+        var live: [LoopTimer] = []
+        for round in 0..<100_000 {
+            let timer = queue.add(deadline: 1_000_000_000 + UInt64(round), on: loop) {}
+            if round % 1000 == 0 { live.append(timer) } else { try? loop.sync { timer.cancel() } }
+        }
+        XCTAssertEqual(queue.pendingCount, live.count)
+        XCTAssertLessThanOrEqual(queue.storedCount, max(64, 2 * live.count) + 1, "cancelled long timers are swept")
+    }
+
     func testTimersRunInDeadlineOrderWithNowAtTheirDeadline() {
         let loop = VirtualLoop()
         let start = loop.now()

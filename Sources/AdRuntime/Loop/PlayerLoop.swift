@@ -159,44 +159,90 @@ public final class LoopTimer: @unchecked Sendable {
 /// The pending timers of one loop, in deadline order (ties: scheduling order). Loop-only: a
 /// value held by its loop, reached only through the loop's `schedule` and its own turn.
 package struct TimerQueue {
+    // A binary min-heap on (deadline, sequence): adding and taking the earliest are O(log n),
+    // ties run in scheduling order. Cancelled timers are dropped when they reach the top, and
+    // all at once whenever the heap has doubled since the last sweep (amortised O(1) a timer),
+    // so a loop that schedules and cancels long timers never holds more than twice the live ones.
     private struct Entry {
         let deadline: UInt64
         let sequence: UInt64
         let timer: LoopTimer
         let action: () -> Void
+
+        func before(_ other: Entry) -> Bool { deadline != other.deadline ? deadline < other.deadline : sequence < other.sequence }
     }
 
-    private var entries: [Entry] = []
+    private var heap: [Entry] = []
     private var sequence: UInt64 = 0
+    /// The heap's size at which cancelled timers are swept out.
+    private var sweepAt = 64
 
     package init() {}
 
     package mutating func add(deadline: UInt64, on loop: any PlayerLoop, _ action: @escaping () -> Void) -> LoopTimer {
+        if heap.count >= sweepAt { sweep() }
         sequence += 1
         let entry = Entry(deadline: deadline, sequence: sequence, timer: LoopTimer(loop: loop), action: action)
-        // Binary search for the first entry that comes after this one.
-        var low = 0, high = entries.count
-        while low < high {
-            let mid = (low + high) / 2
-            if entries[mid].deadline <= deadline { low = mid + 1 } else { high = mid }
-        }
-        entries.insert(entry, at: low)
+        heap.append(entry)
+        siftUp(heap.count - 1)
         return entry.timer
     }
 
     /// The earliest deadline of a timer still pending.
     package mutating func nextDeadline() -> UInt64? {
-        while let first = entries.first, first.timer.isCancelled { entries.removeFirst() }
-        return entries.first?.deadline
+        while let top = heap.first, top.timer.isCancelled { _ = removeTop() }
+        return heap.first?.deadline
     }
 
     /// Removes and returns the earliest pending timer due at `now`, with its deadline.
     package mutating func popDue(_ now: UInt64) -> (deadline: UInt64, action: () -> Void)? {
         guard let deadline = nextDeadline(), deadline <= now else { return nil }
-        let entry = entries.removeFirst()
+        let entry = removeTop()
         entry.timer.ran()
         return (deadline, entry.action)
     }
 
-    package var pendingCount: Int { entries.filter { !$0.timer.isCancelled }.count }
+    package var pendingCount: Int { heap.filter { !$0.timer.isCancelled }.count }
+
+    /// Timers held, cancelled ones not yet swept included (tests: the bound).
+    package var storedCount: Int { heap.count }
+
+    private mutating func sweep() {
+        heap.removeAll { $0.timer.isCancelled }
+        for index in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(index) }
+        sweepAt = max(64, heap.count * 2)
+    }
+
+    private mutating func removeTop() -> Entry {
+        let top = heap[0]
+        let last = heap.removeLast()
+        if !heap.isEmpty {
+            heap[0] = last
+            siftDown(0)
+        }
+        return top
+    }
+
+    private mutating func siftUp(_ start: Int) {
+        var child = start
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard heap[child].before(heap[parent]) else { return }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    private mutating func siftDown(_ start: Int) {
+        var parent = start
+        while true {
+            let left = 2 * parent + 1, right = left + 1
+            var first = parent
+            if left < heap.count, heap[left].before(heap[first]) { first = left }
+            if right < heap.count, heap[right].before(heap[first]) { first = right }
+            if first == parent { return }
+            heap.swapAt(parent, first)
+            parent = first
+        }
+    }
 }
