@@ -72,7 +72,9 @@ final class HostileHTTPTests: XCTestCase {
     func testCancellingTheTaskAbortsTheTransfer() async throws {
         let http = self.http, url = server.base + "/never"
         let task = Task { try await http.fetch(url, limits: HTTPLimits(maxBytes: 100, deadline: 60)) }
-        try await Task.sleep(nanoseconds: 200_000_000)
+        // The transfer is under way once the server holds the request (no sleep as synchronisation).
+        let server = self.server!
+        XCTAssertTrue(waitUntil(timeout: 30) { ((try? server.counts()) ?? [:])["/never"] == 1 })
         task.cancel()
         do {
             _ = try await task.value

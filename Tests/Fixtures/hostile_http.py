@@ -108,6 +108,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     yield block
             return self.stream(forever())
         if path == "/never":
+            with lock:
+                counts["/never"] = counts.get("/never", 0) + 1   # the test waits for this, not a sleep
             while True:
                 time.sleep(1)
                 try:
