@@ -50,6 +50,27 @@ extension MpvPlayer {
             }
             try time("overlay-remove (the removal of an image ad)") { try handle.command(remove, operation: "overlay-remove") }
             try time("seek, asynchronous (hand-over)") { handle.commandAsync(["seek", "0", "relative", "exact"]) }
+            // The rest of what the loop calls (docs/benchmarks.md §3): the controller's commands
+            // and reads, the surface's subtitle raise, a load handed over.
+            let volume = (try? handle.get("volume", as: .double))?.double ?? 100
+            var louder = false
+            try time("set volume") { louder.toggle(); try handle.set("volume", louder ? volume - 1 : volume) }
+            try handle.set("volume", volume)
+            var muted = false
+            try time("set mute") { muted.toggle(); try handle.set("mute", muted) }
+            try handle.set("mute", false)
+            var looped = false
+            try time("set loop-file") { looped.toggle(); try handle.set("loop-file", looped ? "inf" : "no") }
+            try handle.set("loop-file", "no")
+            try time("get path (read-back: the item's path)") { _ = try handle.get("path", as: .string) }
+            try time("get track-list (tracks)") { _ = try handle.get("track-list", as: .node) }
+            try time("get audio-device-list (audio-devices)") { _ = try handle.get("audio-device-list", as: .node) }
+            var raised = false
+            try time("set sub-pos, asynchronous (subtitles above an overlay)") {
+                raised.toggle()
+                handle.commandAsync(["set", "sub-pos", raised ? "80" : "100"])
+            }
+            try time("set aid auto, asynchronous (a track chosen)") { handle.commandAsync(["set", "aid", "auto"]) }
         }
         return results
     }
