@@ -27,7 +27,14 @@ trap 'echo; echo ">>> Ctrl-C: stopping the daemon (SIGTERM)"; exit 0' INT TERM
 
 for _ in $(seq 100); do [ -S "$socket" ] && ctl status >/dev/null 2>&1 && break; sleep 0.1; done
 echo "adplayerd is up (vo=$vo); the timeline follows (adplayerctl events):"
-"$bin/adplayerctl" --socket "$socket" events &   # not through ctl(): $! must be adplayerctl itself
+# Headless (vo=null) nothing is on a screen, so viewability is not measurable: those lines
+# would say "undetermined" for every ad, meaning nothing here; they are left out.
+if [ "$vo" = null ]; then
+  follow=(player.\* ad.requested ad.nofill ad.loaded ad.started ad.quartile ad.paused ad.resumed ad.ended ad.error ad.html beacon.sent)
+else
+  follow=()
+fi
+"$bin/adplayerctl" --socket "$socket" events "${follow[@]}" &   # not through ctl(): $! must be adplayerctl itself
 events=$!
 sleep 0.3
 step() { echo ">>> adplayerctl $*"; ctl "$@" >/dev/null; }
@@ -37,5 +44,6 @@ step pause            # the overlay ends: paused
 sleep 2.2             # a pause ad after 1 s
 step play             # the pause ad ends: played
 sleep 11              # the episode's end, its post-roll, then episode 2 with its own overlay
-step status
+echo ">>> adplayerctl status"
+ctl status | sed 's/^/    /'
 echo ">>> done; stopping the daemon"

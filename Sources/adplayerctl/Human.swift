@@ -105,7 +105,9 @@ enum Human {
         case .adLoaded?: text = "ad loaded: \(s("kind")) \(s("ad_id"))"
         case .adStarted?: text = "ad started: \(s("kind")) \(s("ad_id"))"
         case .adQuartile?: text = "ad \(s("ad_id")): quartile \(e["quartile"]?.integer.map(String.init) ?? "?")/4"
-        case .adViewability?: text = "ad \(s("ad_id")): \(s("viewability"))"
+        case .adViewability?:
+            text = "ad \(s("ad_id")): \(s("viewability"))"
+                + (s("viewability") == "undetermined" ? " (no visible output to measure it on: vo=null, or an HTML creative)" : "")
         case .adPaused?: text = "ad \(s("ad_id")) paused"
         case .adResumed?: text = "ad \(s("ad_id")) resumed"
         case .adHTML?: text = "ad html \(s("action")): \(s("url"))"
