@@ -3,8 +3,8 @@ import AdSources
 import Foundation
 
 /// Tracking never loses a beacon silently (R17). Every beacon is written to SQLite before its
-/// first attempt, sent with retry, exponential backoff and jitter, and removed only after a
-/// 2xx. A `kill -9` loses none: what was in flight then (at most `concurrency`) is sent again
+/// first attempt (or, while the disk refuses writes, kept in a bounded memory queue: below),
+/// sent with retry, exponential backoff and jitter, and removed only after a 2xx. A `kill -9` loses none: what was in flight then (at most `concurrency`) is sent again
 /// after the restart, once its backoff has passed.
 ///
 /// - **Bounded**: `maxRows` and `maxBytes` (configurable). At the bound, room is made by

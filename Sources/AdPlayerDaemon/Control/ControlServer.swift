@@ -14,7 +14,7 @@ public struct SocketError: Error, Sendable, CustomStringConvertible {
 /// client, non-blocking; it never waits on the player, and the player's loop never waits on it.
 ///
 /// - Every line is decoded and validated by `Commands.decode` (the protocol's one place);
-///   `subscribe` is answered here, every other command is handed to `onRequest` with a
+///   `subscribe` and `version` are answered here, every other command is handed to `onRequest` with a
 ///   `reply`. A client's next line is taken once the reply to the previous one is queued, so
 ///   replies come in order.
 /// - Input is handled in linear time: a client's buffer is read from an offset and compacted

@@ -3,10 +3,12 @@ import AdTracking
 import ControlProtocol
 import Foundation
 
-/// Runs a decoded request (`Commands.decode` validated it: docs/protocol.md) and answers it.
-/// Files are checked here, through `SafeFile` against the library, on a worker of their own
-/// (the file system may be slow); everything else is handed to the player's loop, where the
-/// controller runs it. Nothing unchecked reaches the loop.
+/// Runs a decoded request (`Commands.decode` validated it: docs/protocol.md) where its row of
+/// the command table says (`Venue`): files are checked here, through `SafeFile` against the
+/// library, on a worker of their own (the file system may be slow), then the loop runs the
+/// command; `metrics` and `plays` are answered on that worker (the database, never the
+/// player); the rest runs on the player's loop, in the controller. `subscribe` and `version`
+/// never come here (the socket answers them). Nothing unchecked reaches the loop.
 ///
 /// Threading: `handle` on the control socket's thread (or the bus thread); it returns at once,
 /// and `reply` runs later on the loop or the files worker.

@@ -4,8 +4,9 @@ import ControlProtocol
 import Foundation
 
 /// What the daemon does with the player: the queue, the episode that plays and its ad
-/// policy, loop mode, the output's visibility; every control command lands here; every
-/// player change and ad event goes out from here to the control socket's subscribers.
+/// policy, loop mode, the output's visibility; every command the table runs on the loop lands
+/// here (`perform`); every player change and ad event goes out from here to the control
+/// socket's subscribers.
 ///
 /// Threading: loop-only — every entry point checks it is on the player's loop (SPEC R18).
 /// Control commands are handed to the loop; file checks, disk writes (`StateStore`'s writer),
