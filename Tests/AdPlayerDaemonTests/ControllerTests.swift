@@ -121,6 +121,32 @@ final class ControllerTests: XCTestCase {
         XCTAssertEqual(h.offLoop.take(), [])
     }
 
+    /// With ads on and no post-roll, the episode's end and a broken file's failure are told
+    /// and logged, whatever the policy does first (it loads the next item while the change is
+    /// still being delivered, and its observers go away then): a finished episode is not
+    /// resumed at its end, a failure is never silent.
+    func testEveryEndAndFailureIsToldWhateverThePolicyDoes() throws {
+        let catalog = try textCatalog("""
+            {"version": 1, "overlays": [{"id": "ov-1", "text": "Sponsored", "slots": [{"start": 0.5, "duration": 1}]}]}
+            """)
+        let h = try ControllerHarness(source: catalog)
+        h.player.setMedia("/lib/one.mp4", duration: 3)
+        h.player.setMedia("/lib/broken.mp4", duration: nil)
+        h.player.setMedia("/lib/two.mp4", duration: 3)
+        h.start()
+        _ = try h.onLoop { try h.controller.enqueue(["/lib/one.mp4", "/lib/broken.mp4", "/lib/two.mp4"].map { QueueEntry(path: $0) }) }
+        h.advance(4)
+        h.wait(for: .playerEnded) { $0.fields["path"] == "/lib/one.mp4" }
+        h.wait(for: .playerFailed) { $0.fields["path"] == "/lib/broken.mp4" }
+        h.wait(for: .playerItem) { $0.fields["path"] == "/lib/two.mp4" }
+        h.advance(4)
+        h.wait(for: .playerEnded) { $0.fields["path"] == "/lib/two.mp4" }
+        // Played to its end: opened again, it starts from the beginning.
+        _ = try h.onLoop { try h.controller.open(QueueEntry(path: "/lib/one.mp4"), start: nil) }
+        XCTAssertEqual(h.player.snapshot().position, 0, accuracy: 0.01)
+        XCTAssertEqual(h.offLoop.take(), [])
+    }
+
     /// On a pause, the overlay comes down before the policy calls its source: the order is
     /// the observers' phases (ads, then policy, then clients), not who registered first.
     func testAPausesOverlayIsDownBeforeAnySourceCall() throws {
@@ -135,6 +161,7 @@ final class ControllerTests: XCTestCase {
         surface.withLock { $0 = h.surface }
         h.start()
         _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.wait(for: .adLoaded)   // loaded (on a worker, in real time) before its slot comes
         h.advance(1)
         h.wait(for: .adStarted)
         XCTAssertFalse(h.surface.visible.isEmpty, "the overlay is on screen")

@@ -56,9 +56,12 @@ extension Controller {
             savePosition()
         case .ended(let item):
             positionTimer?.cancel()
-            if let episode, item.entry == episode.playlistEntry { remember(episode.entry.path, nil) }
-            if episode?.policy == nil, let serial = episode?.serial, !loopOn { episodeFinished(serial) }   // no ads: next
+            // Played to its end: the next time it starts from 0 — by its path, whether or not the
+            // policy has already moved on to the next episode.
+            remember(item.path, nil)
+            if let episode, item.entry == episode.playlistEntry, episode.policy == nil, !loopOn { episodeFinished(episode.serial) }   // no ads: next
         case .failed(let failure):
+            log.warning("\(failure.path): cannot be played: \(failure.message) [\(failure.code)]; the next entry plays")
             if let episode, failure.entry == episode.playlistEntry, episode.policy == nil { episodeFinished(episode.serial) }
         }
         if case .seeked(_, let to) = event.change { publishDesktop(seekedTo: to) } else { publishDesktop() }

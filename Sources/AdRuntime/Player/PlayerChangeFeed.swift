@@ -3,7 +3,8 @@
 /// Threading contract: loop-only. `publish` delivers at once, in the caller's turn; a change
 /// published while a delivery is under way (an observer's command caused it) is delivered
 /// after the current change has reached every observer, never nested inside it. Observers
-/// are held weakly; the list is read when each change is handed out.
+/// are held weakly; a change goes to those registered when its delivery began that are still
+/// registered at their turn.
 public final class PlayerChangeFeed: @unchecked Sendable {
     // @unchecked: every stored property is touched only on `loop`.
     private struct Registration {
@@ -60,16 +61,20 @@ public final class PlayerChangeFeed: @unchecked Sendable {
         while next < pending.count {
             let event = pending[next]
             next += 1
-            // By index: an observer may add or remove observers while being called.
-            var index = 0
+            // An observer may add or remove observers while being called (an episode's policy
+            // loads the next item and lets go of its ads): the change goes to those registered
+            // when its delivery began, in phase order, each if it is still registered at its
+            // turn — never one skipped because the list moved under an index. One added
+            // meanwhile starts with the next change (it saw this one's effects when it looked).
+            let audience = registrations.map(\.id)
             var released = false
-            while index < registrations.count {
-                if let observer = registrations[index].observer {
+            for id in audience {
+                guard let registration = registrations.first(where: { $0.id == id }) else { continue }   // removed meanwhile
+                if let observer = registration.observer {
                     observer.player(player, didChange: event)
                 } else {
                     released = true
                 }
-                index += 1
             }
             if released { registrations.removeAll { $0.observer == nil } }
         }
