@@ -147,6 +147,32 @@ final class ControllerTests: XCTestCase {
         XCTAssertEqual(h.offLoop.take(), [])
     }
 
+    /// `repeat one`: each pass is a new item (R14) and gets its ads, as `repeat all` does —
+    /// the slot's overlay shows in every pass, even one limited to once an episode (a pass is
+    /// a new viewing).
+    func testRepeatOneShowsTheOverlaysInEveryPass() throws {
+        let h = try ControllerHarness { store in
+            try textCatalog("""
+                {"version": 1, "overlays": [{"id": "ov-1", "text": "Sponsored", "max_per_episode": 1,
+                                             "slots": [{"start": 0.5, "duration": 1}]}]}
+                """, counters: store)
+        }
+        h.player.setMedia("/lib/loop.mp4", duration: 3)
+        h.start()
+        _ = try h.onLoop { try h.controller.setRepeat(.one) }
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/loop.mp4")]) }
+        for pass in 0..<3 {
+            h.wait(for: .adLoaded) { _ in h.events.filter { $0.name == .adLoaded }.count > pass }
+            h.advance(1)
+            h.wait(for: .adStarted) { _ in h.events.filter { $0.name == .adStarted }.count > pass }
+            h.advance(2.1)   // the end of the pass, and the wrap into the next
+        }
+        let passes = h.events.filter { $0.name == .playerItem }.compactMap { $0.fields["pass"]?.integer }
+        XCTAssertEqual(Array(passes.prefix(4)), [0, 1, 2, 3], "\(h.eventNames)")
+        XCTAssertEqual(h.events.filter { $0.name == .adStarted }.count, 3, "an overlay in each of three passes: \(h.eventNames)")
+        XCTAssertEqual(h.offLoop.take(), [])
+    }
+
     /// On a pause, the overlay comes down before the policy calls its source: the order is
     /// the observers' phases (ads, then policy, then clients), not who registered first.
     func testAPausesOverlayIsDownBeforeAnySourceCall() throws {

@@ -48,10 +48,16 @@ final class ControllerHarness: @unchecked Sendable {
     private let emitted = Locked<[ControlEvent]>([])
     private let adEvents = Locked<[AdEvent]>([])
 
-    init(source: (any AdSource)?, statePath: String = ":memory:", pauseAdDelay: Double = 1) throws {
+    convenience init(source: (any AdSource)?, statePath: String = ":memory:", pauseAdDelay: Double = 1) throws {
+        try self.init(statePath: statePath, pauseAdDelay: pauseAdDelay) { _ in source }
+    }
+
+    /// `makeSource` gets the store: a catalog counts its frequency caps there, as the daemon's does.
+    init(statePath: String = ":memory:", pauseAdDelay: Double = 1, makeSource: (StateStore) throws -> (any AdSource)?) throws {
         loop = VirtualLoop(recordingOffLoopCallsIn: offLoop)
         player = ScriptedPlayer(loop: loop)
         store = try StateStore(path: statePath, log: log)
+        let source = try makeSource(store)
         let emitted = self.emitted, adEvents = self.adEvents
         let metrics = self.metrics
         controller = Controller(player: player, surface: surface, store: store, log: log, source: source, pauseAdDelay: pauseAdDelay,
@@ -103,9 +109,9 @@ final class ControllerHarness: @unchecked Sendable {
 }
 
 /// A catalog folder of text creatives (no files needed) and its source.
-func textCatalog(_ json: String) throws -> LocalCatalog {
+func textCatalog(_ json: String, counters: any FrequencyCounters = MemoryFrequencyCounters()) throws -> LocalCatalog {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("daemon-catalog-\(UUID().uuidString.prefix(8))")
     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
     try Data(json.utf8).write(to: folder.appendingPathComponent("catalog.json"))
-    return try LocalCatalog(folder: folder)
+    return try LocalCatalog(folder: folder, counters: counters)
 }

@@ -43,6 +43,9 @@ extension Controller {
             recordAfterBatch = []
         }
         switch event.change {
+        case .item(let item?) where item.loop > 0 && item.entry == episode?.playlistEntry:
+            // Another pass of the episode (`repeat one`): a new viewing, its frequency caps anew.
+            if let episode { store.resetCounters(content: episode.entry.contentID) }
         case .item: break
         case .playing(let rate):
             speedSetting = rate

@@ -28,6 +28,8 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     private var shown: [UInt64: Ad] = [:]
     private var visible: Set<UInt64> = []
     private var pauseAdRequested = false
+    /// The pass of the episode that plays (`repeat one`: each wrap is the next, R14).
+    private var pass = 0
     /// The slot overlay waiting for playback to play across its start.
     private var waiting: (id: UInt64, start: Double)?
     /// Where the next slot is looked for: past the last slot whose overlay ended, so the
@@ -92,6 +94,19 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         guard !finished else { return }
         switch event.change {
         case .item(let item?) where item.entry == entry:
+            if tracked, item.loop > pass {
+                // `repeat one`: the next pass is a new item (R14) and a new viewing: its slots
+                // from the start again (the ads have moved on to it: this is the policy's phase).
+                pass = item.loop
+                cursor.seeked(to: 0)
+                waiting = nil
+                // After this turn: the controller (told last) starts the pass's frequency
+                // caps anew first, and clients hear of the new item before any request.
+                _ = ads.loop.execute { [weak self] in
+                    guard let self, !finished else { return }
+                    scheduleNextOverlay()
+                }
+            }
             trackOnce(player)
         case .paused where tracked && !pauseAdRequested:
             pauseAdRequested = true
