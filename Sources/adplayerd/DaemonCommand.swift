@@ -54,6 +54,12 @@ struct DaemonCommand {
         let files = csystem_raise_file_limit()
         if files >= 0 && files < 256 { log.warning("only \(files) file descriptors may be open (ulimit -n): clients may wait") }
 
+        // 0. One daemon a socket and a state folder, refused before anything plays (exit 2): a
+        //    second daemon must not start mpv and resume the first one's queue.
+        if ControlServer.someoneAnswers(configuration.socket) {
+            throw ConfigurationError(source: "socket", reason: "\(configuration.socket): another adplayerd answers on it")
+        }
+
         // 1. The state store (the outbox shares its file). A state folder that cannot be used
         //    costs persistence, never playback.
         let statePath = "\(configuration.stateDir)/adplayerd.sqlite"
@@ -65,6 +71,8 @@ struct DaemonCommand {
             log.error("state: \(error); running without a state folder: nothing will survive a restart")
             durable = false
         }
+        let stateLock = durable ? try StateLock(folder: configuration.stateDir) : nil
+        defer { withExtendedLifetime(stateLock) {} }
         let store: StateStore
         do {
             store = try StateStore(path: durable ? statePath : ":memory:", log: log)

@@ -16,6 +16,31 @@ final class EdgeTests: XCTestCase {
 
     override func tearDownWithError() throws { try? FileManager.default.removeItem(at: scratch) }
 
+    /// A second daemon on the same socket, or on the same state folder, is refused before it
+    /// starts mpv or resumes anything (exit status 2, a sentence naming what is taken); the
+    /// first one plays on untouched.
+    func testASecondDaemonIsRefusedBeforeAnythingPlays() throws {
+        let first = try DaemonProcess()
+        _ = try first.connect().call("open", ["path": try Media.path("episode-long.mp4")])
+        let sameSocket = try runToEnd(Executables.adplayerd, ["--library", first.library, "--state-dir", scratch.path + "/other",
+                                                                "--socket", first.socket, "--log-level", "info"])
+        XCTAssertEqual(sameSocket.status, 2, sameSocket.output)
+        XCTAssertTrue(sameSocket.output.contains("another adplayerd answers"), sameSocket.output)
+        let sameState = try runToEnd(Executables.adplayerd, ["--library", first.library, "--state-dir", first.stateDir,
+                                                               "--socket", scratch.path + "/other.sock", "--log-level", "info"])
+        XCTAssertEqual(sameState.status, 2, sameState.output)
+        XCTAssertTrue(sameState.output.contains("another adplayerd uses this state folder"), sameState.output)
+        for refused in [sameSocket.output, sameState.output] {
+            XCTAssertFalse(refused.contains("resuming") || refused.contains("mpv"), "nothing started: \(refused)")
+        }
+        let status = try first.connect().call("status")
+        XCTAssertNotNil((status["result"] as? [String: Any])?["item"] as? [String: Any], "the first one plays on: \(status)")
+        XCTAssertEqual(first.stop(), 0, first.log)
+        // Its lock went with it: a daemon on that folder starts now.
+        let next = try DaemonProcess(extra: ["--state-dir", first.stateDir])
+        XCTAssertEqual(next.stop(), 0, next.log)
+    }
+
     /// `echo '{"cmd":"pause"}' | socat - UNIX-CONNECT:…`: the request, then the end of the
     /// client's input. The pause runs and is answered before the connection closes.
     func testAClientThatHalfClosesHasItsCommandRunAndAnswered() throws {

@@ -326,7 +326,7 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     /// Whether a live server accepts connections on `path`.
-    static func someoneAnswers(_ path: String) -> Bool {
+    public static func someoneAnswers(_ path: String) -> Bool {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }

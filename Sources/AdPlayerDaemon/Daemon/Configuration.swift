@@ -327,6 +327,11 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
     public let source: String
     public let reason: String
     public var description: String { "\(source): \(reason)" }
+
+    public init(source: String, reason: String) {
+        self.source = source
+        self.reason = reason
+    }
 }
 
 extension Configuration {
