@@ -218,7 +218,7 @@ extension CommandRouter {
         guard let real = SafeFile.realPath(path), stat(real, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else { return nil }
         let inside = folders.contains { folder in
             guard let base = SafeFile.realPath(folder) else { return false }
-            return real == base || real.hasPrefix(base == "/" ? "/" : base + "/")
+            return SafeFile.isInside(real, base, orEqual: true)
         }
         guard inside else { return nil }
         let names: [String] = (try? FileManager.default.contentsOfDirectory(atPath: real)) ?? []

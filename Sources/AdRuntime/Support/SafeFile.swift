@@ -43,7 +43,7 @@ public enum SafeFile {
         }
         if let folder {
             guard let base = realPath(folder) else { throw FileRefusal(path: folder, kind: .missing, reason: "the folder does not exist") }
-            guard real.hasPrefix(base == "/" ? "/" : base + "/") else {
+            guard isInside(real, base) else {
                 throw FileRefusal(path: joined, kind: .outside, reason: "is outside \(folder) (it resolves to \(real))")
             }
         }
@@ -61,6 +61,16 @@ public enum SafeFile {
             throw FileRefusal(path: joined, kind: .tooLarge, reason: "is \(size) bytes; the limit is \(maxBytes)")
         }
         return Checked(path: real, size: size)
+    }
+
+    /// Whether the resolved path `real` is `base` or inside it, compared **byte for byte**: a
+    /// file system names files by bytes, and Swift's string comparison would take a sibling
+    /// folder `lib-café` spelled in NFD for the library `lib-café` in NFC (canonical
+    /// equivalence) — or refuse a file whose name starts with a combining mark.
+    public static func isInside(_ real: String, _ base: String, orEqual: Bool = false) -> Bool {
+        if orEqual, real.utf8.elementsEqual(base.utf8) { return true }
+        let prefix = base == "/" ? "/" : base + "/"
+        return real.utf8.starts(with: prefix.utf8)
     }
 
     /// Reads a checked file whole, without blocking on open (`O_NONBLOCK`) and refusing a file

@@ -1,0 +1,37 @@
+import AdRuntime
+import Foundation
+import XCTest
+
+/// The one file check compares paths as the file system names them: bytes.
+final class SafeFileTests: XCTestCase {
+    /// A sibling folder `lib-café` spelled in NFD is not the library `lib-café` in NFC (Swift's
+    /// strings call them equal); a file inside whose name starts with a combining mark is inside.
+    func testALibraryIsComparedByteForByte() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("safefile-\(UUID().uuidString.prefix(8))").path
+        let nfc = root + "/lib-caf\u{E9}"
+        let nfd = root + "/lib-cafe\u{301}"
+        XCTAssertEqual(nfc, nfd, "Swift calls them equal")
+        XCTAssertFalse(nfc.utf8.elementsEqual(nfd.utf8), "the file system does not")
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        for folder in [nfc, nfd] {
+            // Made by bytes: Foundation might normalise a String path.
+            XCTAssertEqual(mkdir(root, 0o755) == 0 || errno == EEXIST, true)
+            XCTAssertEqual(folder.withCString { mkdir($0, 0o755) }, 0, "mkdir \(folder)")
+        }
+        let outside = nfd + "/secret.mp4"
+        let inside = nfc + "/\u{301}mark.mp4"
+        for file in [outside, inside] {
+            let fd = file.withCString { open($0, O_CREAT | O_WRONLY, 0o644) }
+            XCTAssertGreaterThanOrEqual(fd, 0, file)
+            close(fd)
+        }
+        XCTAssertThrowsError(try SafeFile.check(outside, inside: nfc)) { error in
+            XCTAssertEqual((error as? FileRefusal)?.kind, .outside, "\(error)")
+        }
+        XCTAssertEqual(try SafeFile.check(inside, inside: nfc).size, 0, "a name that starts with a combining mark is inside")
+        XCTAssertTrue(SafeFile.isInside(nfc, nfc, orEqual: true))
+        XCTAssertFalse(SafeFile.isInside(nfd, nfc, orEqual: true))
+        XCTAssertFalse(SafeFile.isInside(nfc + "x/a", nfc))
+        XCTAssertTrue(SafeFile.isInside("/any/thing", "/"))
+    }
+}
