@@ -16,6 +16,34 @@ final class EdgeTests: XCTestCase {
 
     override func tearDownWithError() throws { try? FileManager.default.removeItem(at: scratch) }
 
+    /// A folder with stray entries — a folder and a FIFO named `*.mp4`, a file whose name is
+    /// not UTF-8 — queues its playable files and reports the rest, each with its reason (was:
+    /// refused whole; a non-UTF-8 name reported as a `not_found` it was not).
+    func testAFolderQueuesItsPlayableFilesAndReportsTheRest() throws {
+        let library = scratch.appendingPathComponent("library").path
+        let shows = library + "/shows"
+        try FileManager.default.createDirectory(atPath: shows + "/folder.mp4", withIntermediateDirectories: true)
+        XCTAssertEqual(mkfifo(shows + "/fifo.mp4", 0o644), 0)
+        try FileManager.default.copyItem(atPath: try Media.path("episode-1.mp4"), toPath: shows + "/ep1.mp4")
+        let raw: [UInt8] = Array((shows + "/caf").utf8) + [0xE9] + Array(".mp4".utf8) + [0]   // Latin-1 é: not UTF-8
+        let fd = raw.withUnsafeBufferPointer { $0.baseAddress!.withMemoryRebound(to: CChar.self, capacity: raw.count) { open($0, O_CREAT | O_WRONLY, 0o644) } }
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        close(fd)
+        let daemon = try DaemonProcess(library: library)
+        let reply = try daemon.connect().call("queue", ["paths": [shows]])
+        let result = try XCTUnwrap(reply["result"] as? [String: Any], "\(reply)")
+        XCTAssertEqual(result["queued"] as? Int, 1, "\(reply)")
+        let skipped = try XCTUnwrap(result["skipped"] as? [[String: Any]], "\(reply)")
+        let reasons = Dictionary(uniqueKeysWithValues: skipped.compactMap { entry in
+            (entry["name"] as? String).map { ($0, entry["reason"] as? String ?? "") }
+        })
+        XCTAssertEqual(reasons["folder.mp4"], "is a folder")
+        XCTAssertEqual(reasons["fifo.mp4"], "is a FIFO")
+        XCTAssertTrue(reasons["caf\\xe9.mp4"]?.contains("not UTF-8") == true, "\(reasons)")
+        XCTAssertFalse("\(reply)".contains("not_found"))
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
     /// A second daemon on the same socket, or on the same state folder, is refused before it
     /// starts mpv or resumes anything (exit status 2, a sentence naming what is taken); the
     /// first one plays on untouched.

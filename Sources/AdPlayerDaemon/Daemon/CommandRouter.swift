@@ -72,10 +72,11 @@ public final class CommandRouter: Sendable {
         case .open(let path, let contentID, let start):
             checkFiles([path]) { [self] result in
                 switch result {
-                case .success(let paths):
+                case .success(let checked):
                     // A file (with its content id), or a folder's files in name order.
+                    let paths = checked.paths
                     let entries = paths.count == 1 ? [QueueEntry(path: paths[0], contentID: contentID)] : paths.map { QueueEntry(path: $0) }
-                    onLoop(reply) { try controller.open(entries, start: start) }
+                    onLoop(reply) { checked.adding(to: try controller.open(entries, start: start)) }
                 case .failure(let error):
                     reply(.failure(error))
                 }
@@ -83,7 +84,8 @@ public final class CommandRouter: Sendable {
         case .queue(let paths):
             checkFiles(paths) { [self] result in
                 switch result {
-                case .success(let resolved): onLoop(reply) { try controller.enqueue(resolved.map { QueueEntry(path: $0) }) }
+                case .success(let checked):
+                    onLoop(reply) { checked.adding(to: try controller.enqueue(checked.paths.map { QueueEntry(path: $0) })) }
                 case .failure(let error): reply(.failure(error))
                 }
             }
@@ -166,7 +168,7 @@ public final class CommandRouter: Sendable {
 
     /// Each path must be a regular file under one of the library folders once resolved (no
     /// `..`, no symlink escape); the answer carries the resolved paths. Off the socket thread.
-    private func checkFiles(_ paths: [String], _ done: @escaping @Sendable (Result<[String], ControlError>) -> Void) {
+    private func checkFiles(_ paths: [String], _ done: @escaping @Sendable (Result<CheckedFiles, ControlError>) -> Void) {
         let folders = library.withLock { $0 }
         files.execute {
             guard !folders.isEmpty else {
@@ -175,16 +177,21 @@ public final class CommandRouter: Sendable {
             var resolved: [String] = []
             resolved.reserveCapacity(paths.count)
             var expanded: [String] = []
+            var skipped: [Skipped] = []
             for path in paths {
-                // A library folder (or one inside it): its playable files, in name order.
-                guard let files = Self.folderFiles(path, under: folders) else {
+                // A library folder (or one inside it): its playable files, in name order; what
+                // it holds that cannot be played is reported, not a reason to refuse the rest.
+                guard let folder = Self.folderFiles(path, under: folders) else {
                     expanded.append(path)
                     continue
                 }
-                guard !files.isEmpty else {
-                    return done(.failure(ControlError(.notAFile, "\(path): is a folder with no playable file in it (it is not a file)")))
+                skipped += folder.skipped
+                guard !folder.files.isEmpty else {
+                    let more = folder.skipped.isEmpty ? "" : " (\(folder.skipped.count) entries skipped: "
+                        + folder.skipped.prefix(3).map { "\($0.name): \($0.reason)" }.joined(separator: "; ") + ")"
+                    return done(.failure(ControlError(.notAFile, "\(path): is a folder with no playable file in it (it is not a file)" + more)))
                 }
-                expanded += files
+                expanded += folder.files
             }
             for path in expanded {
                 var refusal: FileRefusal?
@@ -205,34 +212,82 @@ public final class CommandRouter: Sendable {
                 }
                 resolved.append(found)
             }
-            done(.success(resolved))
+            done(.success(CheckedFiles(paths: resolved, skipped: skipped)))
         }
     }
 }
 
 extension CommandRouter {
     /// The playable files of `path` if it is a folder under one of `folders` (symlinks
-    /// resolved), in name order; nil if it is not such a folder.
-    static func folderFiles(_ path: String, under folders: [String]) -> [String]? {
+    /// resolved), in name order, and what it holds that looks playable but is not (a folder or
+    /// a FIFO named `*.mp4`, a name that is not UTF-8); nil if it is not such a folder. Names
+    /// are read as bytes (readdir): one that is not UTF-8 cannot be named in the protocol, so it
+    /// is reported (escaped), never turned into another name.
+    static func folderFiles(_ path: String, under folders: [String]) -> (files: [String], skipped: [Skipped])? {
         var info = stat()
         guard let real = SafeFile.realPath(path), stat(real, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else { return nil }
         let inside = folders.contains { folder in
             guard let base = SafeFile.realPath(folder) else { return false }
             return SafeFile.isInside(real, base, orEqual: true)
         }
-        guard inside else { return nil }
-        let names: [String] = (try? FileManager.default.contentsOfDirectory(atPath: real)) ?? []
-        let playable = names.filter { name in
-            !name.hasPrefix(".") && playableExtensions.contains((name as NSString).pathExtension.lowercased())
+        guard inside, let directory = opendir(real) else { return nil }
+        defer { closedir(directory) }
+        var names: [String] = []
+        var skipped: [Skipped] = []
+        while let entry = readdir(directory) {
+            let bytes = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
+            guard bytes.first != UInt8(ascii: ".") else { continue }   // hidden, `.` and `..`
+            guard let name = String(validating: bytes, as: UTF8.self) else {
+                if skipped.count < maxSkipped {
+                    skipped.append(Skipped(name: bytes.map { $0 < 0x80 ? String(UnicodeScalar($0)) : String(format: "\\x%02x", $0) }.joined(),
+                                           reason: "its name is not UTF-8, so it cannot be named here (rename it)"))
+                }
+                continue
+            }
+            guard playableExtensions.contains((name as NSString).pathExtension.lowercased()) else { continue }
+            var file = stat()
+            guard stat(real + "/" + name, &file) == 0, (file.st_mode & S_IFMT) == S_IFREG else {
+                if skipped.count < maxSkipped {
+                    let what = (file.st_mode & S_IFMT) == S_IFDIR ? "is a folder" : (file.st_mode & S_IFMT) == S_IFIFO ? "is a FIFO" : "is not a regular file"
+                    skipped.append(Skipped(name: name, reason: what))
+                }
+                continue
+            }
+            names.append(name)
+            if names.count > ControlProtocol.maxQueueEntries * 2 { break }   // a folder that is a bomb: bounded
         }
-        let sorted = playable.sorted { (a: String, b: String) -> Bool in a.localizedStandardCompare(b) == .orderedAscending }
-        return sorted.prefix(ControlProtocol.maxQueueEntries).map { real + "/" + $0 }
+        let sorted = names.sorted { (a: String, b: String) -> Bool in a.localizedStandardCompare(b) == .orderedAscending }
+        return (sorted.prefix(ControlProtocol.maxQueueEntries).map { real + "/" + $0 }, skipped)
     }
+
+    /// Most skipped entries a reply names.
+    static let maxSkipped = 100
 }
 
 extension ControlError {
     /// `error` if it is a protocol error, else an `internal` one saying what it was.
     init(internalOrOwn error: any Error) {
         self = error as? ControlError ?? ControlError(.internalError, "\(error)")
+    }
+}
+
+/// An entry of a folder that was not queued, and why.
+struct Skipped: Sendable {
+    let name: String
+    let reason: String
+
+    var json: JSONValue { ["name": .string(name), "reason": .string(reason)] }
+}
+
+/// Files checked for `open`/`queue`: the resolved paths, and a folder's entries left out.
+struct CheckedFiles: Sendable {
+    let paths: [String]
+    let skipped: [Skipped]
+
+    /// `result` with `skipped` added when anything was.
+    func adding(to result: JSONValue) -> JSONValue {
+        guard !skipped.isEmpty, case .object(var fields) = result else { return result }
+        fields["skipped"] = .array(skipped.map(\.json))
+        return .object(fields)
     }
 }
