@@ -76,7 +76,7 @@ public final class LocalCatalog: AdSource {
     /// Limits of a manifest: the file's size and what it may hold.
     public static let maxManifestBytes = 64 * 1024 * 1024
     public static let maxSlots = 1_000_000
-    public static let maxTextLength = 1000
+    public static let maxTextLength = AdText.maxCharacters
     /// Tracking URLs an entry may name for one event.
     public static let maxURLsPerEvent = 64
 
@@ -165,7 +165,7 @@ public final class LocalCatalog: AdSource {
                     if let image = entry.image, entry.text == nil, !image.isEmpty {
                         creative = .image(image)
                     } else if let text = entry.text, entry.image == nil, !text.isEmpty {
-                        guard text.count <= maxTextLength else { throw fail("\(path).text", "longer than \(maxTextLength) characters") }
+                        if let refusal = AdText.refusal(text) { throw fail("\(path).text", refusal) }
                         creative = .text(text)
                     } else {
                         throw fail(path, "needs exactly one of \"image\" (a file) or \"text\" (a non-empty string)")

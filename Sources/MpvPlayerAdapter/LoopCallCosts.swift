@@ -45,6 +45,16 @@ extension MpvPlayer {
             try handle.set("speed", 1.0)
             try time("osd-overlay text set") { try handle.command(text, operation: "osd-overlay") }
             try time("osd-overlay text clear (the removal of a text ad)") { try handle.command(clear, operation: "osd-overlay") }
+            // The largest text the catalog accepts (AdText: 2 KiB, 8 lines, 7 marks a character),
+            // set, then what the loop pays for a pause while it is on screen.
+            let heaviest = String(repeating: String(repeating: "a\u{301}\u{302}\u{303}\u{304}\u{305}\u{306}\u{307}", count: 15) + "\n", count: 8)
+            let heavy = MpvNode(.map(["name": .string("osd-overlay"), "id": .int(Int64(slot)), "format": .string("ass-events"),
+                                      "data": .string("{\\an3}" + assEscape(AdText.bounded(heaviest))), "res_x": .int(320), "res_y": .int(240)]))
+            try time("osd-overlay set, the largest accepted text") { try handle.command(heavy, operation: "osd-overlay") }
+            var paused = false
+            try time("set pause, with the largest accepted text on screen") { paused.toggle(); try handle.set("pause", paused) }
+            try handle.set("pause", false)
+            try handle.command(clear, operation: "osd-overlay")
             try time("overlay-add 200x100, asynchronous (hand-over)") {
                 handle.commandAsync(node: addNode, keepAlive: pixels)
             }

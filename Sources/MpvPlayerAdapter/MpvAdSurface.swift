@@ -405,6 +405,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
                 renderAgain(entry, image, for: size)
             }
         case .text(let text):
+            let text = AdText.bounded(text)   // never more than the renderer is measured to take
             // Drawn inside its box and clipped to it: however long, it never leaves the box.
             let box = pause ? AdPlacement.pauseBox(output: size) : AdPlacement.overlayBox(output: size)
             let clip = "\\clip(\(box.x),\(box.y),\(box.x + box.width),\(box.y + box.height))"

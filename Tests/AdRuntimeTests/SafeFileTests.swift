@@ -34,4 +34,22 @@ final class SafeFileTests: XCTestCase {
         XCTAssertFalse(SafeFile.isInside(nfc + "x/a", nfc))
         XCTAssertTrue(SafeFile.isInside("/any/thing", "/"))
     }
+
+    /// Text is bounded in what it costs the renderer: bytes, characters, marks a character,
+    /// lines; what passes the catalog is drawn as given, what does not is cut at the surface.
+    func testAdTextIsBoundedInBytesMarksAndLines() {
+        let stacked = String(repeating: "a" + String(repeating: "\u{301}", count: 49), count: 1000)   // 1,000 characters, 99 KB
+        XCTAssertEqual(stacked.count, 1000)
+        XCTAssertNotNil(AdText.refusal(stacked))
+        XCTAssertNotNil(AdText.refusal(String(repeating: "é", count: 1100)), "2,200 bytes")
+        XCTAssertNotNil(AdText.refusal(String(repeating: "line\n", count: 8) + "ninth"))
+        XCTAssertNotNil(AdText.refusal("a" + String(repeating: "\u{301}", count: 8)), "eight marks on one letter")
+        XCTAssertNil(AdText.refusal("Sponsored: example.com — café 👩‍👩‍👧"))
+        XCTAssertNil(AdText.refusal(String(repeating: "x", count: 1000)))
+        let cut = AdText.bounded(stacked)
+        XCTAssertNil(AdText.refusal(cut))
+        XCTAssertLessThanOrEqual(cut.utf8.count, AdText.maxBytes)
+        XCTAssertTrue(cut.unicodeScalars.starts(with: ("a" + String(repeating: "\u{301}", count: 7)).unicodeScalars), "each character cut to 8 scalars")
+        XCTAssertEqual(AdText.bounded("short"), "short")
+    }
 }

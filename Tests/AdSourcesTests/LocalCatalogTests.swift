@@ -184,6 +184,17 @@ final class LocalCatalogTests: XCTestCase {
         }
     }
 
+    /// Text that would cost the renderer what a freeze costs — 1,000 characters of a letter and
+    /// 49 combining marks each (99 KB) — is refused by name, with the bound it passes.
+    func testTextBeyondItsBoundIsRefusedWithTheReason() throws {
+        let stacked = String(repeating: "a" + String(repeating: "\u{301}", count: 49), count: 1000)
+        try Data(#"{"version": 1, "overlays": [{"id": "heavy", "text": "\#(stacked)", "slots": [{"start": 1, "duration": 2}]}]}"#.utf8)
+            .write(to: folder.appendingPathComponent("catalog.json"))
+        XCTAssertThrowsError(try LocalCatalog(folder: folder)) { error in
+            XCTAssertTrue("\(error)".contains("overlays[0].text") && "\(error)".contains("2048 bytes"), "\(error)")
+        }
+    }
+
     /// A large catalog is an indexed one: the earliest slot at or after a position, per
     /// content id and for every episode, among 20,000 slots.
     func testManySlotsAreServedInOrderOfStart() async throws {
