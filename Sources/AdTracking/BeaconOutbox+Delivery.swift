@@ -107,7 +107,7 @@ extension BeaconOutbox {
 
     static func pending(_ row: [SQLiteValue]) -> Pending? {
         guard row.count == 12, let id = row[0].integer, let url = row[1].text else { return nil }
-        let recorded = RecordedTime(wall: row[6].real ?? 0, monotonic: row[7].real ?? 0, boot: row[8].text ?? "", synchronized: row[9].integer == 1)
+        let recorded = RecordedTime(wall: row[6].real ?? 0, monotonic: row[7].real ?? 0, boot: row[8].text ?? "", trust: RecordedTime.Trust(rawValue: Int(row[9].integer ?? 0)) ?? .none)
         let beacon = Beacon(url: url, event: row[2].text ?? "", play: row[3].text, billable: row[4].integer == 1, recorded: recorded)
         return Pending(id: id, beacon: beacon, createdRun: row[5].real ?? 0, attempts: Int(row[10].integer ?? 0), nextRun: row[11].real ?? 0)
     }

@@ -135,6 +135,12 @@ public final class BeaconOutbox: Sendable {
             }
         }
         if let salvageNote { onWarning(salvageNote) }
+        // The newest wall time this box recorded: a clock that says earlier is evidently wrong.
+        if let evidence = clock.evidence {
+            for query in ["SELECT MAX(wall) FROM beacons WHERE synced > 0", "SELECT MAX(started_wall) FROM plays"] {
+                if let newest = (try? db.execute(query))?.first?.first?.real { evidence.saw(newest) }
+            }
+        }
         let totals = try db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(url)), 0) FROM beacons").first
         state.rows = Int(totals?[0].integer ?? 0)
         state.bytes = Int(totals?[1].integer ?? 0)
@@ -274,7 +280,7 @@ public final class BeaconOutbox: Sendable {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, [.text(beacon.url), .text(beacon.event), beacon.play.map { .text($0) } ?? .null, .integer(beacon.billable ? 1 : 0),
                   .real(createdRun), .real(beacon.recorded.wall), .real(beacon.recorded.monotonic), .text(beacon.recorded.boot),
-                  .integer(beacon.recorded.synchronized ? 1 : 0), .integer(Int64(attempts)), .real(nextRun)])
+                  .integer(Int64(beacon.recorded.trust.rawValue)), .integer(Int64(attempts)), .real(nextRun)])
     }
 
     /// At the bound (rows or bytes), makes room for `incoming`: the oldest non-billable beacons

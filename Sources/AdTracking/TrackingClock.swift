@@ -17,11 +17,45 @@ public protocol TrackingClock: Sendable {
     /// True when the wall clock is known to be synchronised; false when it is known not to be.
     func wallClockSynchronized() -> Bool
     var bootID: String { get }
+    /// What this box knows of its wall clock besides the kernel's word (nil: nothing; the
+    /// kernel's word alone decides).
+    var evidence: ClockEvidence? { get }
+}
+
+extension TrackingClock {
+    public var evidence: ClockEvidence? { nil }
+}
+
+/// Whether a wall clock the kernel does not call synchronised may be trusted all the same.
+/// Many boxes run no NTP client — VMs, containers, boxes with a battery-backed clock that is
+/// right — and the kernel then says "unsynchronised" for ever: holding every `[TIMESTAMP]`
+/// beacon for `time-sync-wait` there delays billing for nothing. So a time is held only on
+/// evidence that the clock is wrong: it is before this release was built (`notBefore`), or
+/// before the newest wall time this box already recorded, or (checked when it is sent,
+/// `RecordedTime.corrected`) the clock jumped against the monotonic clock since.
+public final class ClockEvidence: Sendable {
+    /// 2026-11-01T00:00:00Z: no clock that says earlier is right (a release after it is built later).
+    public static let notBefore: Double = 1_793_491_200
+    private let newest = Locked(0.0)
+
+    public init() {}
+
+    /// A wall time this box recorded (at start: the newest the outbox holds).
+    public func saw(_ wall: Double) {
+        guard wall.isFinite else { return }
+        newest.withLock { $0 = max($0, wall) }
+    }
+
+    /// Whether nothing says `wall` is wrong.
+    public func plausible(_ wall: Double) -> Bool {
+        wall >= Self.notBefore && wall + 1 >= newest.withLock { $0 }
+    }
 }
 
 /// The system's clocks.
 public struct SystemTrackingClock: TrackingClock {
     public let bootID: String
+    public let evidence: ClockEvidence? = ClockEvidence()
 
     public init() {
         let id = (try? SafeFile.read("/proc/sys/kernel/random/boot_id", maxBytes: 64)).map { String(decoding: $0, as: UTF8.self) }
@@ -71,21 +105,45 @@ struct RunClock {
 /// When a recorded event happened, by the clocks of the moment it was recorded, so that its
 /// `[TIMESTAMP]` can be filled right when it is sent — corrected if the wall clock was wrong.
 public struct RecordedTime: Sendable, Equatable {
+    /// Why the wall time was taken as right when it was recorded.
+    public enum Trust: Int, Sendable {
+        /// Nothing said it was: it waits for the clock (up to `time-sync-wait`).
+        case none = 0
+        /// The kernel called the clock synchronised.
+        case synchronized = 1
+        /// The kernel did not, but nothing said the clock was wrong (`ClockEvidence`).
+        case plausible = 2
+    }
+
     public var wall: Double
     public var monotonic: Double
     public var boot: String
-    public var synchronized: Bool
+    public var trust: Trust
+    public var synchronized: Bool { trust == .synchronized }
 
-    public init(wall: Double, monotonic: Double, boot: String, synchronized: Bool) {
+    public init(wall: Double, monotonic: Double, boot: String, trust: Trust) {
         self.wall = wall
         self.monotonic = monotonic
         self.boot = boot
-        self.synchronized = synchronized
+        self.trust = trust
+    }
+
+    public init(wall: Double, monotonic: Double, boot: String, synchronized: Bool) {
+        self.init(wall: wall, monotonic: monotonic, boot: boot, trust: synchronized ? .synchronized : .none)
     }
 
     public static func now(_ clock: any TrackingClock) -> RecordedTime {
-        RecordedTime(wall: clock.wallNow().timeIntervalSince1970, monotonic: clock.monotonicNow(), boot: clock.bootID,
-                     synchronized: clock.wallClockSynchronized())
+        let wall = clock.wallNow().timeIntervalSince1970
+        let trust: Trust
+        if clock.wallClockSynchronized() {
+            trust = .synchronized
+        } else if let evidence = clock.evidence, evidence.plausible(wall) {
+            trust = .plausible
+        } else {
+            trust = .none
+        }
+        if trust != .none { clock.evidence?.saw(wall) }
+        return RecordedTime(wall: wall, monotonic: clock.monotonicNow(), boot: clock.bootID, trust: trust)
     }
 
     /// What the wall clock should have said then, as far as can be known now: the recorded wall
@@ -93,10 +151,26 @@ public struct RecordedTime: Sendable, Equatable {
     /// now, the recorded monotonic time on today's wall-minus-monotonic offset (what NTP
     /// corrected is corrected here too); else the recorded wall time (nothing better is known).
     /// Nil: not synchronised yet, same boot — wait (see `BeaconOutbox.Configuration.timeSyncWait`).
+    /// Trusted as plausible: the recorded wall time, unless the clock jumped against the
+    /// monotonic clock since (same boot) — then corrected if the clock is synchronised now,
+    /// else held (nobody says which clock was right).
     func corrected(_ clock: any TrackingClock) -> Double? {
-        if synchronized { return wall }
-        guard boot == clock.bootID else { return wall }
-        guard clock.wallClockSynchronized() else { return nil }
-        return monotonic + (clock.wallNow().timeIntervalSince1970 - clock.monotonicNow())
+        switch trust {
+        case .synchronized:
+            return wall
+        case .plausible:
+            guard boot == clock.bootID else { return wall }
+            let offsetNow = clock.wallNow().timeIntervalSince1970 - clock.monotonicNow()
+            if abs(offsetNow - (wall - monotonic)) < Self.jumpTolerance { return wall }
+            return clock.wallClockSynchronized() ? monotonic + offsetNow : nil
+        case .none:
+            guard boot == clock.bootID else { return wall }
+            guard clock.wallClockSynchronized() else { return nil }
+            return monotonic + (clock.wallNow().timeIntervalSince1970 - clock.monotonicNow())
+        }
     }
+
+    /// How far the wall clock may move against the monotonic clock before it counts as a jump
+    /// (an unsynchronised clock drifts a few ppm: seconds a week at most).
+    static let jumpTolerance = 2.0
 }

@@ -16,8 +16,13 @@ final class TestTrackingClock: TrackingClock, @unchecked Sendable {
 
     private let state = Locked(State())
     let bootID: String
+    /// Nil: the kernel's word alone decides (the tests of holding); a `ClockEvidence`: as the system clock does.
+    let evidence: ClockEvidence?
 
-    init(boot: String = "boot-1") { bootID = boot }
+    init(boot: String = "boot-1", evidence: ClockEvidence? = nil) {
+        bootID = boot
+        self.evidence = evidence
+    }
 
     func wallNow() -> Date { Date(timeIntervalSince1970: state.withLock { $0.wall }) }
     func monotonicNow() -> Double { state.withLock { $0.monotonic } }
@@ -293,6 +298,41 @@ final class BeaconOutboxTests: XCTestCase {
         let sent = try XCTUnwrap(try server.counts().keys.first { $0.hasPrefix("/b/t") })
         let value = try XCTUnwrap(URLComponents(string: "http://x" + sent)?.queryItems?.first { $0.name == "ts" }?.value)
         XCTAssertEqual(value, Macros.timestamp(Date(timeIntervalSince1970: 1_800_000_000)), "the event's time on the right clock: \(sent)")
+    }
+
+    /// A kernel that says "unsynchronised" is no evidence of a wrong clock (a box with no NTP
+    /// client): a `[TIMESTAMP]` beacon goes at once with its time — unless the clock is before
+    /// this release, or behind what the box already recorded, or jumped since the event (then it
+    /// waits, and is corrected once the clock is synchronised).
+    func testAnUnsynchronisedClockHoldsBeaconsOnlyOnEvidence() async throws {
+        let evidence = ClockEvidence()
+        let clock = TestTrackingClock(evidence: evidence)
+        clock.jumpWall(by: 0, synchronized: false)   // 2027-01-15, no NTP
+        let outbox = try outbox(clock: clock)
+        outbox.enqueue([Beacon(url: url("now") + "?ts=[TIMESTAMP]", event: "impression", billable: true, recorded: RecordedTime.now(clock))])
+        _ = await outbox.deliverDue()
+        let sent = try XCTUnwrap(try server.counts().keys.first { $0.hasPrefix("/b/now") }, "sent at once, not held")
+        XCTAssertTrue(sent.contains(Macros.timestamp(Date(timeIntervalSince1970: 1_800_000_000)).replacingOccurrences(of: ":", with: "%3A"))
+                      || sent.contains(Macros.timestamp(Date(timeIntervalSince1970: 1_800_000_000))), sent)
+
+        // Behind what this box already recorded: evidence of a wrong clock, held.
+        clock.jumpWall(by: -3600, synchronized: false)
+        outbox.enqueue([Beacon(url: url("behind") + "?ts=[TIMESTAMP]", event: "impression", recorded: RecordedTime.now(clock))])
+        // Recorded while plausible, then the clock jumped (unsynchronised): held too.
+        clock.jumpWall(by: 3600 + 60, synchronized: false)
+        let beforeJump = RecordedTime.now(clock)
+        XCTAssertEqual(beforeJump.trust, .plausible)
+        outbox.enqueue([Beacon(url: url("jumped") + "?ts=[TIMESTAMP]", event: "impression", recorded: beforeJump)])
+        clock.jumpWall(by: 600, synchronized: false)
+        _ = await outbox.deliverDue()
+        XCTAssertEqual(try server.counts().keys.filter { $0.hasPrefix("/b/behind") || $0.hasPrefix("/b/jumped") }, [], "both wait")
+        // NTP sets the clock: both go, on the synchronised clock's offset (once looked at again).
+        clock.advance(10)
+        clock.jumpWall(by: 0, synchronized: true)
+        await outbox.deliverAll(until: Date().addingTimeInterval(30))
+        XCTAssertEqual(try server.counts().keys.filter { $0.hasPrefix("/b/behind") || $0.hasPrefix("/b/jumped") }.count, 2)
+        XCTAssertLessThan(ClockEvidence.notBefore, Date().timeIntervalSince1970, "this release's date is in the past")
+        XCTAssertFalse(ClockEvidence().plausible(ClockEvidence.notBefore - 86_400), "before this release: wrong")
     }
 
     /// Beacons held for an unsynchronised clock are looked at again in one transaction a pass,
