@@ -172,7 +172,7 @@ final class AdSession: @unchecked Sendable {
                     outcome = .success(nil)
                 }
             } catch {
-                outcome = .failure(.loadFailed(String(describing: error)))
+                outcome = .failure(.loadFailed(String(describing: error), vastCode: (error as? any VASTCoded)?.vastErrorCode))
             }
             loop.execute { [weak self] in self?.finishRequest(id, outcome) }
         }

@@ -134,7 +134,7 @@ final class TrackingTests: XCTestCase {
         let h = Harness(source: source)
         h.start()
         XCTAssertEqual(failure(requestAd(h.ads, .overlay)), .noFill)
-        guard case .failure(.loadFailed(let why))? = requestAd(h.ads, .pauseAd) else { return XCTFail() }
+        guard case .failure(.loadFailed(let why, _))? = requestAd(h.ads, .pauseAd) else { return XCTFail() }
         XCTAssertTrue(why.contains("HTTP 500"), why)
 
         let result = Locked<Result<Ad, AdError>?>(nil)

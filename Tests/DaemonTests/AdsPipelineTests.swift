@@ -110,6 +110,21 @@ final class AdsPipelineTests: XCTestCase {
 
     /// No network at start: the first episode plays at once (its overlay request fails, nothing
     /// waits for it); once the server appears, the next episode has its overlay.
+    /// Every VAST failure says its code: a wrapper loop is 302 in `ad.error`'s `vast_error`
+    /// and in the errors metric's label (was: only a creative that could not be shown, 405).
+    func testEveryVASTFailureCarriesItsCode() throws {
+        let daemon = try DaemonProcess(extra: ["--ads", server.base + "/vast/wrapper-loop.xml"])
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.error"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-1.mp4")])
+        let error = try events.event(named("ad.error", "kind", "overlay"))
+        XCTAssertEqual(error["vast_error"] as? Int, 302, "\(error)")
+        let metrics = try daemon.connect().call("metrics")
+        let text = (metrics["result"] as? [String: Any])?["text"] as? String ?? ""
+        XCTAssertTrue(text.contains(#"vast_error="302""#), text)
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
     /// Without a state folder, a SIGHUP keeps the creatives the playing episode prefetched:
     /// its post-roll, downloaded at the episode's start, plays from the cache after the reload
     /// while the server is gone (was: the reload deleted the temporary cache under it).

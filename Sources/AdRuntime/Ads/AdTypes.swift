@@ -116,7 +116,8 @@ public enum AdError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The source did not answer in time.
     case timeout(seconds: Double)
     /// The source failed, or delivered something unusable.
-    case loadFailed(String)
+    /// With the VAST error code when the source gave one (`VASTCoded`).
+    case loadFailed(String, vastCode: Int? = nil)
     /// An overlay needs playing content.
     case notPlaying
     /// A pause ad needs paused content.
@@ -159,7 +160,7 @@ public enum AdError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidated: "the player holds another item than the one this ad was requested for; track the player again"
         case .noFill: "the ad source had no ad"
         case .timeout(let seconds): "the ad source did not answer within \(seconds) s"
-        case .loadFailed(let why): "the ad could not be loaded: \(why)"
+        case .loadFailed(let why, _): "the ad could not be loaded: \(why)"
         case .notPlaying: "an overlay shows over playing content only"
         case .notPaused: "a pause ad shows while the content is paused only"
         case .notEnded: "a post-roll shows after the episode played to its end only"
@@ -175,8 +176,11 @@ public enum AdError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The VAST error code (IAB VAST 4.x §2.3.6.3) this failure is reported with, when it has
     /// one: a creative that cannot be shown (a corrupt image, a video that does not play) is 405.
     public var vastCode: Int? {
-        if case .renderFailed = self { return 405 }
-        return nil
+        switch self {
+        case .renderFailed: 405
+        case .loadFailed(_, let code): code
+        default: nil
+        }
     }
 
     public var description: String { "\(code): \(message)" }
@@ -203,4 +207,11 @@ public enum AdEndReason: String, Sendable, Equatable {
     case destroyed
     /// The creative could not be shown or played.
     case failed
+}
+
+/// An error of an ad source that has a VAST error code (IAB VAST 4.x §2.3.6.3): a VAST
+/// source's failures. The runtime carries the code in `AdError.loadFailed`, so that every
+/// VAST failure says its code in `ad.error`'s `vast_error` and in the metrics' label.
+public protocol VASTCoded: Error {
+    var vastErrorCode: Int { get }
 }

@@ -290,3 +290,7 @@ private func pixels(_ text: String?) -> Int {
     guard let text, let value = Int(text), (0...100_000).contains(value) else { return 0 }
     return value
 }
+
+extension VASTError: VASTCoded {
+    public var vastErrorCode: Int { code.rawValue }
+}
