@@ -146,7 +146,8 @@ struct DaemonCommand {
             }
         }
         defer { if let temporaryCache { try? FileManager.default.removeItem(atPath: temporaryCache) } }
-        func makeSource(_ configuration: Configuration) -> AdSourceFactory.Made? {
+        /// The ad source of `configuration`: nil without `ads`; throws when it cannot be made.
+        func makeSource(_ configuration: Configuration) throws -> AdSourceFactory.Made? {
             guard !configuration.ads.isEmpty else { return nil }
             var options = AdSourceFactory.Options(fetcher: http, counters: store)
             options.token = configuration.adsToken
@@ -157,16 +158,16 @@ struct DaemonCommand {
             options.outputSize = outputSize
             options.onProblem = { log.warning("ads: \($0)") }
             options.onErrorURLs = { urls, context in reporter.recordErrorURLs(urls, context) }
-            do {
-                let made = try AdSourceFactory.make(configuration.ads, options)
-                log.notice("ads from " + made.chain.joined(separator: ", then "))
-                return made
-            } catch {
-                log.error("ads: \(error); episodes play without ads")
-                return nil
-            }
+            let made = try AdSourceFactory.make(configuration.ads, options)
+            log.notice("ads from " + made.chain.joined(separator: ", then "))
+            return made
         }
-        source.withLock { $0 = makeSource(configuration) }
+        do {
+            let made = try makeSource(configuration)
+            source.withLock { $0 = made }
+        } catch {
+            log.error("ads: \(error); episodes play without ads")
+        }
         let workers = Workers(name: "adplayerd-ads", threads: 2)
         var adsConfiguration = VideoAdsConfiguration()
         adsConfiguration.executor = workers
@@ -244,11 +245,23 @@ struct DaemonCommand {
                     }
                     log.level = reloaded.logLevel
                     router.setLibrary(reloaded.library)
-                    let made = makeSource(reloaded)
-                    source.withLock { $0?.cleanup(); $0 = made }
-                    try? player.loop.sync { controller.reload(source: made?.source, pauseAdDelay: reloaded.pauseAdDelay) }
+                    // An ad source that cannot be made (a catalog that no longer parses) keeps the
+                    // running one, as a configuration that does not parse keeps the running one.
+                    var made: AdSourceFactory.Made?
+                    var kept = false
+                    do {
+                        made = try makeSource(reloaded)
+                    } catch {
+                        log.error("SIGHUP: ads: \(error); keeping the running ad source")
+                        kept = true
+                    }
+                    if !kept {
+                        source.withLock { $0?.cleanup(); $0 = made }
+                    }
+                    let running = source.withLock { $0?.source }
+                    try? player.loop.sync { controller.reload(source: running, pauseAdDelay: reloaded.pauseAdDelay) }
                     configuration = reloaded
-                    log.notice("SIGHUP: configuration and ad source reloaded")
+                    log.notice(kept ? "SIGHUP: configuration reloaded; the ad source kept" : "SIGHUP: configuration and ad source reloaded")
                 } catch {
                     log.error("SIGHUP: \(error); keeping the running configuration")
                 }

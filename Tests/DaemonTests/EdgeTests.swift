@@ -16,6 +16,23 @@ final class EdgeTests: XCTestCase {
 
     override func tearDownWithError() throws { try? FileManager.default.removeItem(at: scratch) }
 
+    /// A catalog that no longer parses at SIGHUP keeps the running catalog (as a configuration
+    /// that does not parse keeps the running configuration): the next episode still has its
+    /// overlay, and the log says why (was: every ad dropped).
+    func testABrokenCatalogAtReloadKeepsTheRunningOne() throws {
+        let catalog = try makeCatalog(#"{"version": 1, "overlays": [{"id": "ov-1", "text": "Sponsored", "slots": [{"start": 0.5, "duration": 1}]}]}"#)
+        let daemon = try DaemonProcess(catalog: catalog)
+        try Data("{ not json".utf8).write(to: catalog.appendingPathComponent("catalog.json"))
+        kill(daemon.process.processIdentifier, SIGHUP)
+        XCTAssertTrue(waitUntil(timeout: 30) { daemon.log.contains("keeping the running ad source") }, daemon.log)
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.started"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-1.mp4")])
+        let started = try events.event(named("ad.started", "kind", "overlay"))
+        XCTAssertEqual(started["ad_id"] as? String, "ov-1")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
     /// A folder with stray entries — a folder and a FIFO named `*.mp4`, a file whose name is
     /// not UTF-8 — queues its playable files and reports the rest, each with its reason (was:
     /// refused whole; a non-UTF-8 name reported as a `not_found` it was not).
