@@ -22,14 +22,17 @@ struct CheckConfigCommand {
     let arguments: [String]
 
     func run() throws -> Int32 {
+        // Every problem of the file and the flags, one line each, then what the usable settings
+        // meet on this machine.
         let configuration: Configuration
+        var invalid: [ConfigurationError] = []
         do {
-            configuration = try Configuration.load(arguments: arguments)
+            configuration = try Configuration.load(arguments: arguments, problems: &invalid)
         } catch {
             print("\(error)")
             return 2
         }
-        var problems = configuration.localProblems()
+        var problems = invalid.map(\.description) + configuration.localProblems()
         problems += adProblems(configuration)
         problems += mpvProblems(configuration)
         for problem in problems { print(problem) }

@@ -248,6 +248,21 @@ final class BoxTests: XCTestCase {
         XCTAssertEqual(refused, 2, why)
         XCTAssertTrue(why.contains("\(broken):1: mpv-option: \"input-ipc-server\" is not an option"), why)
 
+        // Every problem of a file, one line each (was: the first only), and an output mpv has not.
+        try Data("""
+            vo = nope-not-a-vo
+            bogus = 1
+            library = relative
+            pause-ad-delay = x
+            socket-group-tier = root
+            """.utf8).write(to: URL(fileURLWithPath: broken))
+        let (many, each) = try runToEnd(Executables.adplayerd, ["check-config", "--config", broken])
+        XCTAssertEqual(many, 2, each)
+        for line in ["\(broken):2: unknown key \"bogus\"", "\(broken):3: library: \"relative\"", "\(broken):4: pause-ad-delay:",
+                     "\(broken):5: socket-group-tier:", "vo: \"nope-not-a-vo\" is not an output mpv has"] {
+            XCTAssertTrue(each.contains(line), "\(line) in:\n\(each)")
+        }
+
         let daemon = try DaemonProcess(library: "/srv/no-such-folder")
         XCTAssertTrue(waitUntil { daemon.log.contains("library: /srv/no-such-folder: No such file or directory") }, daemon.log)
         XCTAssertEqual(daemon.stop(), 0, daemon.log)

@@ -124,6 +124,13 @@ public struct Configuration: Sendable {
         return lines
     }
 
+    /// The video and audio outputs of mpv 0.35 on Linux (its manual's VIDEO OUTPUT DRIVERS and
+    /// AUDIO OUTPUT DRIVERS): mpv accepts any name when it is created and fails only when it
+    /// plays, so a name outside these is reported (check-config, and the log at start).
+    public static let knownVideoOutputs: Set<String> = ["gpu", "gpu-next", "xv", "x11", "vdpau", "sdl", "dmabuf-wayland", "vaapi", "null",
+                                                        "caca", "tct", "image", "libmpv", "drm", "wlshm", "kitty", "sixel", "rpi"]
+    public static let knownAudioOutputs: Set<String> = ["alsa", "pulse", "pipewire", "jack", "oss", "openal", "sdl", "null", "pcm", "sndio"]
+
     /// Keys that take no value on the command line (`--mpris`); in a file they take yes/no.
     public static let switches: Set<String> = ["mpris", "loop", "limit-ad-tracking", "ad-loudnorm"]
 
@@ -271,6 +278,15 @@ public struct Configuration: Sendable {
     /// FIFO, a device or a symlink loop is refused by name, nothing is read before its size is
     /// known). Errors name the file and line.
     public mutating func read(file path: String) throws(ConfigurationError) {
+        var problems: [ConfigurationError] = []
+        try read(file: path, problems: &problems)
+        if let first = problems.first { throw first }
+    }
+
+    /// Reads the file as `read(file:)`, but a line that cannot be used is added to `problems`
+    /// and the reading goes on: every problem of the file, one each (`check-config`). Throws
+    /// only when the file itself cannot be read.
+    public mutating func read(file path: String, problems: inout [ConfigurationError]) throws(ConfigurationError) {
         let data: Data
         do {
             data = try SafeFile.read(path, maxBytes: Self.maxFileBytes)
@@ -283,13 +299,21 @@ public struct Configuration: Sendable {
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
             let source = "\(path):\(index + 1)"
             guard let equals = line.firstIndex(of: "=") else {
-                throw ConfigurationError(source: source, reason: "expected `key = value`, found \"\(line.prefix(80))\"")
+                problems.append(ConfigurationError(source: source, reason: "expected `key = value`, found \"\(line.prefix(80))\""))
+                continue
             }
             let key = line[..<equals].trimmingCharacters(in: .whitespaces)
             var value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
             if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
-            guard key != "config" else { throw ConfigurationError(source: source, reason: "config: a file cannot name another") }
-            try set(key, value, source: source)
+            guard key != "config" else {
+                problems.append(ConfigurationError(source: source, reason: "config: a file cannot name another"))
+                continue
+            }
+            do {
+                try set(key, value, source: source)
+            } catch {
+                problems.append(error)
+            }
         }
     }
 
@@ -299,6 +323,16 @@ public struct Configuration: Sendable {
     /// The configuration: the file named by `--config` (if any), then every flag over it.
     public static func load(arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment)
         throws(ConfigurationError) -> Configuration {
+        var problems: [ConfigurationError] = []
+        let configuration = try load(arguments: arguments, environment: environment, problems: &problems)
+        if let first = problems.first { throw first }
+        return configuration
+    }
+
+    /// As `load(arguments:)`, with every problem of the file and the flags in `problems`, one
+    /// each, and the configuration that the usable lines make (`check-config`).
+    public static func load(arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
+                            problems: inout [ConfigurationError]) throws(ConfigurationError) -> Configuration {
         let spec = Dictionary(uniqueKeysWithValues: keys.map { ($0, switches.contains($0) ? CommandLineArguments.Kind.flag : .value) })
         let parsed: CommandLineArguments
         do {
@@ -312,12 +346,18 @@ public struct Configuration: Sendable {
         var configuration = Configuration(environment: environment)
         if let file = parsed.value("config") {
             configuration.configFile = file
-            try configuration.read(file: file)
+            try configuration.read(file: file, problems: &problems)
         }
         // Flags win; a library given on the command line replaces the file's list.
         if parsed.flag("library") { configuration.library = [] }
         if parsed.flag("ads") { configuration.ads = [] }
-        for option in parsed.options where option.name != "config" { try configuration.set(option.name, option.value, source: option.source) }
+        for option in parsed.options where option.name != "config" {
+            do {
+                try configuration.set(option.name, option.value, source: option.source)
+            } catch {
+                problems.append(error)
+            }
+        }
         return configuration
     }
 }
@@ -342,6 +382,12 @@ extension Configuration {
     public func localProblems() -> [String] {
         var problems: [String] = []
         if library.isEmpty { problems.append("library: none: open and queue will refuse every file") }
+        // mpv takes any name for its outputs and fails only when it plays: the names it has.
+        for (key, value, known) in [("vo", vo, Self.knownVideoOutputs), ("ao", ao, Self.knownAudioOutputs)] {
+            for name in value.split(separator: ",").map(String.init) where !known.contains(name) {
+                problems.append("\(key): \"\(name)\" is not an output mpv has (\(known.sorted().joined(separator: ", ")); mpv --\(key)=help lists this build's)")
+            }
+        }
         for folder in library {
             var info = stat()
             if stat(folder, &info) != 0 {
