@@ -545,15 +545,21 @@ struct MpvPlayerMapping {
         emit(.item(nil))
     }
 
-    /// The item played to its end: `.ended` with it at the position where it ended (its
-    /// duration when known; mpv's last `time-pos` can fall short of it), then `.item(nil)`.
+    /// The item played to its end: `.ended` with it at the position where it ended, then
+    /// `.item(nil)`. mpv's last `time-pos` can fall short of the duration by a frame or a
+    /// coalesced notification: within `endTolerance` of it, the duration. A container that
+    /// claims more than it holds (10 h for a 3 s file) is not believed: the last position is
+    /// where it really ended (and what `[CONTENTPLAYHEAD]` says of it).
     private mutating func end(_ ended: PlayerItem) {
         publishedPlaying = false
-        let at = duration.map { max(position, $0) } ?? position
+        let at = duration.map { $0 - position <= Self.endTolerance ? max(position, $0) : position } ?? position
         position = at
         emit(.ended(ended), snapshot: PlayerSnapshot(item: ended, position: max(0, at), playing: false, rate: 0))
         leaveItem()
     }
+
+    /// How far short of the duration mpv's last `time-pos` may be at the end and still be the end.
+    static let endTolerance = 2.0
 
     private func failure(_ entry: Int64, _ path: String, _ error: MpvError) -> PlayerFailure {
         PlayerFailure(entry: entry, path: path, code: error.name, message: error.message)

@@ -111,6 +111,16 @@ final class MappingRuleTests: XCTestCase {
         XCTAssertEqual(list.last?.snapshot, .empty)
     }
 
+    /// A container that claims more than it holds (10 h for a 3 s file): the end is where it
+    /// really ended, not the claimed duration.
+    func testAnEndFarShortOfTheClaimedDurationIsWhereItEnded() {
+        let item = startPlaying()
+        _ = feed(prop(.duration, .double(36_000)), prop(.timePos, .double(3.0)))
+        let list = events(.endFile(entry: 1, reason: .eof))
+        XCTAssertEqual(list.map(\.change), [.ended(item), .item(nil)])
+        XCTAssertEqual(list.first?.snapshot.position, 3.0)
+    }
+
     func testARestartWithoutSeekIsNotASeekAndSeekThenRestartIs() {
         _ = startPlaying()
         XCTAssertEqual(feed(prop(.timePos, .double(3)), .playbackRestart), [])
