@@ -72,7 +72,9 @@ public enum ImageDecoder {
     static func probe(_ data: [UInt8], path: String) throws(ImageDecodeError) -> (format: Format, width: Int, height: Int) {
         func fail(_ reason: String) -> ImageDecodeError { ImageDecodeError(path: path, reason: reason) }
         guard !data.isEmpty else { throw fail("the file is empty") }
-        let (format, width, height) = try header(data.count > 256 * 1024 ? Array(data[0..<(256 * 1024)]) : data, fail)
+        // The whole file (already read, bounded by `maxFileBytes`): a JPEG's metadata may come
+        // before its frame size by megabytes, and walking its segments costs a hop each.
+        let (format, width, height) = try header(data, fail)
         guard width > 0, height > 0 else { throw fail("the header claims an empty image (\(width)×\(height))") }
         guard width <= maxSide, height <= maxSide, width * height <= maxPixels else {
             throw fail("the header claims \(width)×\(height) pixels; the limit is \(maxSide) a side and \(maxPixels) in all")
@@ -94,6 +96,7 @@ public enum ImageDecoder {
                 let marker = b[i + 1]
                 if marker == 0xFF { i += 1; continue }
                 if marker == 0xD8 || (0xD0...0xD7).contains(marker) || marker == 0x01 { i += 2; continue }
+                if marker == 0xD9 { break }   // the end of the image, before any frame
                 let length = Int(b[i + 2]) << 8 | Int(b[i + 3])
                 if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) {
                     return (.jpeg, Int(b[i + 7]) << 8 | Int(b[i + 8]), Int(b[i + 5]) << 8 | Int(b[i + 6]))
@@ -101,7 +104,7 @@ public enum ImageDecoder {
                 guard length >= 2 else { throw fail("a JPEG with a broken segment at byte \(i)") }
                 i += 2 + length
             }
-            throw fail("a JPEG whose header ends before its frame size")
+            throw fail("a JPEG with no frame header (SOF) in its \(b.count) bytes")
         }
         throw fail("not a PNG or JPEG image")
     }

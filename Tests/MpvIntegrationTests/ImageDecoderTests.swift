@@ -46,6 +46,26 @@ final class ImageDecoderTests: XCTestCase {
         XCTAssertTrue(r < 20 && g > 235 && b < 20 && a == 255, "\((r, g, b, a))")
     }
 
+    /// A valid JPEG with 1.3 MB of metadata (APP1 segments) before its frame header decodes:
+    /// the segments are walked to the frame, however far it is (was: refused as "header ends
+    /// before its frame size" after 256 KiB).
+    func testAJPEGWithMegabytesOfMetadataBeforeItsFrameDecodes() throws {
+        let plain = try ImageDecoder.readFile(try Media.path("overlay.jpg"))
+        var padded: [UInt8] = [0xFF, 0xD8]
+        let segment = [UInt8](repeating: 0x41, count: 65_533)
+        for _ in 0..<20 { padded += [0xFF, 0xE1, 0xFF, 0xFF] + segment }   // 20 × 64 KiB of APP1
+        padded += plain.dropFirst(2)
+        XCTAssertGreaterThan(padded.count, 1_300_000)
+        let image = try ImageDecoder.decode(padded, path: "metadata.jpg")
+        XCTAssertEqual(image.width, 160)
+        XCTAssertEqual(image.height, 90)
+        // A JPEG that has no frame header at all says that.
+        XCTAssertThrowsError(try ImageDecoder.decode([0xFF, 0xD8] + [0xFF, 0xE1, 0x00, 0x10] + [UInt8](repeating: 0, count: 14) + [0xFF, 0xD9, 0, 0, 0, 0, 0, 0, 0, 0],
+                                                     path: "frameless.jpg")) { error in
+            XCTAssertTrue("\(error)".contains("no frame header"), "\(error)")
+        }
+    }
+
     func testAlphaIsPremultiplied() throws {
         let image = try ImageDecoder.decode(Media.path("translucent.png"))
         let (r, g, b, a) = image.rgba(x: 10, y: 10)
