@@ -261,7 +261,7 @@ final class AdSession: @unchecked Sendable {
             }
             return pauseAd
         case (.postroll, .now):
-            return PostrollLifecycle()
+            return PostrollLifecycle(declaredDuration: presentation.creative.duration)
         case (let kind, _):
             throw .wrongKind(kind)
         }
@@ -312,6 +312,7 @@ final class AdSession: @unchecked Sendable {
             emit(.postrollPaused(info, paused))
             ads[id]?.exposure.videoPaused = paused
             updateExposure(id)
+            run(id) { lifecycle, context in (lifecycle as? PostrollLifecycle)?.videoPaused(paused, context) ?? [] }
         case .ended(let how, let failure):
             if let failure {
                 emit(.error(kind: .postroll, creativeID: info.creativeID, error: .renderFailed(failure)))
@@ -337,6 +338,16 @@ final class AdSession: @unchecked Sendable {
         loop.assertInLoop()
         defer { flush() }
         ads[id]?.timer = nil
+        if let postroll = ads[id]?.lifecycle as? PostrollLifecycle, let creative = ads[id]?.presentation.creative {
+            let effects = postroll.timerFired(context())
+            if postroll.overran {
+                // VAST 202: the video's duration was not what the ad said.
+                emit(.error(kind: .postroll, creativeID: creative.id,
+                            error: .loadFailed("it played past its budget of \(Int(postroll.budget)) s (its declared duration "
+                                               + "\(creative.duration.map { "\($0) s" } ?? "none") and a margin): stopped", vastCode: 202)))
+            }
+            return perform(effects, for: id)
+        }
         run(id) { lifecycle, context in lifecycle.timerFired(context) }
     }
 

@@ -33,6 +33,10 @@ public struct MpvPlayerConfiguration: Sendable {
 
     public init() {}
 
+    /// The demuxer cache's bounds (mpv's size syntax): read ahead, and kept behind for seeking back.
+    public static let demuxerMaxBytes = "32MiB"
+    public static let demuxerMaxBackBytes = "8MiB"
+
     var mpvOptions: [(String, String)] {
         var options: [(String, String)] = [
             ("vo", vo), ("ao", ao), ("audio-fallback-to-null", "yes"), ("audio-display", "no"),
@@ -40,6 +44,9 @@ public struct MpvPlayerConfiguration: Sendable {
             ("input-default-bindings", inputBindings ? "yes" : "no"),
             ("input-vo-keyboard", inputBindings ? "yes" : "no"),
             ("force-window", "no"), ("network-timeout", String(format: "%.3f", networkTimeout)),
+            // The demuxer's cache, for content and ads alike: bounded far below mpv's defaults
+            // (150 MiB ahead, 50 MiB behind), which an endless stream served as an ad fills.
+            ("demuxer-max-bytes", Self.demuxerMaxBytes), ("demuxer-max-back-bytes", Self.demuxerMaxBackBytes),
         ]
         if untimed { options += [("untimed", "yes"), ("ao-null-untimed", "yes")] }
         if let ipcSocket { options.append(("input-ipc-server", ipcSocket)) }

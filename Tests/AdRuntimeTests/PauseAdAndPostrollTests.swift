@@ -123,6 +123,41 @@ final class PostrollTests: XCTestCase {
         XCTAssertEqual(h.surface.calls.last, .stopPostroll(postroll.id))
     }
 
+    /// A post-roll that plays past its declared duration and a margin (an endless stream served
+    /// as a 5 s ad) is stopped and ends `failed` with VAST 202; the viewer's paused time does not
+    /// count against it. One that declares nothing has a bound of its own.
+    func testAPostrollPlayingPastItsBudgetIsStopped() throws {
+        let declared = AdCreative(id: "pr-5s", kind: .postroll, content: .video(location: "endless.mp4"), duration: 5)
+        let h = Harness(source: TestAdSource([.postroll: .creative(declared)]))
+        h.start(duration: 2)
+        let postroll = try h.ad(.postroll)
+        h.loop.advance(by: 2)
+        try h.show(postroll)
+        let reporter = try XCTUnwrap(h.surface.reporter(postroll.id))
+        h.loop.advance(by: 3)
+        reporter.paused(true)
+        h.loop.advance(by: 600)   // paused for ten minutes: not played
+        XCTAssertEqual(h.ends(postroll), [])
+        reporter.paused(false)
+        h.loop.advance(by: 8)
+        XCTAssertEqual(h.ends(postroll), [], "3 + 8 s played: within 11.25 s")
+        h.loop.advance(by: 0.5)
+        XCTAssertEqual(h.ends(postroll), [.failed])
+        XCTAssertEqual(h.surface.calls.last, .stopPostroll(postroll.id))
+        XCTAssertTrue(h.settled.errors.contains { $0.vastCode == 202 }, "\(h.settled.errors)")
+
+        // None declared (the standard test post-roll): 300 s and the margin.
+        let undeclared = Harness()
+        undeclared.start(duration: 2)
+        let stream = try undeclared.ad(.postroll)
+        undeclared.loop.advance(by: 2)
+        try undeclared.show(stream)
+        undeclared.loop.advance(by: 304)
+        XCTAssertEqual(undeclared.ends(stream), [])
+        undeclared.loop.advance(by: 2)
+        XCTAssertEqual(undeclared.ends(stream), [.failed])
+    }
+
     func testAVideoThatFailsEndsItAsFailed() throws {
         let h = Harness()
         h.start(duration: 2)

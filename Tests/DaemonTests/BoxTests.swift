@@ -65,6 +65,10 @@ final class BoxTests: XCTestCase {
         XCTAssertEqual(try mpvProperty(ipc, "hwdec") as? String, "auto")
         XCTAssertEqual(try mpvProperty(ipc, "video-rotate") as? Double, 90)
         XCTAssertEqual(try mpvProperty(ipc, "ytdl") as? Bool, false, "still locked")
+        // The demuxer's cache is bounded for content and ads alike (an endless stream served
+        // as an ad took the daemon to 322 MiB with mpv's defaults of 150 + 50 MiB).
+        XCTAssertEqual(try mpvProperty(ipc, "demuxer-max-bytes") as? Double, 32 * 1024 * 1024)
+        XCTAssertEqual(try mpvProperty(ipc, "demuxer-max-back-bytes") as? Double, 8 * 1024 * 1024)
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
     }
 

@@ -4,7 +4,11 @@
 /// ready ──show() after the end──▶ playing ──video to its end──▶ ended(completed)
 /// playing ──the video fails──▶ ended(failed)
 /// playing ──another item comes in, or the video is stopped from outside──▶ ended(contentChanged)
+/// playing ──it plays past its budget (not counting paused time)──▶ ended(failed)
 /// ```
+/// The budget is the creative's declared duration and a margin (`budget(declared:)`), or a
+/// bound of its own when it declares none: an endless stream served as a 5-second ad is stopped,
+/// never played for ever.
 /// The app moves to the next episode after `didEnd`.
 final class PostrollLifecycle: AdLifecycle {
     enum State: Equatable {
@@ -14,6 +18,27 @@ final class PostrollLifecycle: AdLifecycle {
     }
 
     private(set) var state = State.ready
+    /// Seconds it may still play (paused time does not count).
+    private var remaining: Double
+    /// When it started playing again (loop ns), while it plays and is not paused.
+    private var runningSince: UInt64?
+    /// It was stopped for playing past its budget.
+    private(set) var overran = false
+    let budget: Double
+
+    /// The most a post-roll that declares no duration may play.
+    static let undeclaredLimit = 300.0
+
+    /// Its declared duration, a quarter more and 5 s (mpv's start and a stream's buffering).
+    static func budget(declared: Double?) -> Double {
+        guard let declared, declared.isFinite, declared > 0 else { return undeclaredLimit + 5 }
+        return min(declared, Seconds.Bounds.duration.maximum) * 1.25 + 5
+    }
+
+    init(declaredDuration: Double? = nil) {
+        budget = Self.budget(declared: declaredDuration)
+        remaining = budget
+    }
 
     var isEnded: Bool { if case .ended = state { true } else { false } }
     var isShown: Bool { state != .ready }
@@ -23,7 +48,22 @@ final class PostrollLifecycle: AdLifecycle {
         guard state == .ready else { throw .alreadyShown }
         guard context.contentEnded else { throw .notEnded }
         state = .playing
-        return [.playVideo]
+        runningSince = context.now
+        return [.playVideo, .setTimer(remaining)]
+    }
+
+    /// The viewer paused (true) or resumed the video: its budget stops and goes on.
+    func videoPaused(_ paused: Bool, _ context: LifecycleContext) -> [AdEffect] {
+        guard state == .playing else { return [] }
+        if paused {
+            guard let since = runningSince else { return [] }
+            remaining = max(0, remaining - Double(context.now &- since) / 1e9)
+            runningSince = nil
+            return [.cancelTimer]
+        }
+        guard runningSince == nil else { return [] }
+        runningSince = context.now
+        return [.setTimer(remaining)]
     }
 
     func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect] {
@@ -34,7 +74,11 @@ final class PostrollLifecycle: AdLifecycle {
         return []
     }
 
-    func timerFired(_ context: LifecycleContext) -> [AdEffect] { [] }
+    func timerFired(_ context: LifecycleContext) -> [AdEffect] {
+        guard state == .playing, runningSince != nil else { return [] }
+        overran = true
+        return end(.failed, cause: nil)
+    }
     func backgroundChanged(_ context: LifecycleContext) -> [AdEffect] { [] }
 
     /// How the surface says the video ended.
@@ -65,6 +109,7 @@ final class PostrollLifecycle: AdLifecycle {
     private func end(_ reason: AdEndReason, cause: UInt64?) -> [AdEffect] {
         let wasPlaying = isVisible
         state = .ended(reason)
-        return Self.ending(reason, cause: cause, wasVisible: wasPlaying, takeDown: .stopVideo)
+        runningSince = nil
+        return [.cancelTimer] + Self.ending(reason, cause: cause, wasVisible: wasPlaying, takeDown: .stopVideo)
     }
 }
