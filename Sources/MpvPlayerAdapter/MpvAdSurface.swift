@@ -251,6 +251,11 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     public func present(_ presentation: AdPresentation) throws {
         loop.requireInLoop()
         if let failure = presentation.prepared.payload as? PreparedFailure { throw failure }
+        // An episode with no video (audio only) is on no screen: an ad over it would be billed
+        // as seen by nobody. It is refused — no impression, no proof of play.
+        if let player, !player.showsVideo {
+            throw PreparedFailure(message: "the episode shows no video (audio only): there is no picture to show an ad over")
+        }
         guard let slot = (1...63).first(where: { slot in !shown.values.contains { $0.slot == slot } }) else {
             throw MpvError(code: -12, operation: "overlay: all 63 slots of mpv are in use")
         }

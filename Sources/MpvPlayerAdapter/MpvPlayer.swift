@@ -282,6 +282,8 @@ public final class MpvPlayer: TrackablePlayer {
     // MARK: Ads' videos and the output (for MpvAdSurface, on the loop)
 
     var outputSize: (width: Int, height: Int) { core.mapping.outputSize }
+    /// The item shows a video (on the loop): an audio-only episode has nothing to show an ad over.
+    var showsVideo: Bool { core.mapping.showsVideo }
 
     func attach(_ surface: any MpvOutputListener) {
         loop.requireInLoop()

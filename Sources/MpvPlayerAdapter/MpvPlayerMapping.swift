@@ -221,6 +221,10 @@ struct MpvPlayerMapping {
         return (1280, 720)
     }
 
+    /// The item has a video that mpv decodes to an output (its display size is known): false
+    /// for an audio-only episode, whatever the output — nothing an ad could be shown over.
+    var showsVideo: Bool { video.width > 0 && video.height > 0 }
+
     /// The item's duration, when the item is in and mpv knows it.
     var itemDuration: Double? { item == nil ? nil : duration.flatMap { $0 > 0 ? $0 : nil } }
 

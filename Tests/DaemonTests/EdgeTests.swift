@@ -16,6 +16,25 @@ final class EdgeTests: XCTestCase {
 
     override func tearDownWithError() throws { try? FileManager.default.removeItem(at: scratch) }
 
+    /// An ad over an episode with no video (audio only) would be on no screen: it is refused
+    /// — an `ad.error` that says why, no `ad.started`, no impression, no proof of play — while
+    /// the same catalog's overlay over a video episode shows (issue 23: it was billed as seen).
+    func testAnAdOverAnAudioOnlyEpisodeIsNeitherShownNorBilled() throws {
+        let catalog = try makeCatalog(#"{"version": 1, "overlays": [{"id": "ov-1", "text": "Sponsored", "slots": [{"start": 0.5, "duration": 1}]}]}"#)
+        let daemon = try DaemonProcess(catalog: catalog)
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.*"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("audio-only.wav")])
+        let error = try events.event(named("ad.error", "kind", "overlay"))
+        XCTAssertTrue((error["message"] as? String ?? "").contains("audio only"), "\(error)")
+        XCTAssertFalse(events.events.contains { $0["event"] as? String == "ad.started" }, "\(events.events)")
+        let plays = try daemon.connect().call("plays")
+        XCTAssertEqual(((plays["result"] as? [String: Any])?["plays"] as? [Any])?.count, 0, "no proof of play: \(plays)")
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-1.mp4")])
+        _ = try events.event(named("ad.started", "kind", "overlay"))
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
     /// A catalog that no longer parses at SIGHUP keeps the running catalog (as a configuration
     /// that does not parse keeps the running configuration): the next episode still has its
     /// overlay, and the log says why (was: every ad dropped).
