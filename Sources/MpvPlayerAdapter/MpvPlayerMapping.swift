@@ -46,6 +46,8 @@ struct MpvPlayerMapping {
         case osdWidth, osdHeight, videoWidth, videoHeight
         /// Not a player-model fact: the output is hidden (R13's background, SPEC §7).
         case windowMinimized
+        /// Not a player-model fact: the video track chosen (`no` for an audio-only item).
+        case vid
 
         var name: String {
             switch self {
@@ -61,6 +63,7 @@ struct MpvPlayerMapping {
             case .videoWidth: "dwidth"
             case .videoHeight: "dheight"
             case .windowMinimized: "window-minimized"
+            case .vid: "vid"
             }
         }
 
@@ -68,7 +71,7 @@ struct MpvPlayerMapping {
             switch self {
             case .eofReached, .pause, .windowMinimized: .flag
             case .speed, .timePos, .duration: .double
-            case .loopFile, .path: .string
+            case .loopFile, .path, .vid: .string
             case .osdWidth, .osdHeight, .videoWidth, .videoHeight: .int
             }
         }
@@ -155,6 +158,9 @@ struct MpvPlayerMapping {
     private var adEvents: [AdPlayback] = []
     private var osd = (width: 0, height: 0)
     private var video = (width: 0, height: 0)
+    /// Whether the item has a video track: nil until mpv has chosen (`vid` is `auto` before the
+    /// file is loaded), false for `no`.
+    private var videoTrack: Bool?
     private var outputSizeChanged = false
     /// mpv's window is minimized (false while there is no window, `vo=null`).
     private(set) var windowMinimized = false
@@ -221,9 +227,10 @@ struct MpvPlayerMapping {
         return (1280, 720)
     }
 
-    /// The item has a video that mpv decodes to an output (its display size is known): false
-    /// for an audio-only episode, whatever the output — nothing an ad could be shown over.
-    var showsVideo: Bool { video.width > 0 && video.height > 0 }
+    /// The item has a video (mpv chose a video track): false only once mpv says it has none —
+    /// an audio-only episode, whatever the output, nothing an ad could be shown over. Unknown
+    /// (before the file is loaded) is not "no".
+    var showsVideo: Bool { videoTrack != false }
 
     /// The item's duration, when the item is in and mpv knows it.
     var itemDuration: Double? { item == nil ? nil : duration.flatMap { $0 > 0 ? $0 : nil } }
@@ -254,6 +261,7 @@ struct MpvPlayerMapping {
         switch event {
         case .startFile(let entry):
             leaveItem()
+            videoTrack = nil
             currentEntry = entry
             loaded = false
             started = false
@@ -470,6 +478,13 @@ struct MpvPlayerMapping {
             default: video.height = size
             }
             if outputSize != before { outputSizeChanged = true }
+
+        case .vid:
+            switch value.string {
+            case "no", "false": videoTrack = false
+            case nil, "auto": videoTrack = nil
+            default: videoTrack = true
+            }
 
         case .windowMinimized:
             let minimized = value.flag ?? false   // no window: not minimized

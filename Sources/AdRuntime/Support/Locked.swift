@@ -140,9 +140,24 @@ package func startThread(named name: String, detached: Bool = true, _ body: @esc
     let context = Unmanaged.passRetained(ThreadBody(name: name, body: body)).toOpaque()
     var thread = pthread_t()
     let rc = pthread_create(&thread, nil, threadMain, context)
-    precondition(rc == 0, "pthread_create failed: \(rc)")
+    guard rc == 0 else {
+        Unmanaged<ThreadBody>.fromOpaque(context).release()
+        threadStartFailed(name, rc)
+    }
     if detached { pthread_detach(thread) }
     return thread
+}
+
+/// A thread that cannot be started is a clear error, not a trap: the process says which and
+/// why on stderr (the journal) and exits 2, as for a configuration it cannot run with — the
+/// limit on threads (`ulimit -u`, systemd's `TasksMax=`, a container's pid limit) is one.
+/// Under systemd the unit's restart policy then tries again.
+private func threadStartFailed(_ name: String, _ rc: Int32) -> Never {
+    let reason = String(cString: strerror(rc))
+    let hint = rc == EAGAIN ? " — the process may start no more threads (ulimit -u, systemd's TasksMax=, a container's pid limit)" : ""
+    let line = "<2>cannot start the thread \(name): \(reason)\(hint)\n"
+    _ = line.withCString { write(2, $0, strlen($0)) }
+    exit(2)
 }
 
 private final class ThreadBody: Sendable {
