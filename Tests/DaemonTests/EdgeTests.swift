@@ -80,6 +80,21 @@ final class EdgeTests: XCTestCase {
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
     }
 
+    /// Out of threads at start (`ulimit -u`, TasksMax=, a container's pid limit): a clear
+    /// sentence naming the thread and the likely limit, and exit status 2 — not a trap.
+    func testNoThreadsLeftAtStartIsAClearErrorAndExitTwo() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root: the limit applies to another user (setpriv), root ignores it") }
+        let folder = scratch.appendingPathComponent("nobody").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        chmod(scratch.path, 0o755)
+        chmod(folder, 0o777)
+        let (status, output) = try runToEnd("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                                                                 "/usr/bin/prlimit", "--nproc=10:10", "--", Executables.adplayerd,
+                                                                 "--library", folder, "--state-dir", folder + "/state", "--socket", folder + "/s.sock"])
+        XCTAssertEqual(status, 2, output)
+        XCTAssertTrue(output.contains("cannot start the thread") && output.contains("TasksMax"), output)
+    }
+
     /// A second daemon on the same socket, or on the same state folder, is refused before it
     /// starts mpv or resumes anything (exit status 2, a sentence naming what is taken); the
     /// first one plays on untouched.
