@@ -116,25 +116,13 @@ public final class BeaconOutbox: Sendable {
     public init(path: String, configuration: Configuration = Configuration(), sender: any BeaconSender = HTTPBeaconSender(),
                 clock: any TrackingClock = SystemTrackingClock(), onEvent: @escaping @Sendable (OutboxEvent) -> Void = { _ in },
                 onWarning: @escaping @Sendable (String) -> Void = { _ in }) throws {
-        var salvaged: [String] = []
-        var salvageNote: String?
-        let db = try SQLiteDatabase.openRepairing(path: path, onWarning: onWarning) { aside in
-            (salvaged, salvageNote) = Self.salvage(aside)
-        }
+        // A damaged file is read back whole by `openRepairing` (every table, for every owner).
+        let db = try SQLiteDatabase.openRepairing(path: path, onWarning: onWarning)
         try OutboxSchema.create(db)
         let saved = (try? db.execute("SELECT value FROM outbox_meta WHERE key = 'run_seconds'"))?.first?.first?.text.flatMap(Double.init) ?? 0
         var state = State(db: db, run: RunClock(saved: saved, clock: clock))
         let now = state.run.now()
         try OutboxSchema.migrate(db, runNow: now, clock: clock)
-        if !salvaged.isEmpty {
-            let recorded = RecordedTime.now(clock)
-            try db.transaction {
-                for url in salvaged {
-                    try Self.insert(db, Beacon(url: url, event: "salvaged", recorded: recorded), createdRun: now, attempts: 0, nextRun: now)
-                }
-            }
-        }
-        if let salvageNote { onWarning(salvageNote) }
         // The newest wall time this box recorded: a clock that says earlier is evidently wrong.
         if let evidence = clock.evidence {
             for query in ["SELECT MAX(wall) FROM beacons WHERE synced > 0", "SELECT MAX(started_wall) FROM plays"] {
@@ -152,15 +140,6 @@ public final class BeaconOutbox: Sendable {
         self.sender = sender
         self.clock = clock
         self.onEvent = onEvent
-    }
-
-    /// The URLs that can still be read from a database moved aside, row by row until the damage
-    /// stops the reading; and a sentence saying how that went.
-    static func salvage(_ path: String) -> ([String], String?) {
-        guard let old = try? SQLiteDatabase(path: path, readOnly: true) else { return ([], nil) }
-        let rows = (try? old.execute("SELECT url FROM beacons ORDER BY id")) ?? []
-        let usable = rows.compactMap { $0.first?.text }.filter { BeaconURL.refusal(Macros.fillTimestamp($0, nil)) == nil }
-        return (usable, "\(usable.count) beacons were read back from \(path) into the new outbox")
     }
 
     /// The outbox at `path`, read only: works on a read-only state folder and creates nothing.

@@ -25,6 +25,9 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
     public let code: Int32
     public let message: String
     public var description: String { "SQLite error \(code): \(message)" }
+
+    /// Another connection holds the database (SQLITE_BUSY, SQLITE_LOCKED): try again, not damage.
+    public var isBusy: Bool { code & 0xFF == SQLITE_BUSY || code & 0xFF == SQLITE_LOCKED }
 }
 
 /// One SQLite connection. Not thread-safe by itself: its owner serializes every call
@@ -51,7 +54,7 @@ package final class SQLiteDatabase {
     /// Opens (creating if needed) `path` in WAL mode with full fsync: a row that
     /// `execute` returned from is on disk, also across `kill -9` and power loss. Read-only:
     /// opens an existing database to read it (a read-only state folder can still be looked at).
-    package init(path: String, readOnly: Bool = false) throws {
+    package init(path: String, readOnly: Bool = false, busyTimeoutMilliseconds: Int32 = 5000) throws {
         self.path = path
         let flags = readOnly ? SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &db, flags, nil)
@@ -61,7 +64,7 @@ package final class SQLiteDatabase {
             db = nil
             throw SQLiteError(code: rc, message: "\(path): \(message)")
         }
-        sqlite3_busy_timeout(db, 5000)
+        sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
         sqlite3_commit_hook(db, { _ in SQLiteDatabase.commits.add(1, ordering: .relaxed); return 0 }, nil)
         if !readOnly {
             try execute("PRAGMA journal_mode=WAL")
@@ -73,7 +76,7 @@ package final class SQLiteDatabase {
     /// emptied to 0 bytes behind our back) is moved aside — `onWarning` names both paths — and a
     /// fresh one is created, so that nothing waits on it. `salvage` gets the old file's path to
     /// read what it still can.
-    package static func openRepairing(path: String, onWarning: (String) -> Void,
+    package static func openRepairing(path: String, busyTimeoutMilliseconds: Int32 = 250, onWarning: (String) -> Void,
                                       salvage: (String) -> Void = { _ in }) throws -> SQLiteDatabase {
         let manager = FileManager.default
         var problem: String?
@@ -82,10 +85,17 @@ package final class SQLiteDatabase {
             problem = "is empty (0 bytes): emptied outside adplayerd; whatever it held is gone"
         } else if manager.fileExists(atPath: path) {
             do {
-                let database = try SQLiteDatabase(path: path)
+                let database = try SQLiteDatabase(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
                 let check = try database.execute("PRAGMA quick_check").first?.first?.text ?? "?"
-                if check == "ok" { return database }
+                if check == "ok" {
+                    database.setBusyTimeout(5000)
+                    return database
+                }
                 problem = "failed its integrity check (\(check.prefix(200)))"
+            } catch let error as SQLiteError where error.isBusy {
+                // Busy or locked is "try again", never damage: the file is left as it is.
+                throw SQLiteError(code: error.code, message: "\(path) is locked by another process (\(error.message)); it is not damaged and "
+                                  + "was left as it is")
             } catch {
                 problem = "is not a usable database (\(error))"
             }
@@ -101,10 +111,62 @@ package final class SQLiteDatabase {
         } catch {
             throw SQLiteError(code: -1, message: "\(path) \(problem), and it cannot be moved aside: \(error.localizedDescription)")
         }
-        onWarning("\(path) \(problem); moved it to \(aside) and started a new one")
+        // Whoever opens a damaged file first reads back what it still holds, for every owner of
+        // the file (the state's queue and positions, the outbox's beacons, proof of play): the
+        // first to open it is not always the one whose rows matter most.
+        let fresh = try SQLiteDatabase(path: path)
+        onWarning("\(path) \(problem); moved it to \(aside) and started a new one; \(fresh.readBack(from: aside))")
         salvage(aside)
-        return try SQLiteDatabase(path: path)
+        return fresh
     }
+
+    /// Copies every table that can still be read from the database at `aside` into this one
+    /// (its schema as it was; rows up to any damage, in rowid order, when a whole-table copy
+    /// fails); a sentence saying what was read back and what was lost.
+    func readBack(from aside: String) -> String {
+        do {
+            try execute("ATTACH DATABASE ? AS salvaged", [.text(aside)])
+        } catch {
+            return "nothing could be read back (\(error))"
+        }
+        defer { _ = try? execute("DETACH DATABASE salvaged") }
+        let tables: [[SQLiteValue]]
+        do {
+            tables = try execute("SELECT name, sql FROM salvaged.sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        } catch {
+            return "nothing could be read back: its list of tables is damaged (\(error))"
+        }
+        var read: [String] = [], lost: [String] = []
+        for row in tables {
+            guard let name = row[0].text, let sql = row[1].text else { continue }
+            let quoted = "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            _ = try? execute(sql)   // the table as it was (an owner's CREATE IF NOT EXISTS then finds it)
+            do {
+                try execute("INSERT OR IGNORE INTO main.\(quoted) SELECT * FROM salvaged.\(quoted)")
+                read.append("\(name): \(changes) rows")
+            } catch {
+                // Row by row up to the damage.
+                var copied = 0, last: Int64 = .min
+                while let rows = try? execute("SELECT rowid FROM salvaged.\(quoted) WHERE rowid > ? ORDER BY rowid LIMIT 1000", [.integer(last)]),
+                      !rows.isEmpty {
+                    for rowid in rows.compactMap({ $0.first?.integer }) {
+                        if (try? execute("INSERT OR IGNORE INTO main.\(quoted) SELECT * FROM salvaged.\(quoted) WHERE rowid = ?", [.integer(rowid)])) != nil {
+                            copied += 1
+                        }
+                        last = rowid
+                    }
+                }
+                lost.append("\(name): \(copied) rows read back before the damage (\(error))")
+            }
+        }
+        let summary = "read back " + (read.isEmpty ? "nothing whole" : read.joined(separator: ", "))
+        return lost.isEmpty ? summary : summary + "; in part: " + lost.joined(separator: ", ")
+    }
+
+    /// Rows the last statement changed.
+    var changes: Int { Int(sqlite3_changes(db)) }
+
+    func setBusyTimeout(_ milliseconds: Int32) { sqlite3_busy_timeout(db, milliseconds) }
 
     deinit {
         for statement in statements.values { sqlite3_finalize(statement) }

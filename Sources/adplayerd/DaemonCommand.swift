@@ -77,7 +77,10 @@ struct DaemonCommand {
         do {
             store = try StateStore(path: durable ? statePath : ":memory:", log: log)
         } catch {
-            log.error("state: \(statePath): \(error); running without saved state")
+            // Locked by another process: not damage — left as it is, used again at the next start.
+            // Playback does not wait for it (a quarter of a second at most).
+            log.error("state: \(statePath): \(error); running without saved state this time"
+                      + ((error as? SQLiteError)?.isBusy == true ? " (nothing in it is lost: it is used again at the next start)" : ""))
             store = try StateStore(path: ":memory:", log: log)
             durable = false
         }

@@ -437,8 +437,59 @@ final class BeaconOutboxTests: XCTestCase {
         let reopened = try BeaconOutbox(path: database, onWarning: { w in warnings.withLock { $0.append(w) } })
         let said = warnings.withLock { $0 }
         XCTAssertTrue(said.contains { $0.contains(database) && $0.contains(".bad-") }, "\(said)")
-        XCTAssertTrue(said.contains { $0.contains("2000 beacons were read back") }, "\(said)")
+        XCTAssertTrue(said.contains { $0.contains("read back beacons: 2000 rows") }, "\(said)")
         XCTAssertEqual(reopened.pendingCount(), 2000, "no beacon lost")
+    }
+
+    /// Whoever opens a damaged file first salvages it for everyone (issue 23): with an index
+    /// page of proof of play destroyed, the state store (here: any other owner, through the same
+    /// `openRepairing`) opens it first and moves it aside — the outbox that opens it next still
+    /// has every queued beacon and every play, and the warning says what was read back.
+    func testADamagedFileOpenedFirstByAnotherOwnerLosesNoBeaconOrPlay() throws {
+        var root: Int64 = 0
+        do {
+            let outbox = try outbox()
+            outbox.enqueue(urls: (0..<40).map { url("queued-\($0)") })
+            for n in 0..<300 {
+                outbox.recordPlayStart(Play(id: "p\(n)", adID: "ad", kind: "overlay", source: "catalog", contentID: "ep", startedWall: 1_800_000_000 + Double(n)))
+            }
+            let db = try SQLiteDatabase(path: database)
+            root = try db.execute("SELECT rootpage FROM sqlite_master WHERE type = 'index' AND tbl_name = 'plays'").first?.first?.integer ?? 0
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+        XCTAssertGreaterThan(root, 1)
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: database))
+        try handle.seek(toOffset: UInt64(root - 1) * 4096)
+        try handle.write(contentsOf: Data(repeating: 0x5A, count: 4096))
+        try handle.close()
+        let warnings = Locked<[String]>([])
+        // Another owner of the file (the daemon's state store) opens it first.
+        _ = try SQLiteDatabase.openRepairing(path: database, onWarning: { w in warnings.withLock { $0.append(w) } })
+        let said = warnings.withLock { $0 }
+        XCTAssertTrue(said.contains { $0.contains(".bad-") && $0.contains("beacons: 40 rows") && $0.contains("plays: 300 rows") }, "\(said)")
+        let outbox = try outbox()
+        XCTAssertEqual(outbox.pendingCount(), 40, "every queued beacon")
+        XCTAssertEqual(outbox.plays().count, 300, "every play")
+    }
+
+    /// A database another process holds locked is not damage: it is left as it is (nothing moved
+    /// aside, nothing lost), and the open says so in a second, not after 5 s of waiting.
+    func testALockedDatabaseIsNotTakenForADamagedOne() throws {
+        do {
+            let outbox = try outbox()
+            outbox.enqueue(urls: (0..<5).map { url("locked-\($0)") })
+        }
+        let holder = try SQLiteDatabase(path: database)
+        try holder.execute("PRAGMA journal_mode=DELETE")
+        try holder.execute("BEGIN EXCLUSIVE")
+        XCTAssertThrowsError(try SQLiteDatabase.openRepairing(path: database, onWarning: { _ in })) { error in
+            XCTAssertTrue((error as? SQLiteError)?.isBusy == true, "\(error)")
+            XCTAssertTrue("\(error)".contains("locked by another process"), "\(error)")
+        }
+        try holder.execute("COMMIT")
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        XCTAssertFalse(names.contains { $0.contains(".bad-") }, "nothing moved aside: \(names)")
+        XCTAssertEqual(try outbox().pendingCount(), 5, "nothing lost")
     }
 
     /// An outbox of the previous version (URL and wall-clock time) is carried over.
