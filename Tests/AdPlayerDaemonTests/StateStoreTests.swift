@@ -29,4 +29,25 @@ final class StateStoreTests: XCTestCase {
         XCTAssertTrue(saved.mute)
         XCTAssertEqual(saved.repeatMode, .all)
     }
+
+    /// A disk that refuses writes is said once — then when the reason changes, and when it
+    /// takes writes again — not once a write for as long as it lasts (issue 23).
+    func testAFullDiskIsSaidOnceNotOnceAWrite() throws {
+        let lines = Locked<[String]>([])
+        let log = Logger(level: .info) { _, line in lines.withLock { $0.append(line) } }
+        let store = try StateStore(path: ":memory:", log: log)
+        _ = store.load()
+        store.injectWriteFailures(true)
+        for n in 0..<20 {
+            store.saveSetting("volume", String(n))
+            store.flush()   // each its own write, each refused
+        }
+        store.injectWriteFailures(false)
+        store.saveSetting("volume", "37")
+        store.flush()
+        log.flush()
+        let said = lines.withLock { $0 }
+        XCTAssertEqual(said.filter { $0.contains("cannot save") }.count, 1, "\(said)")
+        XCTAssertEqual(said.filter { $0.contains("saving again") }.count, 1, "\(said)")
+    }
 }

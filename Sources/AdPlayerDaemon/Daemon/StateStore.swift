@@ -208,6 +208,8 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
     }
 
     private let pending = Locked(Pending())
+    /// The reason the last write failed, while writes fail (the writer's).
+    private let failing = Locked<String?>(nil)
 
     /// A playback setting that outlives the process: `repeat`, `shuffle`, `volume`, `mute`.
     /// Coalesced: however many come while the disk is slow, one synced transaction writes the
@@ -245,6 +247,12 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
     package var writesTaken: Int { taken.withLock { $0 } }
     private let taken = Locked(0)
 
+    /// Tests: every write fails as on a full disk (SQLite error 13), or stops failing.
+    package func injectWriteFailures(_ on: Bool) {
+        let database = Unchecked(self.database)
+        writer.execute { database.value.injectedWriteFailure = on ? 13 : nil }
+    }
+
     /// Tests: the writer waits (as behind a slow disk) until the returned handover is fulfilled.
     package func holdWriter() -> Handover<Bool> {
         let release = Handover<Bool>()
@@ -261,10 +269,22 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
 
     private func write(_ body: @escaping @Sendable (SQLiteDatabase) throws -> Void) {
         // The connection is used on the writer thread only (see the type).
-        let database = Unchecked(self.database), log = self.log, taken = self.taken
+        let database = Unchecked(self.database), log = self.log, taken = self.taken, failing = self.failing
         writer.execute {
             taken.withLock { $0 += 1 }
-            do { try body(database.value) } catch { log.error("state: cannot save: \(error)") }
+            // A disk that refuses writes (full, read-only) is said once, then when the reason
+            // changes, and when it takes writes again — not once a write for as long as it lasts.
+            do {
+                try body(database.value)
+                if let was = failing.withLock({ state in defer { state = nil }; return state }) {
+                    log.notice("state: saving again (it had failed: \(was))")
+                }
+            } catch {
+                let why = "\(error)"
+                if failing.withLock({ state in defer { state = why }; return state != why }) {
+                    log.error("state: cannot save: \(why); what plays goes on (said again when the reason changes or it saves again)")
+                }
+            }
         }
     }
 

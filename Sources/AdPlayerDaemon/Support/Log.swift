@@ -55,10 +55,20 @@ public final class Logger: Sendable {
     private let writer = Workers(name: "adplayerd-log")
     private let maxQueued = 10_000
     private let journal: Bool
+    /// Tests: every accepted line, as it is logged.
+    private let tap: (@Sendable (LogLevel, String) -> Void)?
 
     public init(level: LogLevel) {
         state = Locked(State(level: level))
         journal = csystem_stderr_is_journal() == 1
+        tap = nil
+    }
+
+    /// Tests: a logger that also hands every line it accepts to `tap`.
+    package init(level: LogLevel, tap: @escaping @Sendable (LogLevel, String) -> Void) {
+        state = Locked(State(level: level))
+        journal = csystem_stderr_is_journal() == 1
+        self.tap = tap
     }
 
     public var level: LogLevel {
@@ -89,6 +99,7 @@ public final class Logger: Sendable {
             return true
         }
         guard accepted else { return }
+        tap?(level, message)
         let escaped = Self.escape(message)
         let journal = self.journal
         writer.execute { [state] in
