@@ -20,20 +20,4 @@ let tools: [String: ([String]) throws -> Int32] = [
 let usage = [PlayCommand.usage, BenchCommand.usage, BenchCatalogCommand.usage, BenchOutboxCommand.usage, OffLoopCommand.usage]
     .joined(separator: "\n")
 
-do {
-    guard let first = arguments.first, let tool = tools[first] else {
-        let help = arguments.first == "-h" || arguments.first == "--help" || arguments.first == "help"
-        FileHandle.standardError.write(Data("\(help ? "" : "adplayerd-dev: a tool is needed\n\n")\(usage)\n".utf8))
-        exit(help ? 0 : 2)
-    }
-    exit(try tool(Array(arguments.dropFirst())))
-} catch let error as UsageError {
-    FileHandle.standardError.write(Data("adplayerd-dev: \(error.message)\n\n\(usage)\n".utf8))
-    exit(2)
-} catch let error as ConfigurationError {
-    FileHandle.standardError.write(Data("adplayerd-dev: \(error)\n".utf8))
-    exit(2)
-} catch {
-    FileHandle.standardError.write(Data("adplayerd-dev: \(error)\n".utf8))
-    exit(1)
-}
+ProcessSetup.runTools("adplayerd-dev", arguments, tools: tools, usage: usage, otherwise: nil)

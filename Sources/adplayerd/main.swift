@@ -20,22 +20,4 @@ let tools: [String: ([String]) throws -> Int32] = [
 let usage = [DaemonCommand.usage, CheckConfigCommand.usage, BeaconsCommand.usage, PlaysCommand.usage, AdsCheckCommand.usage,
              "  (The developer tools, play and bench-*, are adplayerd-dev's.)"].joined(separator: "\n")
 
-do {
-    if let first = arguments.first, let tool = tools[first] {
-        exit(try tool(Array(arguments.dropFirst())))
-    }
-    if arguments.first == "-h" || arguments.first == "--help" || arguments.first == "help" {
-        print(usage)
-        exit(0)
-    }
-    exit(try DaemonCommand(arguments: arguments).run())
-} catch let error as UsageError {
-    FileHandle.standardError.write(Data("adplayerd: \(error.message)\n\n\(usage)\n".utf8))
-    exit(2)
-} catch let error as ConfigurationError {
-    FileHandle.standardError.write(Data("<3>adplayerd: \(error)\n".utf8))
-    exit(2)
-} catch {
-    FileHandle.standardError.write(Data("<3>adplayerd: \(Logger.escape(String(describing: error)))\n".utf8))
-    exit(1)
-}
+ProcessSetup.runTools("adplayerd", arguments, tools: tools, usage: usage) { try DaemonCommand(arguments: $0).run() }

@@ -66,6 +66,15 @@ final class BeaconOutboxTests: XCTestCase {
 
     private func url(_ name: String) -> String { "http://127.0.0.1:\(server.port)/b/\(name)" }
 
+    /// Overwrites page `root` of the database (4 KiB pages) with `byte`: an index destroyed.
+    private func destroyPage(_ root: Int64, with byte: UInt8) throws {
+        XCTAssertGreaterThan(root, 1)
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: database))
+        try handle.seek(toOffset: UInt64(root - 1) * 4096)
+        try handle.write(contentsOf: Data(repeating: byte, count: 4096))
+        try handle.close()
+    }
+
     func testAnEndpointThatFailsThreeTimesGetsTheBeaconExactlyOnce() async throws {
         let events = Locked<[OutboxEvent]>([])
         let outbox = try outbox(onEvent: { e in events.withLock { $0.append(e) } })
@@ -428,11 +437,7 @@ final class BeaconOutboxTests: XCTestCase {
             root = try db.execute("SELECT rootpage FROM sqlite_master WHERE name = 'beacons_next'").first?.first?.integer ?? 0
             try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         }
-        XCTAssertGreaterThan(root, 1)
-        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: database))
-        try handle.seek(toOffset: UInt64(root - 1) * 4096)
-        try handle.write(contentsOf: Data(repeating: 0xA5, count: 4096))
-        try handle.close()
+        try destroyPage(root, with: 0xA5)
         let warnings = Locked<[String]>([])
         let reopened = try BeaconOutbox(path: database, onWarning: { w in warnings.withLock { $0.append(w) } })
         let said = warnings.withLock { $0 }
@@ -457,11 +462,7 @@ final class BeaconOutboxTests: XCTestCase {
             root = try db.execute("SELECT rootpage FROM sqlite_master WHERE type = 'index' AND tbl_name = 'plays'").first?.first?.integer ?? 0
             try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         }
-        XCTAssertGreaterThan(root, 1)
-        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: database))
-        try handle.seek(toOffset: UInt64(root - 1) * 4096)
-        try handle.write(contentsOf: Data(repeating: 0x5A, count: 4096))
-        try handle.close()
+        try destroyPage(root, with: 0x5A)
         let warnings = Locked<[String]>([])
         // Another owner of the file (the daemon's state store) opens it first.
         _ = try SQLiteDatabase.openRepairing(path: database, onWarning: { w in warnings.withLock { $0.append(w) } })

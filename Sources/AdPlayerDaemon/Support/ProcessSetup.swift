@@ -1,3 +1,4 @@
+import ControlProtocol
 import CSystem
 import Foundation
 
@@ -20,5 +21,33 @@ public enum ProcessSetup {
         // from one file to the next — mpv opens three or four files an episode with ads. Peak RSS
         // playing the two sample episodes with ads: 109 → 97 MiB (docs/benchmarks.md §2).
         if environment["MALLOC_MMAP_THRESHOLD_"] == nil { _ = csystem_fix_malloc_mmap_threshold(128 * 1024) }
+    }
+
+    /// Runs a command line: the tool named by the first word, else `otherwise` (the daemon;
+    /// nil: the usage, exit 2); `-h`, `--help`, `help` print the usage. Errors become one line
+    /// on stderr and an exit status: 2 for bad usage or configuration, 1 for anything else.
+    public static func runTools(_ name: String, _ arguments: [String], tools: [String: ([String]) throws -> Int32], usage: String,
+                                otherwise: (([String]) throws -> Int32)?) -> Never {
+        do {
+            if let first = arguments.first, let tool = tools[first] { exit(try tool(Array(arguments.dropFirst()))) }
+            if ["-h", "--help", "help"].contains(arguments.first ?? "") {
+                print(usage)
+                exit(0)
+            }
+            guard let otherwise else {
+                FileHandle.standardError.write(Data("\(name): a tool is needed\n\n\(usage)\n".utf8))
+                exit(2)
+            }
+            exit(try otherwise(arguments))
+        } catch let error as UsageError {
+            FileHandle.standardError.write(Data("\(name): \(error.message)\n\n\(usage)\n".utf8))
+            exit(2)
+        } catch let error as ConfigurationError {
+            FileHandle.standardError.write(Data("<3>\(name): \(error)\n".utf8))
+            exit(2)
+        } catch {
+            FileHandle.standardError.write(Data("<3>\(name): \(Logger.escape(String(describing: error)))\n".utf8))
+            exit(1)
+        }
     }
 }
