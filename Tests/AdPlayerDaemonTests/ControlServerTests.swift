@@ -136,4 +136,35 @@ final class ControlServerTests: XCTestCase {
         _ = done.wait(timeout: 120)
         XCTAssertEqual(answered.withLock { $0 }, total, "every request of the flood is answered too")
     }
+
+    /// Events reach each subscriber in the order they were broadcast, however busy the socket
+    /// is: while another client's pipelined requests keep replies waiting in the inbox (so
+    /// broadcasts go through the socket thread), no event may overtake an earlier one by a
+    /// direct write (issue 23: an ad's ad.ended reached clients before its ad.started).
+    func testEventsReachEverySubscriberInOrderWhileRepliesAreBusy() throws {
+        let subscribers = try (0..<3).map { _ in try connect() }
+        for fd in subscribers {
+            Self.sendAll(fd, Array(#"{"id": 1, "cmd": "subscribe", "args": {"events": ["ad.*"]}}"#.utf8) + [10])
+            XCTAssertEqual(Self.readLines(fd, limit: 1).count, 1)
+        }
+        let busy = try connect()
+        let flood = Workers(name: "test-flood")
+        flood.execute {
+            var lines: [UInt8] = []
+            for n in 0..<3000 { lines += Array(#"{"id": \#(n), "cmd": "status"}"#.utf8) + [10] }
+            Self.sendAll(busy, lines)
+        }
+        let drain = Workers(name: "test-drain")
+        drain.execute { _ = Self.readLines(busy, limit: 3000, timeout: 60) }
+        let count = 3000
+        for n in 0..<count {
+            server.broadcast(ControlEvent(.adStarted, ["n": .int(Int64(n))]))
+        }
+        for fd in subscribers {
+            let numbers = Self.readLines(fd, limit: count, timeout: 60).compactMap { $0["n"]?.integer }
+            XCTAssertEqual(numbers.count, count)
+            XCTAssertEqual(numbers, numbers.sorted(), "an event overtook an earlier one")
+        }
+        for fd in subscribers + [busy] { close(fd) }
+    }
 }

@@ -49,6 +49,13 @@ extension ControlServer {
             }
             if others {
                 for (index, event) in events.enumerated() { inbox.deliveries.append(.event(event, lines[index], except: written)) }
+                // Every subscriber these go to through the socket thread writes nothing directly
+                // until they are out: a later event written directly would overtake them (an
+                // ad's ad.ended before its ad.started, while replies kept the inbox busy).
+                for (fd, subscriber) in inbox.subscribers where !written.contains(fd) && subscriber.direct
+                    && events.contains(where: { $0.matches(subscriber.subscription) }) {
+                    inbox.subscribers[fd]?.direct = false
+                }
             }
             return !inbox.deliveries.isEmpty
         }
