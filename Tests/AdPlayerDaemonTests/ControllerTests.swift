@@ -173,6 +173,26 @@ final class ControllerTests: XCTestCase {
         XCTAssertEqual(h.offLoop.take(), [])
     }
 
+    /// A pause that ends an overlay is told in one write: `player.paused`, then the overlay's
+    /// `ad.ended` (issue 22), once proof of play holds the ad.
+    func testAPauseAndTheOverlayItEndsAreOneWrite() throws {
+        let catalog = try textCatalog("""
+            {"version": 1, "overlays": [{"id": "ov-1", "text": "Sponsored", "slots": [{"start": 0.5, "duration": 5}]}]}
+            """)
+        let h = try ControllerHarness(source: catalog)
+        h.start()
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.wait(for: .adLoaded)
+        h.advance(1)
+        h.wait(for: .adStarted)
+        _ = try h.onLoop { try h.controller.pause() }
+        let write = try XCTUnwrap(h.writes.first { $0.contains { $0.name == .playerPaused } }, "\(h.writes.map { $0.map(\.name) })")
+        let names = write.map(\.name)
+        XCTAssertEqual(names.first, .playerPaused, "\(names)")
+        XCTAssertTrue(names.contains(.adEnded), "the overlay's end in the same write: \(names)")
+        XCTAssertEqual(write.first { $0.name == .adEnded }?.fields["reason"], "paused")
+    }
+
     /// On a pause, the overlay comes down before the policy calls its source: the order is
     /// the observers' phases (ads, then policy, then clients), not who registered first.
     func testAPausesOverlayIsDownBeforeAnySourceCall() throws {

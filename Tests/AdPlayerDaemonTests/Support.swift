@@ -46,6 +46,9 @@ final class ControllerHarness: @unchecked Sendable {
     let metrics = Metrics()
     let controller: Controller
     private let emitted = Locked<[ControlEvent]>([])
+    /// The events told in one go (one write a client), in order.
+    private let batches = Locked<[[ControlEvent]]>([])
+    var writes: [[ControlEvent]] { batches.withLock { $0 } }
     private let adEvents = Locked<[AdEvent]>([])
 
     convenience init(source: (any AdSource)?, statePath: String = ":memory:", pauseAdDelay: Double = 1) throws {
@@ -58,10 +61,14 @@ final class ControllerHarness: @unchecked Sendable {
         player = ScriptedPlayer(loop: loop)
         store = try StateStore(path: statePath, log: log)
         let source = try makeSource(store)
-        let emitted = self.emitted, adEvents = self.adEvents
+        let emitted = self.emitted, adEvents = self.adEvents, batches = self.batches
         let metrics = self.metrics
         controller = Controller(player: player, surface: surface, store: store, log: log, source: source, pauseAdDelay: pauseAdDelay,
                                 adsConfiguration: VideoAdsConfiguration(), emit: { event in emitted.withLock { $0.append(event) } },
+                                emitMany: { events in
+                                    emitted.withLock { $0 += events }
+                                    batches.withLock { $0.append(events) }
+                                },
                                 reporting: AdReporting(record: { event in
                                     adEvents.withLock { $0.append(event) }
                                     metrics.count(event)
