@@ -72,6 +72,7 @@ bench: deps media
 	/usr/bin/python3 scripts/bench.py 3
 	/usr/bin/python3 scripts/bench_events.py 200 1 16 63
 	/usr/bin/python3 scripts/bench_state.py 60
+	/usr/bin/python3 scripts/bench_slowdisk.py 30
 
 # The release binaries, both systemd units, the documentation and (if there is none yet)
 # /etc/adplayerd.conf from the example. DESTDIR stages it elsewhere. The system unit runs

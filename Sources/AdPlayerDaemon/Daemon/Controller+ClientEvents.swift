@@ -134,6 +134,7 @@ extension Controller {
 
     /// Proof of play holds the ad: clients hear of its start, then of what followed.
     func announceStart(_ info: AdInfo) {
+        if info.at > 0, startsTold.count < 100_000 { startsTold.append(MonotonicTime.now() &- info.at) }
         let later = unannounced.removeValue(forKey: info.id) ?? []
         announce(.started(info))
         later.forEach(announce)

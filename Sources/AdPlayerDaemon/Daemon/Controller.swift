@@ -86,6 +86,9 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     /// Pauses told to clients, and the time from the pause reaching the loop to the batch
     /// written (logged at stop, debug: docs/benchmarks.md §5).
     var pausesTold: [UInt64] = []
+    /// Ads' starts told to clients: from the ad on screen to `ad.started` handed to them, once
+    /// proof of play holds it (logged at stop, debug: docs/benchmarks.md §5).
+    var startsTold: [UInt64] = []
     var serial: UInt64 = 0
 
     public init(player: any ContentPlayer, surface: any AdSurface, store: StateStore, log: Logger, source: (any AdSource)?,
@@ -150,6 +153,11 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         if desktopPublishes.count > 0 {
             log.debug("desktop state handed over \(desktopPublishes.count) times on the loop, "
                       + String(format: "%.1f µs each on average", Double(desktopPublishes.nanoseconds) / Double(desktopPublishes.count) / 1000))
+        }
+        if !startsTold.isEmpty {
+            let sorted = startsTold.sorted()
+            log.debug("ad starts told to clients \(sorted.count) times, from the ad on screen to ad.started written: "
+                      + "p50 \(sorted[sorted.count / 2] / 1000) µs, max \(sorted.last! / 1000) µs")
         }
         if !pausesTold.isEmpty {
             let sorted = pausesTold.sorted()
