@@ -30,6 +30,8 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     private var pauseAdRequested = false
     /// The pass of the episode that plays (`repeat one`: each wrap is the next, R14).
     private var pass = 0
+    /// An overlay request is out (its answer not yet in).
+    private var overlayRequestOut = false
     /// The slot overlay waiting for playback to play across its start.
     private var waiting: (id: UInt64, start: Double)?
     /// Where the next slot is looked for: past the last slot whose overlay ended, so the
@@ -189,8 +191,13 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     /// The next slot of the source, shown when playback plays across its start (R12); when
     /// it ends, the one after.
     private func scheduleNextOverlay() {
+        // One overlay chain at a time: not while a request is out or a slot's overlay waits
+        // (a pass's start and the previous overlay's end may both ask).
+        guard !overlayRequestOut, waiting == nil else { return }
         guard source.mayFill(.overlay, content: content, at: player?.snapshot().position ?? 0) else { return }
+        overlayRequestOut = true
         ads.request(.overlay) { [weak self] result in
+            self?.overlayRequestOut = false
             guard let self, !finished, case .success(let overlay) = result else { return }
             let id = overlay.id
             let then: @Sendable (AdEndReason) -> Void = { [weak self] reason in
