@@ -47,6 +47,9 @@ let package = Package(
         // their validation, replies, events, error codes; JSON; the command-line parser.
         // It knows no ads runtime: adplayerctl links the protocol alone.
         .target(name: "ControlProtocol", dependencies: ["Bounds"], swiftSettings: strict),
+        // `adplayerd web`: its own small HTTP/1.1 server, the page, the endpoints — a client of
+        // the control protocol only (no runtime, no mpv, no database).
+        .target(name: "AdPlayerWeb", dependencies: ["ControlProtocol", "CSystem"], swiftSettings: strict),
         // The daemon as a library: controller, episode policy, state, control socket, desktop.
         // It knows no mpv: the controller's virtual-time tests build without libmpv.
         .target(name: "AdPlayerDaemon", dependencies: ["AdRuntime", "AdSources", "AdTracking", "CSystem", "CMpris", "ControlProtocol"],
@@ -55,7 +58,7 @@ let package = Package(
         .target(name: "AdPlayerMpv", dependencies: ["AdPlayerDaemon", "AdRuntime", "MpvPlayerAdapter", "ControlProtocol"], swiftSettings: strict),
         // main (the services in order) and the tool commands.
         .executableTarget(name: "adplayerd", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdRuntime", "AdSources", "AdTracking",
-                                                            "MpvPlayerAdapter", "ControlProtocol"],
+                                                            "MpvPlayerAdapter", "ControlProtocol", "AdPlayerWeb"],
                           swiftSettings: strict),
         // The developer's tools, out of the production executable: play, the benchmarks, the
         // loop-affinity probe.
@@ -76,6 +79,8 @@ let package = Package(
                     swiftSettings: strict),
         // The daemon and adplayerctl as processes, through the control socket.
         .testTarget(name: "DaemonTests", dependencies: ["AdRuntime", "AdTestSupport", "AdTracking"], swiftSettings: strict),
+        // The web server alone: parsing, limits, hostile requests, tokens and roles.
+        .testTarget(name: "AdPlayerWebTests", dependencies: ["AdPlayerWeb", "ControlProtocol"], swiftSettings: strict),
         .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "AdSources", "AdTestSupport", "MpvPlayerAdapter", "CMpv"],
                     swiftSettings: strict),
     ]

@@ -113,16 +113,37 @@ extension BeaconOutbox {
                                   [.integer(Int64(configuration.playsMaxRows))])
     }
 
-    /// The plays that started at or after `since` (wall clock), oldest first, at most `limit`.
-    public func plays(since: Double? = nil, limit: Int = 10_000) -> [PlayRecord] {
+    /// The plays that started at or after `since` (wall clock) and, with `afterRow`, whose row
+    /// comes after it (in row order then: a cursor), oldest first, at most `limit` (`newest`:
+    /// the last `limit` of them).
+    public func plays(since: Double? = nil, afterRow: Int64? = nil, limit: Int = 10_000, newest: Bool = false) -> [PlayRecord] {
         state.withLock { state in
             flushPlays(&state)
             savePlays(&state)
+            let order = newest ? "rowid DESC" : afterRow == nil ? "started_wall, rowid" : "rowid"
             let rows = (try? state.db.execute("""
                 SELECT id, ad_id, kind, source, content_id, started_wall, ended_wall, seconds, reason, viewable,
-                       beacons_total, beacons_sent, beacons_dropped FROM plays WHERE started_wall >= ? ORDER BY started_wall, rowid LIMIT ?
-                """, [.real(since ?? -1e18), .integer(Int64(limit))])) ?? []
-            return rows.map(PlayRecord.init(row:))
+                       beacons_total, beacons_sent, beacons_dropped, rowid FROM plays WHERE started_wall >= ? AND rowid > ?
+                       ORDER BY \(order) LIMIT ?
+                """, [.real(since ?? -1e18), .integer(afterRow ?? -1), .integer(Int64(max(1, limit)))])) ?? []
+            let plays = rows.map(PlayRecord.init(row:))
+            return newest ? plays.reversed() : plays
+        }
+    }
+
+    /// Seconds the oldest beacon not yet delivered has waited (run time), nil if none waits.
+    public func oldestPendingAge() -> Double? {
+        state.withLock { state in
+            let now = state.run.now()
+            var oldest: Double?
+            // Delivered rows whose deletion the disk refused are not waiting: skipped.
+            let rows = (try? state.db.execute("SELECT id, created_run FROM beacons ORDER BY id LIMIT ?",
+                                              [.integer(Int64(state.delivered.count + 1))])) ?? []
+            if let row = rows.first(where: { !state.delivered.contains($0[0].integer ?? -1) }) { oldest = row[1].real }
+            for beacon in state.memory {
+                oldest = min(oldest ?? beacon.createdRun, beacon.createdRun)
+            }
+            return oldest.map { max(0, now - $0) }
         }
     }
 }

@@ -25,6 +25,15 @@ public final class Metrics: Sendable {
     private struct State {
         var counters: [Key: Double] = [:]
         var gauges: [Key: Double] = [:]
+        var lastAdError: AdErrorNote?
+    }
+
+    /// The last ad error: when, its code and VAST error code (the health verdict names it).
+    public struct AdErrorNote: Sendable, Equatable {
+        public var wall: Double
+        public var code: String
+        public var vastCode: Int?
+        public var message: String
     }
 
     /// Help text and type of each metric, as the text format writes them.
@@ -46,6 +55,9 @@ public final class Metrics: Sendable {
         "adplayerd_outbox_disk_failing": ("gauge", "1 while the state disk refuses the outbox's writes."),
         "adplayerd_playing": ("gauge", "1 while an episode plays (a post-roll included), 0 otherwise."),
         "adplayerd_item_info": ("gauge", "The episode in the player (1), by path and content id."),
+        "adplayerd_video_frames_dropped_total": ("counter", "Video frames dropped, by stage (decoder, output)."),
+        "adplayerd_video_hwdec_in_use": ("gauge", "1 while hardware decoding is in use, 0 while software decodes a video."),
+        "adplayerd_video_fps": ("gauge", "The video's frame rate as the output sees it."),
         "adplayerd_uptime_seconds": ("gauge", "Seconds since the daemon started."),
         "adplayerd_build_info": ("gauge", "The daemon's version (1)."),
     ]
@@ -69,6 +81,8 @@ public final class Metrics: Sendable {
         let key = Self.key(name, labels)
         state.withLock { $0.gauges[key] = value }
     }
+
+    public var lastAdError: AdErrorNote? { state.withLock { $0.lastAdError } }
 
     /// Removes every sample of gauge `name` (an item that is no longer in).
     public func clear(_ name: String) {
@@ -168,6 +182,9 @@ extension Metrics {
             if let seconds = info.onScreenSeconds { increment("adplayerd_ads_on_screen_seconds_total", ["kind": info.kind.protocolName], by: seconds) }
         case .error(let kind, _, let error):
             increment("adplayerd_ad_errors_total", ["kind": kind.protocolName, "code": error.code, "vast_error": error.vastCode.map(String.init) ?? ""])
+            let note = AdErrorNote(wall: Date().timeIntervalSince1970, code: error.code, vastCode: error.vastCode,
+                                   message: String(error.message.prefix(300)))
+            state.withLock { $0.lastAdError = note }
         case .quartile, .progress, .postrollPaused, .contentEnded:
             break
         }

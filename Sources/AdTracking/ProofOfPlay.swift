@@ -49,6 +49,8 @@ public struct PlayRecord: Sendable, Equatable {
     public var beaconsSent: Int
     public var beaconsFailed: Int
     public var beaconsPending: Int
+    /// The play's row number: it only grows (a cursor: `plays` after it). 0 where not read.
+    public var row: Int64
 
     init(row: [SQLiteValue]) {
         id = row[0].text ?? ""
@@ -65,6 +67,7 @@ public struct PlayRecord: Sendable, Equatable {
         beaconsSent = Int(row[11].integer ?? 0)
         beaconsFailed = Int(row[12].integer ?? 0)
         beaconsPending = max(0, total - beaconsSent - beaconsFailed)
+        self.row = row.count > 13 ? row[13].integer ?? 0 : 0
     }
 
     /// Reads a live daemon's database read only (a WAL reader: it does not stop or block the
@@ -73,7 +76,7 @@ public struct PlayRecord: Sendable, Equatable {
         let db = try SQLiteDatabase(path: path, readOnly: true)
         let rows = try db.execute("""
             SELECT id, ad_id, kind, source, content_id, started_wall, ended_wall, seconds, reason, viewable,
-                   beacons_total, beacons_sent, beacons_dropped FROM plays WHERE started_wall >= ? ORDER BY started_wall, rowid LIMIT ?
+                   beacons_total, beacons_sent, beacons_dropped, rowid FROM plays WHERE started_wall >= ? ORDER BY started_wall, rowid LIMIT ?
             """, [.real(since ?? -1e18), .integer(Int64(limit))])
         return rows.map(PlayRecord.init(row:))
     }

@@ -86,3 +86,7 @@ int csystem_stderr_is_journal(void) {
     if (fstat(2, &info) != 0) return 0;
     return (unsigned long long)info.st_dev == device && (unsigned long long)info.st_ino == inode;
 }
+
+int csystem_listen_fds(void) {
+    return sd_listen_fds(1);
+}

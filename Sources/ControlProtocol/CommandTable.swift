@@ -17,10 +17,27 @@ extension Commands {
         Command("close-ad", .control, .loop,
                 cli: ("close-ad", "the viewer dismisses the overlay or pause ad on screen")) { _ in .closeAd },
         Command("foreground", .control, .loop, cli: ("foreground", "the output is shown again")) { _ in .foreground },
+        Command("health", .read, .worker,
+                cli: ("health", "the box's verdict on itself: ok, degraded or failing, check by check\n(exit 0 ok, 1 degraded, 2 failing)")) { _ in .health },
+        Command("identify", .control, .filesThenLoop, .fields([.optional("seconds", .number(1...600))]),
+                cli: ("identify [SECONDS]", "a label on the screen (box, address, a short code) for SECONDS (30)"),
+                parse: { input throws(UsageError) in
+                    guard input.words.count <= 1 else { throw UsageError("identify takes SECONDS (1 to 600) or nothing") }
+                    guard let word = input.words.first else { return .identify(seconds: 30) }
+                    guard let seconds = Double(word), (1...600).contains(seconds) else { throw UsageError("identify takes SECONDS from 1 to 600") }
+                    return .identify(seconds: seconds)
+                }) { args throws(ControlError) in .identify(seconds: try args.optionalNumber("seconds") ?? 30) },
         Command("jump", .control, .loop, .fields([.required("index", .index)]),
                 cli: ("jump INDEX", "play entry INDEX (from 1, as status numbers them) now"), parse: { input throws(UsageError) in
                     .jump(index: try entry(input, "jump"))
                 }) { args throws(ControlError) in .jump(index: try args.index("index")) },
+        Command("logs", .read, .worker, .fields([.optional("lines", .integer(1...Int64(ControlProtocol.maxLogLines)))]),
+                cli: ("logs [N]", "the daemon's last N log lines (100; at most 1000), oldest first"), parse: { input throws(UsageError) in
+                    guard input.words.count <= 1 else { throw UsageError("logs takes N or nothing") }
+                    guard let word = input.words.first else { return .logs(lines: 100) }
+                    guard let n = Int(word), n >= 1, n <= ControlProtocol.maxLogLines else { throw UsageError("logs takes N from 1 to 1000") }
+                    return .logs(lines: n)
+                }) { args throws(ControlError) in .logs(lines: Int(try args.optionalInteger("lines") ?? 100)) },
         Command("loop", .control, .loop, .fields([.required("on", .bool)]),
                 cli: ("loop on|off", "loop the episode that plays (repeat one / off)"), parse: { input throws(UsageError) in
                     .loop(try input.onOff("loop"))
@@ -56,22 +73,41 @@ extension Commands {
         },
         Command("pause", .control, .loop, cli: ("pause", "pause the content")) { _ in .pause },
         Command("play", .control, .loop, cli: ("play", "play the content")) { _ in .play },
-        Command("plays", .read, .worker, .fields([.optional("since", .instant)]),
-                cli: ("plays [--since TIME]", "proof of play: every ad shown, oldest first (TIME: ISO 8601 or\nseconds since 1970)"),
-                options: ["since": .value], parse: { input throws(UsageError) in
-                    try input.expect(0, "plays takes no arguments but --since TIME")
-                    guard let text = input.arguments.value("since") else { return .plays(since: nil) }
-                    guard let seconds = Double(text) ?? ISO8601.parse(text) else {
-                        throw UsageError("--since: \"\(text)\" is not ISO 8601 or seconds since 1970")
+        Command("plays", .read, .worker,
+                .fields([.optional("since", .instant), .optional("after_id", .integer(0...Int64.max)), .optional("limit", .integer(1...10_000)),
+                         .optional("newest", .bool)]),
+                cli: ("plays [--since TIME] [--after ID] [--limit N]",
+                      "proof of play: every ad shown, oldest first (TIME: ISO 8601 or\nseconds since 1970; ID: a play's row, N at most 10000)"),
+                options: ["since": .value, "after": .value, "limit": .value], parse: { input throws(UsageError) in
+                    try input.expect(0, "plays takes no arguments but --since TIME, --after ID and --limit N")
+                    var since: Double?
+                    if let text = input.arguments.value("since") {
+                        guard let seconds = Double(text) ?? ISO8601.parse(text) else {
+                            throw UsageError("--since: \"\(text)\" is not ISO 8601 or seconds since 1970")
+                        }
+                        since = seconds
                     }
-                    return .plays(since: seconds)
-                }) { args throws(ControlError) in .plays(since: try args.optionalNumber("since")) },
+                    let after = try input.arguments.value("after").map { text throws(UsageError) -> Int64 in
+                        guard let row = Int64(text), row >= 0 else { throw UsageError("--after: \"\(text)\" is not a play's row (a whole number)") }
+                        return row
+                    }
+                    let limit = try input.arguments.value("limit").map { text throws(UsageError) -> Int in
+                        guard let n = Int(text), (1...10_000).contains(n) else { throw UsageError("--limit: \"\(text)\" is not a number from 1 to 10000") }
+                        return n
+                    }
+                    return .plays(since: since, afterRow: after, limit: limit)
+                }) { args throws(ControlError) in
+            .plays(since: try args.optionalNumber("since"), afterRow: try args.optionalInteger("after_id"),
+                   limit: try args.optionalInteger("limit").map { Int($0) }, newest: try args.optionalBool("newest") ?? false)
+        },
         Command("previous", .control, .loop, cli: ("previous", "the previous episode, from its start")) { _ in .previous },
         Command("queue", .control, .filesThenLoop, .fields([.required("paths", .paths(max: ControlProtocol.maxQueuePaths))]),
                 cli: ("queue FILE|DIR...", "add files (a folder's playable files) to the queue"), parse: { input throws(UsageError) in
                     guard !input.words.isEmpty else { throw UsageError("queue needs at least one FILE") }
                     return .queue(paths: input.words.map(input.absolute))
                 }) { args throws(ControlError) in .queue(paths: try args.texts("paths")) },
+        Command("reload", .admin, .worker,
+                cli: ("reload", "read the configuration file again (as SIGHUP does)")) { _ in .reload },
         Command("remove", .control, .loop, .fields([.required("index", .index)]),
                 cli: ("remove INDEX", "take entry INDEX (from 1, as status numbers them) out of the queue"), parse: { input throws(UsageError) in
                     .remove(index: try entry(input, "remove"))
@@ -85,12 +121,14 @@ extension Commands {
             guard let mode = RepeatMode(rawValue: try args.text("mode")) else { throw ControlError(.internalError, "repeat: no such mode") }
             return .setRepeat(mode)
         },
-        Command("screenshot", .control, .filesThenLoop, .fields([.optional("with_ads", .bool)]),
+        Command("screenshot", .control, .filesThenLoop, .fields([.optional("with_ads", .bool), .optional("inline", .bool)]),
                 cli: ("screenshot [--video-only]", "a PNG of the screen (with the ads, or the video alone); prints its path"),
                 options: ["video-only": .flag], parse: { input throws(UsageError) in
                     try input.expect(0, "screenshot takes no arguments but --video-only")
                     return .screenshot(withAds: !input.arguments.flag("video-only"))
-                }) { args throws(ControlError) in .screenshot(withAds: try args.optionalBool("with_ads") ?? true) },
+                }) { args throws(ControlError) in
+            .screenshot(withAds: try args.optionalBool("with_ads") ?? true, inline: try args.optionalBool("inline") ?? false)
+        },
         Command("seek", .control, .loop, .oneOf([.required("to", .seconds(.position)), .required("by", .seconds(.offset))]),
                 cli: ("seek SECONDS | +S | -S", "to a time, or by an offset"), parse: { input throws(UsageError) in
                     try input.expect(1, "seek takes SECONDS, +SECONDS or -SECONDS")

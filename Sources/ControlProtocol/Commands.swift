@@ -66,6 +66,8 @@ public enum ArgumentKind: Sendable {
     case track(off: Bool)
     /// One of these words.
     case choice([String])
+    /// A whole number in the range.
+    case integer(ClosedRange<Int64>)
 
     /// What it takes, as a person reads it (errors, `usage`).
     public var summary: String {
@@ -81,6 +83,7 @@ public enum ArgumentKind: Sendable {
         case .index: "a whole number from 0 (the queue's first entry)"
         case .track(let off): off ? "a track id, \"auto\" or \"off\"" : "a track id or \"auto\""
         case .choice(let words): "one of " + words.map { "\"\($0)\"" }.joined(separator: ", ")
+        case .integer(let range): "a whole number from \(range.lowerBound) to \(range.upperBound)"
         }
     }
 
@@ -128,6 +131,7 @@ public enum ArgumentValue: Sendable, Equatable {
     case texts([String])
     case index(Int)
     case track(TrackChoice)
+    case integer(Int64)
 }
 
 /// A request's arguments once every one has passed its kind's check. A command's `build`
@@ -164,6 +168,10 @@ public struct ArgumentValues: Sendable {
     public func optionalText(_ key: String) throws(ControlError) -> String? { try optionalValue(key, Self.text) }
     public func texts(_ key: String) throws(ControlError) -> [String] { try value(key, Self.texts) }
     public func optionalTexts(_ key: String) throws(ControlError) -> [String]? { try optionalValue(key, Self.texts) }
+
+    public func optionalInteger(_ key: String) throws(ControlError) -> Int64? {
+        try optionalValue(key) { if case .integer(let v) = $0 { v } else { nil } }
+    }
 
     public func index(_ key: String) throws(ControlError) -> Int {
         try value(key) { if case .index(let v) = $0 { v } else { nil } }

@@ -347,3 +347,12 @@ struct JSONWriter {
         bytes.append(UInt8(ascii: "\""))
     }
 }
+
+extension JSONValue {
+    /// An object with `fields` added (over its own); a value that is not an object as it is.
+    public func adding(_ fields: [String: JSONValue]) -> JSONValue {
+        guard case .object(var own) = self else { return self }
+        own.merge(fields) { _, new in new }
+        return .object(own)
+    }
+}

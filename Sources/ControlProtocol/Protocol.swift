@@ -17,6 +17,8 @@ public enum ControlProtocol {
     public static let maxQueueEntries = 10_000
     /// Most names in one `subscribe`.
     public static let maxSubscriptions = 64
+    /// Most log lines `logs` returns (and the daemon keeps).
+    public static let maxLogLines = 1000
     /// The ad kinds as the protocol names them (`kind` fields, `metrics`): the runtime's
     /// `AdKind.protocolName`, checked equal by a test (this module knows no runtime).
     public static let adKinds = ["overlay", "pause", "postroll"]
@@ -106,8 +108,10 @@ public enum Request: Sendable, Equatable {
     /// Which events this client gets: names or prefixes (`ad.*`); nil: all.
     case subscribe(events: [String]?)
     case metrics
-    /// Proof of play: the ads shown since a wall-clock time (seconds since 1970), oldest first.
-    case plays(since: Double?)
+    /// Proof of play, oldest first: the ads shown since a wall-clock time (seconds since 1970),
+    /// and/or after the play numbered `afterRow` (each play's `row`: a cursor that only grows);
+    /// at most `limit` (`newest`: the last `limit` of them, still oldest first).
+    case plays(since: Double?, afterRow: Int64? = nil, limit: Int? = nil, newest: Bool = false)
     case version
     case volume(VolumeChange)
     /// nil: toggle.
@@ -122,7 +126,16 @@ public enum Request: Sendable, Equatable {
     case audioTrack(TrackChoice)
     case subtitleTrack(TrackChoice)
     case audioDevices
-    case screenshot(withAds: Bool)
+    /// `inline`: the PNG in the reply (base64), for a client that cannot read the daemon's files.
+    case screenshot(withAds: Bool, inline: Bool = false)
+    /// The box's verdict on itself (docs/web.md): ok, degraded or failing, check by check.
+    case health
+    /// The daemon's last log lines (a bounded ring), oldest first.
+    case logs(lines: Int)
+    /// A label on the screen (box, address, a short code) for `seconds`: which screen is which.
+    case identify(seconds: Double)
+    /// Reads the configuration file again, as SIGHUP does.
+    case reload
 }
 
 /// A request line as it arrived: its id (echoed in the reply) and what it asks.
@@ -263,6 +276,10 @@ extension Request {
         case .subtitleTrack: "subtitle-track"
         case .audioDevices: "audio-devices"
         case .screenshot: "screenshot"
+        case .health: "health"
+        case .logs: "logs"
+        case .identify: "identify"
+        case .reload: "reload"
         }
     }
 
@@ -280,7 +297,12 @@ extension Request {
         case .speed(let value): return ["value": .number(value)]
         case .loop(let on): return ["on": .bool(on)]
         case .subscribe(let events): return events.map { ["events": .array($0.map { .string($0) })] } ?? [:]
-        case .plays(let since): return since.map { ["since": .number($0)] } ?? [:]
+        case .plays(let since, let afterRow, let limit, let newest):
+            var fields: [String: JSONValue] = newest ? ["newest": true] : [:]
+            if let since { fields["since"] = .number(since) }
+            if let afterRow { fields["after_id"] = .int(afterRow) }
+            if let limit { fields["limit"] = .int(Int64(limit)) }
+            return fields
         case .volume(.to(let value)): return ["value": .number(value)]
         case .volume(.by(let by)): return ["by": .number(by)]
         case .mute(let on): return on.map { ["on": .bool($0)] } ?? [:]
@@ -294,7 +316,9 @@ extension Request {
             case .auto: return ["id": "auto"]
             case .off: return ["id": "off"]
             }
-        case .screenshot(let withAds): return ["with_ads": .bool(withAds)]
+        case .screenshot(let withAds, let inline): return inline ? ["with_ads": .bool(withAds), "inline": true] : ["with_ads": .bool(withAds)]
+        case .logs(let lines): return ["lines": .int(Int64(lines))]
+        case .identify(let seconds): return ["seconds": .number(seconds)]
         case .status(let queue): return queue ? ["queue": true] : [:]
         default: return [:]
         }
@@ -408,6 +432,9 @@ struct ArgumentDecoder {
         case .choice(let words):
             guard let word = value.string, words.contains(word) else { throw fail(argument) }
             return .text(word)
+        case .integer(let range):
+            guard let number = value.integer, range.contains(number) else { throw fail(argument) }
+            return .integer(number)
         }
     }
 

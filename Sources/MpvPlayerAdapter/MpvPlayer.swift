@@ -267,6 +267,31 @@ public final class MpvPlayer: TrackablePlayer {
         }
     }
 
+    /// What the output and the decoder do now (`status`'s `output`, the health verdict): six
+    /// property reads on the loop, each a lock and a copy in mpv (docs/benchmarks.md §1).
+    public func output() -> PlayerOutput {
+        (try? loop.sync { () -> PlayerOutput in
+            let handle = core.handle
+            func text(_ name: String) -> String? { (try? handle.get(name, as: .string))?.string.flatMap { $0.isEmpty ? nil : $0 } }
+            func int(_ name: String) -> Int? { (try? handle.get(name, as: .int))?.int.map { Int(clamping: $0) } }
+            let size = core.mapping.outputSize
+            var fps = (try? handle.get("estimated-vf-fps", as: .double))?.double
+            if fps == nil || !(fps!.isFinite) { fps = (try? handle.get("container-fps", as: .double))?.double }
+            return PlayerOutput(vo: text("current-vo"), width: size.width > 0 ? size.width : nil, height: size.height > 0 ? size.height : nil,
+                                hwdecRequested: text("hwdec"), hwdecCurrent: text("hwdec-current") ?? (text("current-vo") != nil ? "no" : nil),
+                                droppedByDecoder: int("decoder-frame-drop-count"), droppedByOutput: int("frame-drop-count"),
+                                fps: fps.flatMap { $0.isFinite && $0 > 0 ? ($0 * 1000).rounded() / 1000 : nil })
+        }) ?? PlayerOutput()
+    }
+
+    /// Shows `text` on the output for `seconds` (mpv's OSD, above the video and the ads):
+    /// `identify`. A command as an array: mpv expands no property in it; the caller keeps ASS's
+    /// escape (ESC) out of `text`.
+    public func showLabel(_ text: String, seconds: Double) throws {
+        let milliseconds = String(Int((min(max(seconds, 1), 600) * 1000).rounded()))
+        try onLoop("show-text") { core.handle.commandAsync(["show-text", text, milliseconds]) }
+    }
+
     /// The next playlist entry (`playlist-next force`).
     public func next() throws { try onLoop("playlist-next") { core.handle.commandAsync(["playlist-next", "force"]) } }
 

@@ -31,7 +31,7 @@ enum Human {
                 let beacons = p["beacons"]
                 func n(_ key: String) -> Int64 { beacons?[key]?.integer ?? 0 }
                 let seconds = p["seconds"]?.number.map { String(format: "%.1f s", $0) } ?? "-"
-                return "\(s("started"))  \(s("kind").padding(toLength: 8, withPad: " ", startingAt: 0)) \(s("ad_id")) on \(s("content_id")): "
+                return "#\(p["row"]?.integer ?? 0) \(s("started"))  \(s("kind").padding(toLength: 8, withPad: " ", startingAt: 0)) \(s("ad_id")) on \(s("content_id")): "
                     + "\(seconds), \(s("reason")), \(s("viewable")); beacons sent \(n("sent")), pending \(n("pending")), failed \(n("failed"))"
             }.joined(separator: "\n")
         case .tracks, .audioTrack, .subtitleTrack:
@@ -49,6 +49,21 @@ enum Human {
             return (result["devices"]?.array ?? []).map { "\($0["name"]?.string ?? "?")  \($0["description"]?.string ?? "")" }.joined(separator: "\n")
         case .screenshot:
             return result["path"]?.string ?? "?"
+        case .health:
+            var lines = [result["status"]?.string ?? "?"]
+            for check in result["checks"]?.array ?? [] {
+                let status = check["status"]?.string ?? "?"
+                lines.append("  \(status.padding(toLength: 9, withPad: " ", startingAt: 0)) \(check["name"]?.string ?? "?"): \(check["reason"]?.string ?? "")")
+            }
+            return lines.joined(separator: "\n")
+        case .logs:
+            return (result["lines"]?.array ?? []).map { line in
+                "\(line["time"]?.string ?? "?") \(line["level"]?.string ?? "?"): \(line["text"]?.string ?? "")"
+            }.joined(separator: "\n")
+        case .identify:
+            return "the screen shows its label (code \(result["code"]?.string ?? "?"))"
+        case .reload:
+            return "reloading the configuration"
         default:
             return status(result)
         }

@@ -60,6 +60,15 @@ do {
             write(json ? event.text : Human.event(event))
         }
     }
+    // health: its verdict is the exit status (0 ok, 1 degraded, 2 failing), for health hooks.
+    if case .health = request, ok {
+        write(json ? reply.text : Human.result(request, reply["result"] ?? .object([:])))
+        switch reply["result"]?["status"]?.string {
+        case "ok": exit(0)
+        case "degraded": exit(1)
+        default: exit(2)
+        }
+    }
     if json {
         write(reply.text)
     } else if ok {

@@ -192,8 +192,25 @@ struct DaemonCommand {
         }
 
         // 4. The control socket.
+        let clock = SystemTrackingClock()
+        let arguments = self.arguments
+        let health = HealthMonitor(HealthMonitor.Sources(
+            loop: player.loop, controller: controller, metrics: metrics, outbox: outbox,
+            folders: durable ? [("state", configuration.stateDir)] + (configuration.ads.isEmpty ? [] : [("cache", configuration.creativeCacheFolder)])
+                : [("state", configuration.stateDir)],
+            configurationProblems: {
+                do {
+                    return try Configuration.load(arguments: arguments).localProblems()
+                } catch {
+                    return ["the configuration file does not load (the running one is kept): \(error)"]
+                }
+            },
+            clockSynchronized: { clock.wallClockSynchronized() }))
+        health.start()
+        defer { health.stop() }
         let router = CommandRouter(loop: player.loop, controller: controller, library: configuration.library, metrics: metrics, outbox: outbox,
-                                   screenshots: configuration.stateDir + "/screenshots")
+                                   screenshots: configuration.stateDir + "/screenshots",
+                                   extras: CommandRouter.Extras(health: health, log: log, reload: { requests.reload() }))
         let control = try ControlServer(path: configuration.socket, group: configuration.socketGroup,
                                         groupTier: configuration.socketGroupTier, log: log) { _, request, reply in
             router.handle(request, reply: reply)

@@ -44,8 +44,5 @@ struct PlaysCommand {
     }
 
     /// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
-    static func csv(_ field: String) -> String {
-        guard field.contains(where: { ",\"\n\r".contains($0) }) else { return field }
-        return "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-    }
+    static func csv(_ field: String) -> String { CSV.field(field) }
 }

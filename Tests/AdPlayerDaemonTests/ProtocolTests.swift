@@ -147,12 +147,15 @@ final class ProtocolTests: XCTestCase {
     /// cover the whole table, and a new command without an example fails them.
     static let examples: [String: [Request]] = [
         "audio-devices": [.audioDevices], "audio-track": [.audioTrack(.id(2)), .audioTrack(.auto)], "background": [.background],
-        "clear": [.clear], "close-ad": [.closeAd], "foreground": [.foreground], "jump": [.jump(index: 3)], "loop": [.loop(true), .loop(false)],
+        "clear": [.clear], "close-ad": [.closeAd], "foreground": [.foreground], "health": [.health],
+        "identify": [.identify(seconds: 30), .identify(seconds: 5.5)], "jump": [.jump(index: 3)], "logs": [.logs(lines: 100), .logs(lines: 1)], "loop": [.loop(true), .loop(false)],
         "metrics": [.metrics], "move": [.move(from: 0, to: 4)], "mute": [.mute(true), .mute(nil)], "next": [.next],
         "open": [.open(path: "/a b.mp4", contentID: "ep-1", start: 3.5), .open(path: "/c.mp4", contentID: nil, start: nil)],
-        "pause": [.pause], "play": [.play], "plays": [.plays(since: nil), .plays(since: 1_800_000_000.5)], "previous": [.previous],
+        "pause": [.pause], "play": [.play], "plays": [.plays(since: nil), .plays(since: 1_800_000_000.5),
+                                                        .plays(since: nil, afterRow: 41, limit: 10), .plays(since: nil, limit: 20, newest: true)],
+        "previous": [.previous], "reload": [.reload],
         "queue": [.queue(paths: ["/a", "/b"])], "remove": [.remove(index: 0)], "repeat": [.setRepeat(.all), .setRepeat(.one)],
-        "screenshot": [.screenshot(withAds: true), .screenshot(withAds: false)], "seek": [.seek(.to(10)), .seek(.by(-5))],
+        "screenshot": [.screenshot(withAds: true), .screenshot(withAds: false), .screenshot(withAds: true, inline: true)], "seek": [.seek(.to(10)), .seek(.by(-5))],
         "shuffle": [.shuffle(true)], "speed": [.speed(1.5)], "status": [.status(queue: false), .status(queue: true)], "stop": [.stop],
         "subscribe": [.subscribe(events: ["ad.*"]), .subscribe(events: nil)], "subtitle-track": [.subtitleTrack(.off), .subtitleTrack(.id(1))],
         "toggle": [.toggle], "tracks": [.tracks], "version": [.version], "volume": [.volume(.to(40)), .volume(.by(-5))],
@@ -183,9 +186,9 @@ final class ProtocolTests: XCTestCase {
         XCTAssertEqual(Set(names).count, names.count)
         XCTAssertEqual(Set(Commands.all.map(\.commandLine.word)).count, names.count)
         XCTAssertEqual(Set(Commands.all.filter { $0.venue == .socket }.map(\.name)), ["subscribe", "version"])
-        XCTAssertEqual(Set(Commands.all.filter { $0.tier == .admin }.map(\.name)), ["clear"])
+        XCTAssertEqual(Set(Commands.all.filter { $0.tier == .admin }.map(\.name)), ["clear", "reload"])
         XCTAssertEqual(Set(Commands.all.filter { $0.tier == .read }.map(\.name)),
-                       ["audio-devices", "metrics", "plays", "status", "subscribe", "tracks", "version"])
+                       ["audio-devices", "health", "logs", "metrics", "plays", "status", "subscribe", "tracks", "version"])
         for command in Commands.all {
             XCTAssertFalse(command.commandLine.help.isEmpty, command.name)
             XCTAssertTrue(command.commandLine.synopsis.hasPrefix(command.commandLine.word), command.name)
@@ -220,6 +223,9 @@ final class ProtocolTests: XCTestCase {
         let lines: [([String], Request)] = [
             (["audio-devices"], .audioDevices), (["audio-track", "2"], .audioTrack(.id(2))), (["audio-track", "auto"], .audioTrack(.auto)),
             (["background"], .background), (["clear"], .clear), (["close-ad"], .closeAd), (["foreground"], .foreground),
+            (["health"], .health), (["identify"], .identify(seconds: 30)), (["identify", "10"], .identify(seconds: 10)),
+            (["logs"], .logs(lines: 100)), (["logs", "5"], .logs(lines: 5)), (["reload"], .reload),
+            (["plays", "--after", "7", "--limit", "3"], .plays(since: nil, afterRow: 7, limit: 3)),
             (["jump", "4"], .jump(index: 3)), (["loop", "on"], .loop(true)), (["metrics"], .metrics), (["move", "1", "5"], .move(from: 0, to: 4)),
             (["mute"], .mute(nil)), (["mute", "on"], .mute(true)), (["next"], .next),
             (["open", "a b.mp4", "--content-id", "ep-1", "--start", "3.5"], .open(path: "/media/a b.mp4", contentID: "ep-1", start: 3.5)),
@@ -234,7 +240,8 @@ final class ProtocolTests: XCTestCase {
         XCTAssertEqual(Set(lines.map { $0.1.name }), Set(Commands.all.map(\.name)), "a command line for every command")
         for (words, request) in lines { XCTAssertEqual(try parse(words), request, words.joined(separator: " ")) }
         for bad in [["pause", "now"], ["seek"], ["loop", "maybe"], ["jump", "0"], ["status", "--since", "1"], ["screenshot", "--start", "1"],
-                    ["audio-track", "off"], ["rm"]] {
+                    ["audio-track", "off"], ["rm"], ["logs", "0"], ["logs", "1001"],
+                    ["identify", "0"], ["plays", "--limit", "0"], ["plays", "--after", "-1"], ["health", "now"]] {
             XCTAssertThrowsError(try parse(bad), bad.joined(separator: " "))
         }
         for command in Commands.all { XCTAssertTrue(Commands.commandLineHelp.contains("  " + command.commandLine.synopsis), command.name) }

@@ -30,7 +30,14 @@ extension ScriptedPlayer: ContentPlayer {
         loop.run { completion(.failure(ControlError(.unavailable, "no screen"))) }
     }
     public func duration() -> Double? { itemDuration }
+    public func output() -> PlayerOutput { PlayerOutput(vo: "scripted", hwdecRequested: "no", hwdecCurrent: "no", droppedByDecoder: 0, droppedByOutput: 0) }
+    public func showLabel(_ text: String, seconds: Double) throws { ScriptedLabels.shown.withLock { $0.append((text, seconds)) } }
     public func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void) {}
+}
+
+/// The labels `identify` put on the scripted player's screen.
+enum ScriptedLabels {
+    static let shown = Locked<[(text: String, seconds: Double)]>([])
 }
 
 /// A controller on a scripted player and virtual time, with a recording surface: the daemon's

@@ -20,12 +20,29 @@ public final class CommandRouter: Sendable {
     private let metrics: Metrics?
     private let outbox: BeaconOutbox?
     private let screenshots: String?
+    private let extras: Extras
+
+    /// What answers `health`, `logs`, `reload` and `identify` (nil: the command is `unavailable`).
+    public struct Extras: Sendable {
+        public var health: HealthMonitor?
+        public var log: Logger?
+        public var reload: (@Sendable () -> Void)?
+        /// The box as `identify` names it (its hostname when nil).
+        public var boxName: String?
+        public init(health: HealthMonitor? = nil, log: Logger? = nil, reload: (@Sendable () -> Void)? = nil, boxName: String? = nil) {
+            self.health = health
+            self.log = log
+            self.reload = reload
+            self.boxName = boxName
+        }
+    }
 
     /// `metrics` and `outbox` answer `metrics` and `plays` off the loop (nil: nothing recorded).
     /// `screenshots`: the daemon's folder for them (under the state folder).
     public init(loop: any PlayerLoop, controller: Controller, library: [String], metrics: Metrics? = nil, outbox: BeaconOutbox? = nil,
-                screenshots: String? = nil) {
+                screenshots: String? = nil, extras: Extras = Extras()) {
         self.screenshots = screenshots
+        self.extras = extras
         self.loop = loop
         self.controller = controller
         self.library = Locked(library)
@@ -59,7 +76,21 @@ public final class CommandRouter: Sendable {
     private func answerOffLoop(_ request: Request) -> Result<JSONValue, ControlError> {
         switch request {
         case .metrics: return .success(Self.describe(metrics))
-        case .plays(let since): return .success(["plays": .array((outbox?.plays(since: since) ?? []).map(Self.describe))])
+        case .plays(let since, let afterRow, let limit, let newest):
+            let plays = outbox?.plays(since: since, afterRow: afterRow, limit: limit ?? 10_000, newest: newest) ?? []
+            return .success(["plays": .array(plays.map(Self.describe))])
+        case .health:
+            guard let health = extras.health else { return .failure(ControlError(.unavailable, "this daemon keeps no health verdict")) }
+            return .success(health.verdictJSON())
+        case .logs(let lines):
+            guard let log = extras.log else { return .failure(ControlError(.unavailable, "this daemon keeps no log lines")) }
+            return .success(["lines": .array(log.recent(lines).map { line -> JSONValue in
+                ["time": .string(ISO8601.format(line.wall)), "level": .string(line.level.name), "text": .string(line.text)]
+            })])
+        case .reload:
+            guard let reload = extras.reload else { return .failure(ControlError(.unavailable, "this daemon cannot reload")) }
+            reload()
+            return .success(["reloading": true])
         default: return .failure(ControlError(.internalError, "\(request.name) does not run on a worker"))
         }
     }
@@ -89,23 +120,70 @@ public final class CommandRouter: Sendable {
                 case .failure(let error): reply(.failure(error))
                 }
             }
-        case .screenshot(let withAds):
+        case .screenshot(let withAds, let inline):
             guard let folder = screenshots else { return reply(.failure(ControlError(.unavailable, "no folder for screenshots"))) }
-            let loop = self.loop
-            files.execute {
-                // Off the loop: the folder (the daemon's own), the oldest shots beyond the last 20 gone.
-                let path: String
-                do {
-                    path = try Self.screenshotPath(in: folder)
-                } catch {
-                    return reply(.failure(ControlError(.internalError, "screenshot: \(error)")))
-                }
-                let accepted = loop.execute { controller.screenshot(to: path, withAds: withAds, reply: reply) }
-                if !accepted { reply(.failure(ControlError(.unavailable, "the player has shut down"))) }
+            files.execute { [self] in screenshot(in: folder, withAds: withAds, inline: inline, reply) }
+        case .identify(let seconds):
+            let boxName = extras.boxName
+            files.execute { [self] in
+                // Off the loop: the host's name and addresses (getifaddrs).
+                let label = Self.identityLabel(boxName: boxName)
+                onLoop(reply) { try controller.identify(label: label.text, seconds: seconds).adding(["code": .string(label.code)]) }
             }
         default:
             reply(.failure(ControlError(.internalError, "\(request.name) does not take files")))
         }
+    }
+
+    /// On the files worker: the folder (the daemon's own, the oldest shots beyond the last 20
+    /// gone), then the loop takes the shot; inline, the file is read back here once written.
+    private func screenshot(in folder: String, withAds: Bool, inline: Bool, _ reply: @escaping @Sendable (Result<JSONValue, ControlError>) -> Void) {
+        let path: String
+        do {
+            path = try Self.screenshotPath(in: folder)
+        } catch {
+            return reply(.failure(ControlError(.internalError, "screenshot: \(error)")))
+        }
+        let files = self.files
+        let answer: @Sendable (Result<JSONValue, ControlError>) -> Void
+        if inline {
+            answer = { (result: Result<JSONValue, ControlError>) in
+                guard case .success(let value) = result else { return reply(result) }
+                files.execute { reply(Self.inlined(value, path: path)) }
+            }
+        } else {
+            answer = reply
+        }
+        let controller = self.controller
+        let accepted = loop.execute { controller.screenshot(to: path, withAds: withAds, reply: answer) }
+        if !accepted { reply(.failure(ControlError(.unavailable, "the player has shut down"))) }
+    }
+
+    /// Largest screenshot a reply carries inline (the web page's `screenshot.png`).
+    static let maxInlineScreenshot = 8 << 20
+
+    /// A screenshot's reply with the PNG in it (base64); the file stays where it is.
+    static func inlined(_ value: JSONValue, path: String) -> Result<JSONValue, ControlError> {
+        do {
+            let data = try SafeFile.read(path, maxBytes: maxInlineScreenshot)
+            guard case .object(var fields) = value else { return .success(value) }
+            fields["png_base64"] = .string(data.base64EncodedString())
+            return .success(.object(fields))
+        } catch {
+            return .failure(ControlError(.tooLarge, "screenshot: \(path): \(error)"))
+        }
+    }
+
+    /// What `identify` shows: the box's name, its addresses, and a short code that changes each
+    /// time (said on the phone: "the screen that shows 4172"). Printable ASCII and spaces only:
+    /// nothing mpv's OSD could read as markup.
+    static func identityLabel(boxName: String?) -> (text: String, code: String) {
+        let code = String(format: "%04d", Int.random(in: 0...9999))
+        let name = boxName ?? ProcessInfo.processInfo.hostName
+        let addresses = HostInfo.addresses(limit: 4).joined(separator: "  ")
+        let text = "adplayerd  \(name)\n\(addresses.isEmpty ? "no network address" : addresses)\ncode \(code)"
+        let clean = String(String.UnicodeScalarView(text.unicodeScalars.filter { $0 == "\n" || ($0.value >= 0x20 && $0.value < 0x7F) }))
+        return (String(clean.prefix(400)), code)
     }
 
     /// Screenshots kept: the most recent.
@@ -150,7 +228,8 @@ public final class CommandRouter: Sendable {
          "content_id": .string(play.contentID), "started": .string(ISO8601.format(play.started)),
          "ended": play.ended.map { .string(ISO8601.format($0)) } ?? .null, "seconds": play.seconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null,
          "reason": play.reason.map { .string($0) } ?? .null, "viewable": play.viewable.map { .string($0) } ?? .null,
-         "beacons": ["sent": .int(play.beaconsSent), "pending": .int(play.beaconsPending), "failed": .int(play.beaconsFailed)]]
+         "beacons": ["sent": .int(play.beaconsSent), "pending": .int(play.beaconsPending), "failed": .int(play.beaconsFailed)],
+         "row": .int(play.row)]
     }
 
     /// Runs `body` on the loop and replies with what it returned or threw.

@@ -58,6 +58,9 @@ public struct Configuration: Sendable {
     /// loudness-normalised (EBU R128, -24 LUFS).
     public var adVolume = 100.0
     public var adLoudnorm = false
+    /// `adplayerd web`: where it listens, and its tokens (`ROLE TOKEN` lines, a 0600 file).
+    public var webListen = try! ListenAddress(parsing: "127.0.0.1:8080")
+    public var webTokenFile: String?
 
     /// Defaults from the environment: systemd's `RUNTIME_DIRECTORY`/`STATE_DIRECTORY`, else
     /// `/run/adplayerd` and `/var/lib/adplayerd` for root, else XDG's folders for a user.
@@ -92,7 +95,8 @@ public struct Configuration: Sendable {
                                         "outbox-max-beacons", "outbox-max-mib", "beacon-max-days", "time-sync-wait",
                                         "plays-max-rows", "plays-max-days", "metrics-file", "metrics-interval",
                                         "cache-max-mib", "offline-ad-lifetime", "beacon-max-delay",
-                                        "audio-device", "mpv-option", "alang", "slang", "ad-volume", "ad-loudnorm"]
+                                        "audio-device", "mpv-option", "alang", "slang", "ad-volume", "ad-loudnorm",
+                                        "web-listen", "web-token-file"]
 
     /// What a key's value is, as `adplayerd --help` shows it (a key not named here takes `S`).
     static let placeholders: [String: String] = [
@@ -101,7 +105,7 @@ public struct Configuration: Sendable {
         "ads-token": "TOKEN", "log-level": "LEVEL", "outbox-max-beacons": "N", "outbox-max-mib": "N", "beacon-max-days": "N",
         "time-sync-wait": "S", "plays-max-rows": "N", "plays-max-days": "N", "metrics-file": "PATH", "metrics-interval": "S",
         "cache-max-mib": "N", "offline-ad-lifetime": "S", "beacon-max-delay": "S", "audio-device": "NAME", "mpv-option": "KEY=VALUE",
-        "alang": "LANGS", "slang": "LANGS", "ad-volume": "PERCENT",
+        "alang": "LANGS", "slang": "LANGS", "ad-volume": "PERCENT", "web-listen": "HOST:PORT", "web-token-file": "FILE",
     ]
     /// Keys that may be given more than once.
     static let repeatable: Set<String> = ["library", "ads", "mpv-option"]
@@ -257,6 +261,15 @@ public struct Configuration: Sendable {
             } catch {
                 throw fail("\(error)")
             }
+        case "web-listen":
+            do {
+                webListen = try ListenAddress(parsing: value)
+            } catch {
+                throw fail("web-listen: \(error)")
+            }
+        case "web-token-file":
+            guard value.isEmpty || value.hasPrefix("/") else { throw fail("web-token-file: \"\(value.prefix(80))\" must be an absolute path") }
+            webTokenFile = value.isEmpty ? nil : value
         case "metrics-file":
             guard value.isEmpty || value.hasPrefix("/") else { throw fail("metrics-file: \"\(value)\" must be an absolute path") }
             metricsFile = value.isEmpty ? nil : value

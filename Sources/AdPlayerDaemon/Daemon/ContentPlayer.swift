@@ -32,6 +32,10 @@ public protocol ContentPlayer: TrackablePlayer {
     /// A PNG of what is on screen at `path` — with the ads (`withOverlays`) or the video alone;
     /// `completion` on the loop once it is written.
     func screenshot(to path: String, withOverlays: Bool, completion: @escaping @Sendable (Result<Void, any Error>) -> Void)
+    /// What the output and the decoder do now (on the loop: a few property reads).
+    func output() -> PlayerOutput
+    /// Shows `text` over everything on the output for `seconds` (`identify`).
+    func showLabel(_ text: String, seconds: Double) throws
     /// The item's duration in seconds, when an item is in and it is known.
     func duration() -> Double?
     /// `handler` runs on the loop when the output is hidden or shown by the window system, and

@@ -25,7 +25,9 @@ extension Controller {
         // First what clients hear — the change, then what the ads did about it (they reacted
         // before this last observer) — then the rest, which wakes other threads.
         switch event.change {
-        case .item(let item?): emit(.playerItem(path: item.path, entry: item.entry, pass: item.loop, contentID: episode?.entry.contentID))
+        case .item(let item?):
+            lastFailure = nil
+            emit(.playerItem(path: item.path, entry: item.entry, pass: item.loop, contentID: episode?.entry.contentID))
         case .item(nil): emit(.playerEmpty)
         case .playing(let rate): emit(.playerPlaying(rate: rate, position: s.position))
         case .paused: emit(.playerPaused(position: s.position))

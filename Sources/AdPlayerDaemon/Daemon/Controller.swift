@@ -59,6 +59,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     var positionTimer: LoopTimer?
     /// The ad on screen, for `status`.
     var adOnScreen: AdInfo?
+    /// The last item that could not be played, until one plays again (the health verdict).
+    var lastFailure: (path: String, message: String)?
     /// Where each episode was left, by path (what `StateStore` saves, kept here for the loop).
     var positions = RecentPositions()
     var publishedPlaying: Bool?
@@ -192,8 +194,41 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
                 "current": current.map { .int($0) } ?? .null, "loop": .bool(loopOn), "repeat": .string(queue.repeatMode.rawValue),
                 "shuffle": .bool(queue.shuffle), "volume": .number(volume), "mute": .bool(muted), "background": .bool(background),
                 "background_reasons": .array(backgroundReasons.map(\.rawValue).sorted().map { .string($0) })]
+        status["output"] = Self.describe(player.output())
         if withQueue { status["queue"] = queuePaths }
         return .object(status)
+    }
+
+    /// The output as `status` reports it (docs/protocol.md).
+    static func describe(_ output: PlayerOutput) -> JSONValue {
+        func text(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
+        func int(_ value: Int?) -> JSONValue { value.map { .int(Int64($0)) } ?? .null }
+        return ["vo": text(output.vo), "width": int(output.width), "height": int(output.height),
+                "hwdec": text(output.hwdecRequested), "hwdec_current": text(output.hwdecCurrent),
+                "frames_dropped": ["decoder": int(output.droppedByDecoder), "output": int(output.droppedByOutput)],
+                "fps": output.fps.map { .number($0) } ?? .null]
+    }
+
+    /// What the health verdict asks of the loop (`HealthMonitor`): a few fields and the output.
+    public func healthSnapshot() -> HealthSnapshot {
+        player.loop.requireInLoop()
+        let snapshot = player.snapshot()
+        let inPlayer = episode != nil
+        return HealthSnapshot(itemInPlayer: inPlayer, playing: inPlayer && (postroll.map { !$0.paused } ?? snapshot.playing),
+                              position: snapshot.position, rate: snapshot.rate, postroll: postroll != nil, queueLength: queue.count,
+                              contentID: episode?.entry.contentID, lastFailure: lastFailure.map { "\($0.path): \($0.message)" },
+                              adsConfigured: source != nil, output: player.output())
+    }
+
+    /// `identify`: `label` on the screen for `seconds`.
+    public func identify(label: String, seconds: Double) throws(ControlError) -> JSONValue {
+        player.loop.requireInLoop()
+        do {
+            try player.showLabel(label, seconds: seconds)
+        } catch {
+            throw ControlError(.player, "identify: \(error)")
+        }
+        return ["label": .string(label), "seconds": .number(seconds)]
     }
 
     /// The queue's paths as the protocol sends them, built once per edit of the queue (a status
@@ -519,6 +554,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
                 policy?.follow(player, entry: playlistEntry)
             case .failure(let error):
                 log.error("\(entry.path): cannot be played: \(error)")
+                lastFailure = (entry.path, "\(error)")
                 emit(.playerFailed(path: entry.path, code: (error as? PlayerFailure)?.code ?? "loading-failed", message: "\(error)"))
                 episodeFinished(serial)
             }
@@ -582,4 +618,18 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
             armPositionTimer()
         }
     }
+}
+
+/// The loop's part of the health verdict.
+public struct HealthSnapshot: Sendable {
+    public var itemInPlayer: Bool
+    public var playing: Bool
+    public var position: Double
+    public var rate: Double
+    public var postroll: Bool
+    public var queueLength: Int
+    public var contentID: String?
+    public var lastFailure: String?
+    public var adsConfigured: Bool
+    public var output: PlayerOutput
 }

@@ -52,6 +52,8 @@ public final class Logger: Sendable {
     }
 
     private let state: Locked<State>
+    /// The last lines logged, for `logs` (a technician's view without journalctl).
+    private let ring = Locked(LogRing())
     private let writer = Workers(name: "adplayerd-log")
     private let maxQueued = 10_000
     private let journal: Bool
@@ -101,6 +103,7 @@ public final class Logger: Sendable {
         guard accepted else { return }
         tap?(level, message)
         let escaped = Self.escape(message)
+        ring.withLock { $0.append(LogLine(wall: Date().timeIntervalSince1970, level: level, text: escaped)) }
         let journal = self.journal
         writer.execute { [state] in
             let dropped = state.withLock { state -> Int in
@@ -135,6 +138,9 @@ public final class Logger: Sendable {
         }
     }
 
+    /// The last `count` lines logged (at most `LogRing.capacity`), oldest first.
+    public func recent(_ count: Int) -> [LogLine] { ring.withLock { $0.last(count) } }
+
     /// Waits until every line logged so far is written (at exit).
     public func flush() {
         let done = Handover<Bool>()
@@ -161,5 +167,40 @@ public final class Logger: Sendable {
             }
         }
         return out
+    }
+}
+
+/// A line of the log as `logs` returns it: when, how grave, what (escaped to one line, at most
+/// `LogRing.maxBytes`).
+public struct LogLine: Sendable, Equatable {
+    public let wall: Double
+    public let level: LogLevel
+    public let text: String
+}
+
+/// The last `capacity` lines, in a ring: memory bounded whatever is logged (1000 lines of at
+/// most 2 KiB: 2 MiB at worst).
+struct LogRing {
+    static let capacity = 1000
+    static let maxBytes = 2048
+    private var lines: [LogLine] = []
+    private var next = 0
+
+    mutating func append(_ line: LogLine) {
+        var line = line
+        if line.text.utf8.count > Self.maxBytes {
+            line = LogLine(wall: line.wall, level: line.level, text: String(decoding: line.text.utf8.prefix(Self.maxBytes), as: UTF8.self) + "…")
+        }
+        if lines.count < Self.capacity {
+            lines.append(line)
+        } else {
+            lines[next] = line
+            next = (next + 1) % Self.capacity
+        }
+    }
+
+    func last(_ count: Int) -> [LogLine] {
+        let ordered = Array(lines[next...] + lines[..<next])
+        return Array(ordered.suffix(max(0, count)))
     }
 }

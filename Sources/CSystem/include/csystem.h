@@ -40,6 +40,10 @@ int csystem_journal_send(const char *const *fields, int count);
 /* Whether stderr is connected to the journal ($JOURNAL_STREAM names its device and inode). */
 int csystem_stderr_is_journal(void);
 
+/* sd_listen_fds(1): how many sockets systemd passed (from fd 3, SD_LISTEN_FDS_START), 0 when
+   not socket-activated, < 0 -errno. */
+int csystem_listen_fds(void);
+
 /* Raises the soft RLIMIT_NOFILE to the hard limit; the new soft limit, or -1. */
 long csystem_raise_file_limit(void);
 #endif

@@ -1,0 +1,45 @@
+import Foundation
+
+/// What names this machine to a person (`identify`, the web page): its network addresses.
+public enum HostInfo {
+    /// The host's IPv4 and IPv6 addresses, loopback and link-local left out, at most `limit`.
+    public static func addresses(limit: Int = 16) -> [String] {
+        var list: UnsafeMutablePointer<ifaddrs>?
+        guard getifaddrs(&list) == 0, let first = list else { return [] }
+        defer { freeifaddrs(list) }
+        var found: [String] = []
+        for entry in sequence(first: first, next: { $0.pointee.ifa_next }) where found.count < limit {
+            guard let address = entry.pointee.ifa_addr else { continue }
+            let family = Int32(address.pointee.sa_family)
+            guard family == AF_INET || family == AF_INET6 else { continue }
+            var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+            let length = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
+            guard getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
+            let text = String(cString: host)
+            if text.hasPrefix("127.") || text == "::1" || text.lowercased().hasPrefix("fe80") { continue }
+            if !found.contains(text) { found.append(text) }
+        }
+        return found
+    }
+
+    /// The machine's id (`/etc/machine-id`, 32 hex digits), nil where there is none.
+    public static func machineID() -> String? {
+        guard let handle = FileHandle(forReadingAtPath: "/etc/machine-id") else { return nil }
+        defer { try? handle.close() }
+        let data = (try? handle.read(upToCount: 64)) ?? Data()
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.count == 32 && text.allSatisfy(\.isHexDigit) ? text : nil
+    }
+}
+
+/// CSV as proof of play is exported (RFC 4180): a field with a comma, a quote or a line break
+/// is quoted; one a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, a tab or a return
+/// first) is prefixed with `'` when `guardFormulas` (text from ad servers is not to be run).
+public enum CSV {
+    public static func field(_ text: String, guardFormulas: Bool = true) -> String {
+        var text = text
+        if guardFormulas, let first = text.unicodeScalars.first, "=+-@\t\r".unicodeScalars.contains(first) { text = "'" + text }
+        guard text.contains(where: { ",\"\n\r".contains($0) }) else { return text }
+        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}
