@@ -80,7 +80,7 @@ let package = Package(
         // The daemon and adplayerctl as processes, through the control socket.
         .testTarget(name: "DaemonTests", dependencies: ["AdRuntime", "AdTestSupport", "AdTracking"], swiftSettings: strict),
         // The web server alone: parsing, limits, hostile requests, tokens and roles.
-        .testTarget(name: "AdPlayerWebTests", dependencies: ["AdPlayerWeb", "ControlProtocol"], swiftSettings: strict),
+        .testTarget(name: "AdPlayerWebTests", dependencies: ["AdPlayerWeb", "ControlProtocol", "AdTestSupport"], swiftSettings: strict),
         .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "AdSources", "AdTestSupport", "MpvPlayerAdapter", "CMpv"],
                     swiftSettings: strict),
     ]

@@ -185,6 +185,7 @@ public final class HTTPServer: Sendable {
         Self.thread(named: "web-conn") { [self] in
             serve(fd, id: id)
             registry.withLock { _ = $0.connections.removeValue(forKey: id) }
+            Self.linger(fd)
             close(fd)
         }
     }
@@ -283,6 +284,21 @@ public final class HTTPServer: Sendable {
     }
 
     // MARK: Bytes
+
+    /// Before closing: no more writes, and what the client still sends (the rest of a head too
+    /// large) read and dropped for a moment, so that its answer is not lost to a reset.
+    static func linger(_ fd: Int32) {
+        Glibc.shutdown(fd, Int32(SHUT_WR))
+        var chunk = [UInt8](repeating: 0, count: 16384)
+        var drained = 0
+        let deadline = Date(timeIntervalSinceNow: 1)
+        while drained < 4 << 20, deadline.timeIntervalSinceNow > 0, wait(fd, timeout: deadline.timeIntervalSinceNow) {
+            let n = recv(fd, &chunk, chunk.count, Int32(MSG_DONTWAIT))
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return }
+            drained += n
+        }
+    }
 
     /// Waits until `fd` can be read (or is closed), at most `timeout` seconds.
     static func wait(_ fd: Int32, timeout: Double) -> Bool {

@@ -85,12 +85,17 @@ public final class WebApp: Sendable {
             statusDirty.lock()
             if !dirty.withLock({ $0 }) { _ = statusDirty.wait(until: Date(timeIntervalSinceNow: 2)) }
             statusDirty.unlock()
-            dirty.withLock { $0 = false }
+            let changed = dirty.withLock { dirty -> Bool in
+                defer { dirty = false }
+                return dirty
+            }
             guard hub.count > 0 else { continue }
             if case .success(let reply) = link.call(.status(queue: false)), reply["ok"]?.bool == true, let status = reply["result"] {
                 hub.broadcast(event: "status", data: status.text)
             }
-            if Date().timeIntervalSince(lastHealth) >= 10 {
+            // The verdict every 10 s, and after a change once 2 s have passed since the last.
+            let sinceHealth = Date().timeIntervalSince(lastHealth)
+            if sinceHealth >= 10 || (changed && sinceHealth >= 2) {
                 lastHealth = Date()
                 hub.broadcast(event: "health", data: healthVerdict().verdict.text)
             }

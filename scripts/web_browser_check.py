@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""The operator's page in a real browser (Debian's chromium + chromedriver, headless),
+against `adplayerd web` beside a real daemon that plays an episode with an overlay.
+
+    web_browser_check.py URL ADPLAYERCTL SOCKET ARTIFACT_DIR
+
+Checks, in order (each waits at most 20 s: a bound for a failing run, not a timing claim):
+1. the page shows the episode playing and its overlay;
+2. after `adplayerctl pause` (another client), the page shows `paused` and no ad — with no
+   reload: a marker set on the page before the pause is still there after;
+3. the page's Play button plays (the daemon's own status says so), its Pause button pauses;
+4. a screenshot of the page is saved to ARTIFACT_DIR/web-page.png.
+
+Prints one JSON object (the figures: how long the page took to show the pause, in ms) and
+exits 0; on a failed check, says which on stderr and exits 1.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+url, ctl, socket, artifacts = sys.argv[1:5]
+
+
+def fail(message):
+    print("web_browser_check: " + message, file=sys.stderr)
+    sys.exit(1)
+
+
+def daemon_status():
+    out = subprocess.run([ctl, "--socket", socket, "--json", "status"], capture_output=True, text=True, timeout=20)
+    return json.loads(out.stdout)["result"]
+
+
+options = Options()
+for argument in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1400",
+                 "--no-proxy-server", "--user-data-dir=" + os.path.join(artifacts, "chromium-profile")]:
+    options.add_argument(argument)
+options.binary_location = "/usr/bin/chromium"
+driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+result = {}
+try:
+    driver.get(url)
+    wait = WebDriverWait(driver, 20, poll_frequency=0.02)
+
+    def field(name):
+        return driver.find_element(By.CSS_SELECTOR, '[data-field="%s"]' % name).text
+
+    def until(what, condition):
+        try:
+            wait.until(lambda _: condition())
+        except Exception:
+            fail("%s (state=%r item=%r ad=%r health=%r)" % (what, field("state"), field("item"), field("ad"), field("health")))
+
+    until("the page shows the episode playing with its overlay",
+          lambda: field("state") == "playing" and "episode" in field("item") and field("ad").startswith("overlay"))
+    result["health"] = field("health")
+    if field("health") not in ("ok", "degraded", "failing"):
+        fail("no health verdict on the page: %r" % field("health"))
+    driver.execute_script("window.__notReloaded = true;")
+
+    started = time.monotonic()
+    paused = subprocess.run([ctl, "--socket", socket, "pause"], capture_output=True, text=True, timeout=20)
+    if paused.returncode != 0:
+        fail("adplayerctl pause: " + paused.stderr)
+    until("the page shows paused and the overlay gone", lambda: field("state") == "paused" and field("ad") == "none")
+    result["pause_shown_ms"] = round((time.monotonic() - started) * 1000, 1)
+    if driver.execute_script("return window.__notReloaded === true;") is not True:
+        fail("the page was reloaded to show the pause")
+
+    driver.find_element(By.CSS_SELECTOR, '[data-action="play"]').click()
+    until("the Play button plays (the daemon says playing)", lambda: daemon_status()["playing"] is True)
+    until("the page shows playing again", lambda: field("state") == "playing")
+    driver.find_element(By.CSS_SELECTOR, '[data-action="pause"]').click()
+    until("the Pause button pauses (the daemon says paused)", lambda: daemon_status()["playing"] is False)
+    until("the page shows paused again", lambda: field("state") == "paused")
+
+    os.makedirs(artifacts, exist_ok=True)
+    path = os.path.join(artifacts, "web-page.png")
+    driver.save_screenshot(path)
+    result["screenshot"] = path
+    print(json.dumps(result))
+finally:
+    driver.quit()
