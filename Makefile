@@ -73,6 +73,7 @@ bench: deps media
 	/usr/bin/python3 scripts/bench_events.py 200 1 16 63
 	/usr/bin/python3 scripts/bench_state.py 60
 	/usr/bin/python3 scripts/bench_slowdisk.py 30
+	/usr/bin/python3 scripts/bench_web.py 50
 
 # The release binaries, both systemd units, the documentation and (if there is none yet)
 # /etc/adplayerd.conf from the example. DESTDIR stages it elsewhere. The system unit runs
@@ -85,8 +86,11 @@ install: deps
 	install -D -m 0755 .build/release/adplayerctl $(DESTDIR)$(PREFIX)/bin/adplayerctl
 	install -D -m 0644 systemd/system/adplayerd.service $(DESTDIR)/etc/systemd/system/adplayerd.service
 	install -D -m 0644 systemd/user/adplayerd.service $(DESTDIR)/etc/systemd/user/adplayerd.service
+	for unit in adplayerd-web.socket adplayerd-web.service; do \
+	  install -D -m 0644 systemd/system/$$unit $(DESTDIR)/etc/systemd/system/$$unit; \
+	  install -D -m 0644 systemd/user/$$unit $(DESTDIR)/etc/systemd/user/$$unit; done
 	install -d $(DESTDIR)$(PREFIX)/share/doc/adplayerd
-	install -m 0644 README.md docs/*.md docs/adplayerd.conf.example $(DESTDIR)$(PREFIX)/share/doc/adplayerd/
+	install -m 0644 README.md docs/*.md docs/*.png docs/adplayerd.conf.example $(DESTDIR)$(PREFIX)/share/doc/adplayerd/
 	@if [ -e $(DESTDIR)/etc/adplayerd.conf ]; then echo "kept $(DESTDIR)/etc/adplayerd.conf"; \
 	  else install -D -m 0644 docs/adplayerd.conf.example $(DESTDIR)/etc/adplayerd.conf; fi
 

@@ -25,6 +25,9 @@ packages=(
   xdotool           # pixel tests: a key pressed in mpv's window
   x11-utils         # xprop: a test plays the window manager that minimizes mpv's window (R13)
   fonts-dejavu-core # text overlays (libass needs a font)
+  chromium          # the web page's test: a real browser, headless (docs/web.md)
+  chromium-driver   # ... driven through WebDriver
+  python3-selenium  # ... by scripts/web_browser_check.py
   ca-certificates
 )
 missing=()

@@ -5,33 +5,44 @@ import XCTest
 
 /// The units in systemd/ and the daemon's side of `Type=notify`.
 final class SystemdTests: XCTestCase {
-    /// `systemd-analyze verify` has nothing to say about either unit (it exits 0 even for
+    /// `systemd-analyze verify` has nothing to say about any unit (it exits 0 even for
     /// unknown keys, so any output fails the test). The units name /usr/local/bin/adplayerd;
-    /// the copy checked names the binary just built, which must exist for the check.
-    func testBothUnitsVerifyWithoutAWord() throws {
-        for (unit, user) in [("systemd/system/adplayerd.service", false), ("systemd/user/adplayerd.service", true)] {
-            let text = try String(contentsOf: repositoryRoot.appendingPathComponent(unit), encoding: .utf8)
-            XCTAssertTrue(text.contains("Type=notify") && text.contains("RuntimeDirectory=adplayerd") && text.contains("StateDirectory=adplayerd"),
-                          unit)
+    /// the copies checked name the binary just built, which must exist for the check. The
+    /// web's socket and service are checked side by side (the service requires the socket).
+    func testEveryUnitVerifiesWithoutAWord() throws {
+        let units = ["adplayerd.service", "adplayerd-web.socket", "adplayerd-web.service"]
+        for user in [false, true] {
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("units-\(UUID().uuidString.prefix(8))")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             defer { try? FileManager.default.removeItem(at: folder) }
-            let copy = folder.appendingPathComponent("adplayerd.service")
-            try Data(text.replacingOccurrences(of: "/usr/local/bin/adplayerd", with: Executables.adplayerd).utf8).write(to: copy)
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["systemd-analyze"] + (user ? ["--user"] : []) + ["verify", copy.path]
-            var environment = ProcessInfo.processInfo.environment
-            environment["XDG_RUNTIME_DIR"] = folder.path   // a user manager needs one, even offline
-            process.environment = environment
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = output
-            try process.run()
-            let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
-            XCTAssertEqual(process.terminationStatus, 0, "\(unit): \(said)")
-            XCTAssertEqual(said, "", "\(unit): systemd-analyze verify said something")
+            for unit in units {
+                let text = try String(contentsOf: repositoryRoot.appendingPathComponent("systemd/\(user ? "user" : "system")/\(unit)"), encoding: .utf8)
+                if unit == "adplayerd.service" {
+                    XCTAssertTrue(text.contains("Type=notify") && text.contains("RuntimeDirectory=adplayerd") && text.contains("StateDirectory=adplayerd"),
+                                  unit)
+                }
+                if unit == "adplayerd-web.socket" { XCTAssertTrue(text.contains("ListenStream=127.0.0.1:8080"), unit) }
+                if unit == "adplayerd-web.service" { XCTAssertTrue(text.contains("adplayerd web --config"), unit) }
+                try Data(text.replacingOccurrences(of: "/usr/local/bin/adplayerd", with: Executables.adplayerd).utf8)
+                    .write(to: folder.appendingPathComponent(unit))
+            }
+            for unit in units {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                process.arguments = ["systemd-analyze"] + (user ? ["--user"] : []) + ["verify", folder.appendingPathComponent(unit).path]
+                var environment = ProcessInfo.processInfo.environment
+                environment["XDG_RUNTIME_DIR"] = folder.path   // a user manager needs one, even offline
+                process.environment = environment
+                process.currentDirectoryURL = folder
+                let output = Pipe()
+                process.standardOutput = output
+                process.standardError = output
+                try process.run()
+                let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                process.waitUntilExit()
+                XCTAssertEqual(process.terminationStatus, 0, "\(user ? "user" : "system")/\(unit): \(said)")
+                XCTAssertEqual(said, "", "\(user ? "user" : "system")/\(unit): systemd-analyze verify said something")
+            }
         }
     }
 

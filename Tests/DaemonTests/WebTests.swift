@@ -153,6 +153,43 @@ final class WebTests: XCTestCase {
         _ = try events.event { $0["event"] as? String == "player.paused" }
     }
 
+    /// Socket activation, as the units do it: systemd (here systemd-socket-activate) listens,
+    /// and starts the web process at the first connection with the socket passed
+    /// (`sd_listen_fds`); the first request is answered, from the real daemon.
+    func testSocketActivationServesOnThePassedSocket() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-socket-activate") else {
+            return XCTFail("systemd-socket-activate is missing (Debian's systemd package)")
+        }
+        let daemon = try DaemonProcess()
+        // A free port: bound once by the kernel's choice, then handed to the activator.
+        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
+        let port = UInt16(bigEndian: address.sin_port)
+        close(probe)
+        let activator = Process()
+        activator.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
+        activator.arguments = ["-l", "127.0.0.1:\(port)", Executables.adplayerd, "web", "--socket", daemon.socket]
+        activator.standardError = FileHandle.nullDevice
+        activator.standardOutput = FileHandle.nullDevice
+        try activator.run()
+        defer {
+            kill(activator.processIdentifier, SIGKILL)
+            activator.waitUntilExit()
+        }
+        var health: RawHTTP.Response?
+        XCTAssertTrue(waitUntil(timeout: 30) {
+            health = try? RawHTTP.get(port: port, "/api/health")
+            return health != nil
+        })
+        XCTAssertEqual(health?.status, 200, health?.text ?? "no answer")
+        XCTAssertTrue(health?.text.contains("\"status\":\"ok\"") == true, health?.text ?? "")
+    }
+
     /// Off loopback without a token file the web process refuses to start, naming the key.
     func testListeningOffLoopbackNeedsATokenFile() throws {
         let (status, output) = try runToEnd(Executables.adplayerd, ["web", "--socket", "/tmp/nothing.sock", "--listen", "0.0.0.0:0"])

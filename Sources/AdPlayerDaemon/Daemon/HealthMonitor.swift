@@ -265,7 +265,8 @@ public final class HealthMonitor: Sendable {
 
     private func ads(_ configured: Bool, _ now: Sample, _ history: [Sample]) -> Check {
         guard configured else { return Check("ads", .ok, "no ad source is configured") }
-        let start = history.first { now.time - $0.time <= thresholds.adWindow } ?? now
+        // From the last sample at the window's start (or the first: the daemon's start).
+        let start = history.last { now.time - $0.time >= thresholds.adWindow } ?? history.first ?? now
         let requested = Int(now.requested - start.requested), errors = Int(now.errors - start.errors)
         let nofill = Int(now.nofill - start.nofill), filled = Int(now.filled - start.filled)
         let minutes = Int(((now.time - start.time) / 60).rounded(.up))

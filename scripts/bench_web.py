@@ -1,0 +1,214 @@
+#!/usr/bin/python3
+"""Whether the web process can reach playback: how fast a pause ends an overlay, without
+`adplayerd web`, with it followed by a page, and with it under abuse.
+
+Method. `adplayerd` plays a generated 10-minute episode (lavfi, 160x120) whose catalog has
+an overlay slot every 2 s. A subscribed socket connection is read by a thread that stamps
+each event as it arrives. Each round waits for an overlay's ad.started, takes t0, sends one
+pause on an open control-socket connection, and takes t1 = the arrival of that overlay's
+ad.ended; then seeks 0.2 s before the next slot and plays. Three phases of ROUNDS rounds:
+
+  alone     no web process
+  followed  `adplayerd web` running, one client following /events (as the page does)
+  abused    the same, plus 200 idle keep-alive connections, a slowloris, a 1 MiB header
+            every round, and a thread requesting /api/status and /api/health in a loop
+
+Printed: p50/p95/max of t1 - t0 and of the daemon's latency_us (the player's change → mpv
+took the overlay out) per phase, and the web process's RSS after start and at the end of
+the abused phase (VmRSS, /proc).
+
+Usage: /usr/bin/python3 scripts/bench_web.py [ROUNDS]   (after `make bench`'s release build,
+else the debug build)
+"""
+import json
+import os
+import queue
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 50
+BUILD = "release" if os.path.exists(os.path.join(ROOT, ".build/release/adplayerd")) else "debug"
+ADPLAYERD = os.path.join(ROOT, f".build/{BUILD}/adplayerd")
+SLOT_EVERY = 2.0
+
+
+class Events(threading.Thread):
+    def __init__(self, path):
+        super().__init__(daemon=True)
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.connect(path)
+        self.sock.sendall(b'{"id": 1, "cmd": "subscribe", "args": {"events": ["ad.started", "ad.ended"]}}\n')
+        self.queue = queue.Queue()
+
+    def run(self):
+        buffer = b""
+        while True:
+            data = self.sock.recv(65536)
+            stamp = time.monotonic_ns()
+            if not data:
+                return
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                message = json.loads(line)
+                if "event" in message:
+                    self.queue.put((stamp, message))
+
+    def next(self, name, timeout=30):
+        while True:
+            stamp, event = self.queue.get(timeout=timeout)
+            if event["event"] == name and event.get("kind") == "overlay":
+                return stamp, event
+
+
+def rss_kib(pid, field="VmRSS:"):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1])
+    return 0
+
+
+def http_get(port, path):
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+    while s.recv(65536):
+        pass
+    s.close()
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="bench-web-")
+    daemon = web = None
+    stop = threading.Event()
+    try:
+        episode = os.path.join(work, "episode-600s.mp4")
+        subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
+                        "testsrc2=size=160x120:rate=10:duration=600", "-c:v", "libx264", "-preset", "ultrafast",
+                        "-pix_fmt", "yuv420p", episode], check=True)
+        catalog = os.path.join(work, "catalog")
+        os.mkdir(catalog)
+        shutil.copy(os.path.join(ROOT, "media/overlay.png"), catalog)
+        slots = [{"start": SLOT_EVERY * (k + 1), "duration": 60} for k in range(290)]
+        with open(os.path.join(catalog, "catalog.json"), "w") as f:
+            json.dump({"version": 1, "overlays": [{"id": "ov", "image": "overlay.png", "slots": slots}]}, f)
+        control_path = os.path.join(work, "ctl.sock")
+        daemon = subprocess.Popen([ADPLAYERD, "--library", work, "--ads", catalog, "--state-dir", os.path.join(work, "state"),
+                                   "--socket", control_path, "--log-level", "warning"], stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(control_path):
+            if time.monotonic() > deadline or daemon.poll() is not None:
+                raise SystemExit("adplayerd did not start")
+            time.sleep(0.05)
+        time.sleep(0.2)
+        events = Events(control_path)
+        events.start()
+        control = socket.socket(socket.AF_UNIX)
+        control.connect(control_path)
+        replies = control.makefile("rb")
+
+        def call(command, args=None):
+            control.sendall((json.dumps({"cmd": command, "args": args or {}}) + "\n").encode())
+            return json.loads(replies.readline())
+
+        assert call("open", {"path": episode, "start": SLOT_EVERY - 0.2})["ok"]
+        slot = [1]
+
+        def rounds():
+            outer, inner = [], []
+            for _ in range(ROUNDS):
+                events.next("ad.started")
+                t0 = time.monotonic_ns()
+                control.sendall(b'{"cmd": "pause"}\n')
+                replies.readline()
+                t1, ended = events.next("ad.ended")
+                if ended.get("reason") != "paused":
+                    raise SystemExit(f"ended {ended.get('reason')}")
+                outer.append((t1 - t0) / 1000)
+                inner.append(ended.get("latency_us", 0))
+                slot[0] += 1
+                assert call("seek", {"to": SLOT_EVERY * slot[0] - 0.2})["ok"]
+                assert call("play")["ok"]
+            return outer, inner
+
+        results = {"alone": rounds()}
+
+        web = subprocess.Popen([ADPLAYERD, "web", "--socket", control_path, "--listen", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
+        line = web.stderr.readline()
+        port = int(line.rsplit(":", 1)[1].strip("/\n"))
+        time.sleep(0.5)
+        rss_start, anon_start = rss_kib(web.pid), rss_kib(web.pid, "RssAnon:")
+        follower = socket.create_connection(("127.0.0.1", port))
+        follower.sendall(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+
+        def drain():
+            while not stop.is_set():
+                try:
+                    if not follower.recv(65536):
+                        return
+                except OSError:
+                    return
+        threading.Thread(target=drain, daemon=True).start()
+        results["followed"] = rounds()
+
+        idle = []
+        for _ in range(200):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"GET /favicon.ico HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            idle.append(s)
+        slow = socket.create_connection(("127.0.0.1", port))
+        slow.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+
+        def trickle():
+            while not stop.is_set():
+                try:
+                    slow.sendall(b"X")
+                except OSError:
+                    return
+                time.sleep(0.5)
+
+        def flood():
+            while not stop.is_set():
+                try:
+                    http_get(port, "/api/status")
+                    http_get(port, "/api/health")
+                    big = socket.create_connection(("127.0.0.1", port), timeout=10)
+                    big.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (1 << 20))
+                    big.close()
+                except OSError:
+                    pass
+        threading.Thread(target=trickle, daemon=True).start()
+        threading.Thread(target=flood, daemon=True).start()
+        results["abused"] = rounds()
+        rss_end, anon_end = rss_kib(web.pid), rss_kib(web.pid, "RssAnon:")
+        stop.set()
+
+        def row(name, values):
+            values = sorted(values)
+            p95 = values[min(len(values) - 1, int(len(values) * 0.95))]
+            return f"{statistics.median(values):.0f} | {p95:.0f} | {values[-1]:.0f}"
+
+        print(f"| phase | rounds | pause → ad.ended read p50 µs | p95 | max | latency_us p50 | p95 | max |  ({BUILD} build)")
+        print("|---|---|---|---|---|---|---|---|")
+        for phase in ["alone", "followed", "abused"]:
+            outer, inner = results[phase]
+            print(f"| {phase} | {len(outer)} | {row(phase, outer)} | {row(phase, inner)} |")
+        print(f"web process RSS: {rss_start / 1024:.1f} MiB after start, {rss_end / 1024:.1f} MiB at the end of the abused phase; "
+              f"private (RssAnon): {anon_start / 1024:.1f} → {anon_end / 1024:.1f} MiB")
+    finally:
+        stop.set()
+        for process in (web, daemon):
+            if process:
+                process.terminate()
+                process.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+main()
