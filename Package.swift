@@ -50,6 +50,11 @@ let package = Package(
         // `adplayerd web`: its own small HTTP/1.1 server, the page, the endpoints — a client of
         // the control protocol only (no runtime, no mpv, no database).
         .target(name: "AdPlayerWeb", dependencies: ["ControlProtocol", "CSystem"], swiftSettings: strict),
+        // libmosquitto (Debian's libmosquitto-dev): MQTT 5 for `adplayerd mqtt`, its callbacks
+        // and v5 properties wrapped in a few plain C calls.
+        .target(name: "CMqtt", path: "Sources/CMqtt", linkerSettings: [.linkedLibrary("mosquitto")]),
+        // `adplayerd mqtt`: the fleet bridge — the control protocol on one side, a broker on the other.
+        .target(name: "AdPlayerFleet", dependencies: ["ControlProtocol", "CMqtt"], swiftSettings: strict),
         // The daemon as a library: controller, episode policy, state, control socket, desktop.
         // It knows no mpv: the controller's virtual-time tests build without libmpv.
         .target(name: "AdPlayerDaemon", dependencies: ["AdRuntime", "AdSources", "AdTracking", "CSystem", "CMpris", "ControlProtocol"],
@@ -58,7 +63,7 @@ let package = Package(
         .target(name: "AdPlayerMpv", dependencies: ["AdPlayerDaemon", "AdRuntime", "MpvPlayerAdapter", "ControlProtocol"], swiftSettings: strict),
         // main (the services in order) and the tool commands.
         .executableTarget(name: "adplayerd", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdRuntime", "AdSources", "AdTracking",
-                                                            "MpvPlayerAdapter", "ControlProtocol", "AdPlayerWeb"],
+                                                            "MpvPlayerAdapter", "ControlProtocol", "AdPlayerWeb", "AdPlayerFleet"],
                           swiftSettings: strict),
         // The developer's tools, out of the production executable: play, the benchmarks, the
         // loop-affinity probe.

@@ -17,8 +17,9 @@ let tools: [String: ([String]) throws -> Int32] = [
     "plays": { try PlaysCommand(arguments: $0).run() },
     "check-config": { try CheckConfigCommand(arguments: $0).run() },
     "web": { try WebCommand(arguments: $0).run() },
+    "mqtt": { try MqttCommand(arguments: $0).run() },
 ]
-let usage = [DaemonCommand.usage, CheckConfigCommand.usage, BeaconsCommand.usage, PlaysCommand.usage, AdsCheckCommand.usage, WebCommand.usage,
+let usage = [DaemonCommand.usage, CheckConfigCommand.usage, BeaconsCommand.usage, PlaysCommand.usage, AdsCheckCommand.usage, WebCommand.usage, MqttCommand.usage,
              "  (The developer tools, play and bench-*, are adplayerd-dev's.)"].joined(separator: "\n")
 
 ProcessSetup.runTools("adplayerd", arguments, tools: tools, usage: usage) { try DaemonCommand(arguments: $0).run() }

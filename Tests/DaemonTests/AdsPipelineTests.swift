@@ -119,9 +119,13 @@ final class AdsPipelineTests: XCTestCase {
         _ = try daemon.connect().call("open", ["path": try Media.path("episode-1.mp4")])
         let error = try events.event(named("ad.error", "kind", "overlay"))
         XCTAssertEqual(error["vast_error"] as? Int, 302, "\(error)")
-        let metrics = try daemon.connect().call("metrics")
-        let text = (metrics["result"] as? [String: Any])?["text"] as? String ?? ""
-        XCTAssertTrue(text.contains(#"vast_error="302""#), text)
+        // The metrics count the error as the reporter records it, after the event is told.
+        var text = ""
+        XCTAssertTrue(waitUntil(timeout: 20) {
+            let metrics = try? daemon.connect().call("metrics")
+            text = (metrics?["result"] as? [String: Any])?["text"] as? String ?? ""
+            return text.contains(#"vast_error="302""#)
+        }, text)
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
     }
 

@@ -61,6 +61,8 @@ public struct Configuration: Sendable {
     /// `adplayerd web`: where it listens, and its tokens (`ROLE TOKEN` lines, a 0600 file).
     public var webListen = try! ListenAddress(parsing: "127.0.0.1:8080")
     public var webTokenFile: String?
+    /// `adplayerd mqtt` (docs/fleet.md): the broker, this box's name and groups, credentials, TLS.
+    public var mqtt = MqttSettings()
 
     /// Defaults from the environment: systemd's `RUNTIME_DIRECTORY`/`STATE_DIRECTORY`, else
     /// `/run/adplayerd` and `/var/lib/adplayerd` for root, else XDG's folders for a user.
@@ -96,7 +98,9 @@ public struct Configuration: Sendable {
                                         "plays-max-rows", "plays-max-days", "metrics-file", "metrics-interval",
                                         "cache-max-mib", "offline-ad-lifetime", "beacon-max-delay",
                                         "audio-device", "mpv-option", "alang", "slang", "ad-volume", "ad-loudnorm",
-                                        "web-listen", "web-token-file"]
+                                        "web-listen", "web-token-file",
+                                        "mqtt-broker", "mqtt-box-id", "mqtt-prefix", "mqtt-groups", "mqtt-username", "mqtt-password-file",
+                                        "mqtt-ca-file", "mqtt-cert-file", "mqtt-key-file", "mqtt-keepalive", "mqtt-commands", "mqtt-events"]
 
     /// What a key's value is, as `adplayerd --help` shows it (a key not named here takes `S`).
     static let placeholders: [String: String] = [
@@ -106,6 +110,9 @@ public struct Configuration: Sendable {
         "time-sync-wait": "S", "plays-max-rows": "N", "plays-max-days": "N", "metrics-file": "PATH", "metrics-interval": "S",
         "cache-max-mib": "N", "offline-ad-lifetime": "S", "beacon-max-delay": "S", "audio-device": "NAME", "mpv-option": "KEY=VALUE",
         "alang": "LANGS", "slang": "LANGS", "ad-volume": "PERCENT", "web-listen": "HOST:PORT", "web-token-file": "FILE",
+        "mqtt-broker": "URL", "mqtt-box-id": "ID", "mqtt-prefix": "PREFIX", "mqtt-groups": "G,G", "mqtt-username": "NAME",
+        "mqtt-password-file": "FILE", "mqtt-ca-file": "FILE", "mqtt-cert-file": "FILE", "mqtt-key-file": "FILE", "mqtt-keepalive": "S",
+        "mqtt-commands": "none|read|control|admin", "mqtt-events": "NAMES",
     ]
     /// Keys that may be given more than once.
     static let repeatable: Set<String> = ["library", "ads", "mpv-option"]
@@ -270,6 +277,12 @@ public struct Configuration: Sendable {
         case "web-token-file":
             guard value.isEmpty || value.hasPrefix("/") else { throw fail("web-token-file: \"\(value.prefix(80))\" must be an absolute path") }
             webTokenFile = value.isEmpty ? nil : value
+        case _ where key.hasPrefix("mqtt-"):
+            do {
+                try mqtt.set(key, value)
+            } catch {
+                throw fail(error.message)
+            }
         case "metrics-file":
             guard value.isEmpty || value.hasPrefix("/") else { throw fail("metrics-file: \"\(value)\" must be an absolute path") }
             metricsFile = value.isEmpty ? nil : value
@@ -415,6 +428,12 @@ extension Configuration {
         if let metricsFile, let problem = Self.writableFolderProblem((metricsFile as NSString).deletingLastPathComponent, mustExist: true) {
             problems.append("metrics-file: \(metricsFile): its folder \(problem)")
         }
+        for (key, file) in [("web-token-file", webTokenFile), ("mqtt-password-file", mqtt.passwordFile), ("mqtt-ca-file", mqtt.caFile),
+                            ("mqtt-cert-file", mqtt.certFile), ("mqtt-key-file", mqtt.keyFile)] {
+            guard let file else { continue }
+            if access(file, R_OK) != 0 { problems.append("\(key): \(file): \(String(cString: strerror(errno)))") }
+        }
+        if (mqtt.certFile == nil) != (mqtt.keyFile == nil) { problems.append("mqtt-cert-file and mqtt-key-file go together (mutual TLS)") }
         return problems
     }
 

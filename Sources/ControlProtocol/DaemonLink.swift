@@ -1,4 +1,4 @@
-import ControlProtocol
+
 import Foundation
 import Synchronization
 

@@ -1,0 +1,545 @@
+import ControlProtocol
+import Foundation
+import Synchronization
+
+/// `adplayerd mqtt` (docs/fleet.md): the daemon's control protocol on one side, an MQTT
+/// broker on the other.
+///
+///     daemon ──events (subscribed)──▶ follower thread ─┐
+///     daemon ◀──requests (one connection each)── calls queue ◀─┐   (status, health, plays, commands)
+///                                                      ▼        │
+///                                   bridge thread: owns the MQTT client, runs its loop,
+///                                   publishes, takes commands, keeps the plays cursor
+///
+/// Topics (`P` the prefix, `B` the box): `P/B/online` (retained; the will says false),
+/// `P/B/status` and `P/B/health` (retained), `P/B/events` (QoS 0), `P/B/plays` (QoS 1, every
+/// row: the cursor advances only past rows the broker acknowledged), commands from
+/// `P/B/cmd`, `P/group/G/cmd`, `P/all/cmd`, replies on `P/B/reply` (and the v5 response topic).
+///
+/// Nothing of the broker reaches the daemon but the commands it is allowed (their tier), at
+/// most `commandsPerSecond`; a broker that is down, slow or hostile costs the bridge only.
+public final class FleetBridge: Sendable {
+    public struct Settings: Sendable {
+        public var mqtt: MqttSettings
+        public var broker: MqttSettings.URLParts
+        public var boxID: String
+        public var password: String?
+        /// The plays cursor's file (in the state folder).
+        public var cursorFile: String
+        public var version: String
+        /// Statuses at most this often; the health verdict every `healthEvery` seconds.
+        public var statusEvery = 1.0
+        public var healthEvery = 30.0
+        public var commandsPerSecond = 20.0
+
+        public init(mqtt: MqttSettings, broker: MqttSettings.URLParts, boxID: String, password: String?, cursorFile: String, version: String) {
+            self.mqtt = mqtt
+            self.broker = broker
+            self.boxID = boxID
+            self.password = password
+            self.cursorFile = cursorFile
+            self.version = version
+        }
+    }
+
+    /// What other threads hand the bridge's thread.
+    enum Input: Sendable {
+        case event(JSONValue)
+        case daemon(connected: Bool)
+        case status(JSONValue, generation: Int)
+        case health(JSONValue, generation: Int)
+        case plays([JSONValue], full: Bool, generation: Int)
+        case reply(JSONValue, responseTopic: String?, correlation: [UInt8]?, generation: Int)
+        case callFailed(generation: Int)
+    }
+
+    public static let maxPayload = 64 * 1024
+    static let maxInbox = 2000
+    static let playsBatch = 50
+    /// A play not ended yet holds the cursor back this long (an ad on screen), then goes as it is.
+    static let openPlayGrace = 600.0
+
+    let settings: Settings
+    let link: DaemonLink
+    let log: @Sendable (String) -> Void
+    private let inbox = Mutex<(items: [Input], dropped: Int)>(([], 0))
+    private let wake = NSCondition()
+    private let stopping = Mutex(false)
+    private let finished = Mutex(false)
+    private let calls = DispatchQueue(label: "adplayerd-mqtt-calls")
+    private let pendingCalls = Mutex(0)
+    private let counters = Mutex((published: 0, commands: 0, refused: 0, rateLimited: 0))
+
+    public init(settings: Settings, link: DaemonLink, log: @escaping @Sendable (String) -> Void) {
+        self.settings = settings
+        self.link = link
+        self.log = log
+    }
+
+    var topic: String { "\(settings.mqtt.prefix)/\(settings.boxID)" }
+
+    // MARK: Other threads → the bridge's
+
+    func post(_ input: Input) {
+        let accepted = inbox.withLock { inbox -> Bool in
+            // Events are what may be dropped (QoS 0 anyway); answers never.
+            if case .event = input, inbox.items.count >= Self.maxInbox {
+                inbox.dropped += 1
+                return false
+            }
+            inbox.items.append(input)
+            return true
+        }
+        if accepted { signal() }
+    }
+
+    private func signal() {
+        wake.lock()
+        wake.signal()
+        wake.unlock()
+    }
+
+    /// A daemon call off the bridge's thread (it may take seconds); its answer comes back posted.
+    /// At most `maxPendingCalls` wait: beyond, `refused` runs instead.
+    private func call(_ request: Request, timeout: Double = 5, _ answer: @escaping @Sendable (Result<JSONValue, ControlClient.Failure>) -> Input,
+                      refused: () -> Void = {}) {
+        let admitted = pendingCalls.withLock { count -> Bool in
+            guard count < 64 else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else { return refused() }
+        let link = self.link
+        calls.async { [self] in
+            let result = link.call(request, timeout: timeout)
+            pendingCalls.withLock { $0 -= 1 }
+            post(answer(result))
+        }
+    }
+
+    // MARK: Running
+
+    public func start() {
+        link.follow(onEvent: { [self] event in post(.event(event)) }, onConnection: { [self] up in post(.daemon(connected: up)) })
+        let thread = Thread { [self] in
+            var state = State(cursor: PlaysCursor.read(settings.cursorFile))
+            run(&state)
+            finished.withLock { $0 = true }
+        }
+        thread.name = "adplayerd-mqtt"
+        thread.start()
+    }
+
+    /// Says `{"online": false, "reason": "stopped"}` (retained, waited for up to 2 s), disconnects.
+    public func stop() {
+        stopping.withLock { $0 = true }
+        signal()
+        let deadline = Date(timeIntervalSinceNow: 5)
+        while !finished.withLock({ $0 }), deadline.timeIntervalSinceNow > 0 { usleep(20_000) }
+        link.stop()
+    }
+
+    struct State {
+        var connection: MqttConnection?
+        var connected = false
+        var connectStarted = Date.distantPast
+        var nextAttempt = Date.distantPast
+        var backoff = 1.0
+        var failures = 0
+        var generation = 0
+        var cursor: Int64
+        var fetchingPlays = false
+        var inflightPlays: [Int32: Int64] = [:]
+        var ackedRows: Set<Int64> = []
+        var batchRows: [Int64] = []
+        var morePlays = false
+        var lastPlaysPump = Date.distantPast
+        var statusDirty = true
+        var fetchingStatus = false
+        var lastStatus = Date.distantPast
+        var fetchingHealth = false
+        var lastHealth = Date.distantPast
+        var lastHealthText = ""
+        var tokens = 0.0
+        var lastRefill = Date()
+        var lastPublishAck = Date()
+        var since = ISO8601.format(Date().timeIntervalSince1970)
+    }
+
+    private func run(_ state: inout State) {
+        while !stopping.withLock({ $0 }) {
+            if state.connection == nil, Date() >= state.nextAttempt { connect(&state) }
+            drain(&state)
+            if let connection = state.connection {
+                let code = connection.loop(50)
+                handle(connection.inbox, &state)
+                if code != 0 || (!state.connected && Date().timeIntervalSince(state.connectStarted) > 10) {
+                    lost(&state, code != 0 ? "the connection ended (\(code))" : "no CONNACK within 10 s")
+                    continue
+                }
+                if state.connected { periodic(&state) }
+            } else {
+                wake.lock()
+                _ = wake.wait(until: min(state.nextAttempt, Date(timeIntervalSinceNow: 0.25)))
+                wake.unlock()
+            }
+        }
+        // A clean stop says so itself (the will is for the unclean ones).
+        if let connection = state.connection, state.connected {
+            let said = publish(connection, "\(topic)/online", ["online": false, "reason": "stopped", "box": .string(settings.boxID)], qos: 1, retain: true)
+            let deadline = Date(timeIntervalSinceNow: 2)
+            while let mid = said, deadline.timeIntervalSinceNow > 0 {
+                guard connection.loop(50) == 0 else { break }
+                if connection.inbox.items.contains(where: { if case .published(mid) = $0 { true } else { false } }) { break }
+            }
+            connection.disconnect()
+            _ = connection.loop(50)
+        }
+        state.connection = nil
+    }
+
+    private func mqttSettings() -> MqttConnection.Settings {
+        let online: JSONValue = ["online": false, "box": .string(settings.boxID)]
+        return MqttConnection.Settings(host: settings.broker.host, port: settings.broker.port, tls: settings.broker.tls, caFile: settings.mqtt.caFile,
+                                       certFile: settings.mqtt.certFile, keyFile: settings.mqtt.keyFile, username: settings.mqtt.username,
+                                       password: settings.password, keepalive: settings.mqtt.keepalive, clientID: "adplayerd-\(settings.boxID)",
+                                       will: ("\(topic)/online", online.line().dropLast().map { $0 }), maxPayload: Self.maxPayload)
+    }
+
+    private func connect(_ state: inout State) {
+        state.generation += 1
+        let mqtt = mqttSettings()
+        do {
+            let connection = try MqttConnection(mqtt)
+            try connection.connect(mqtt)
+            state.connection = connection
+            state.connectStarted = Date()
+        } catch {
+            failed(&state, "\(error)")
+        }
+    }
+
+    /// The next attempt after capped exponential backoff with jitter (a fleet must not
+    /// stampede a broker that comes back): 1 s doubling to 60 s, each wait 50–100 % of it.
+    private func failed(_ state: inout State, _ why: String) {
+        state.failures += 1
+        if state.failures == 1 || state.failures % 10 == 0 {
+            log("mqtt: \(why); trying again (attempt \(state.failures), backing off up to 60 s)")
+        }
+        let wait = state.backoff * Double.random(in: 0.5...1.0)
+        state.nextAttempt = Date(timeIntervalSinceNow: wait)
+        state.backoff = min(state.backoff * 2, 60)
+    }
+
+    private func lost(_ state: inout State, _ why: String) {
+        state.connection = nil
+        state.connected = false
+        state.inflightPlays = [:]
+        state.ackedRows = []
+        state.batchRows = []
+        state.fetchingPlays = false
+        state.fetchingStatus = false
+        state.fetchingHealth = false
+        failed(&state, why)
+    }
+
+    private func handle(_ inbox: MqttInbox, _ state: inout State) {
+        let items = inbox.items
+        inbox.items.removeAll(keepingCapacity: true)
+        if inbox.oversized > 0 {
+            log("mqtt: \(inbox.oversized) messages over \(Self.maxPayload) bytes were dropped")
+            inbox.oversized = 0
+        }
+        for item in items {
+            switch item {
+            case .connected(let reason):
+                guard reason == 0 else {
+                    lost(&state, "the broker refused the connection: \(MqttConnection.connackReason(reason))")
+                    return
+                }
+                onConnected(&state)
+            case .disconnected(let reason):
+                lost(&state, "the broker closed the connection (\(reason))")
+                return
+            case .published(let mid):
+                state.lastPublishAck = Date()
+                if let row = state.inflightPlays.removeValue(forKey: mid) { acknowledged(row, &state) }
+            case .message(let topic, let payload, let responseTopic, let correlation):
+                command(topic, payload, responseTopic: responseTopic, correlation: correlation, &state)
+            case .log(let level, let text):
+                // Errors (and warnings) of libmosquitto: TLS refusals say why here.
+                if level & 0x0C != 0 { log("mqtt: \(text)") }
+            }
+        }
+    }
+
+    private func onConnected(_ state: inout State) {
+        state.connected = true
+        state.failures = 0
+        state.backoff = 1
+        state.lastPublishAck = Date()
+        log("mqtt: connected to \(settings.broker.tls ? "mqtts" : "mqtt")://\(settings.broker.host):\(settings.broker.port) as \(topic)")
+        guard let connection = state.connection else { return }
+        _ = publish(connection, "\(topic)/online", ["online": true, "version": .string(settings.version), "since": .string(state.since),
+                                                     "box": .string(settings.boxID)], qos: 1, retain: true)
+        if settings.mqtt.commands != nil {
+            var patterns = ["\(topic)/cmd", "\(settings.mqtt.prefix)/all/cmd"]
+            patterns += settings.mqtt.groups.map { "\(settings.mqtt.prefix)/group/\($0)/cmd" }
+            for pattern in patterns where !connection.subscribe(pattern, qos: 1) { log("mqtt: cannot subscribe to \(pattern)") }
+        }
+        state.statusDirty = true
+        state.lastHealth = .distantPast
+        state.lastPlaysPump = .distantPast
+    }
+
+    @discardableResult
+    private func publish(_ connection: MqttConnection, _ topic: String, _ value: JSONValue, qos: Int32, retain: Bool,
+                         correlation: [UInt8]? = nil) -> Int32? {
+        var bytes = value.line()
+        bytes.removeLast()   // the newline
+        let mid = connection.publish(topic, bytes, qos: qos, retain: retain, correlation: correlation)
+        if mid != nil { counters.withLock { $0.published += 1 } }
+        return mid
+    }
+
+    // MARK: What the other threads posted
+
+    private func drain(_ state: inout State) {
+        let (items, dropped) = inbox.withLock { inbox -> ([Input], Int) in
+            defer { inbox.items.removeAll(keepingCapacity: true); inbox.dropped = 0 }
+            return (inbox.items, inbox.dropped)
+        }
+        if dropped > 0 { log("mqtt: \(dropped) events were not relayed (the broker too slow)") }
+        for item in items {
+            switch item {
+            case .event(let event):
+                state.statusDirty = true
+                if let name = event["event"]?.string, name == "ad.ended" { state.lastPlaysPump = .distantPast }
+                guard state.connected, let connection = state.connection, matches(event["event"]?.string ?? "") else { continue }
+                publish(connection, "\(topic)/events", event.adding(["box": .string(settings.boxID)]), qos: 0, retain: false)
+            case .daemon(let up):
+                state.statusDirty = true
+                if !up, state.connected, let connection = state.connection {
+                    publish(connection, "\(topic)/health", ["status": "failing", "box": .string(settings.boxID),
+                                                            "checks": [["name": "daemon", "status": "failing", "reason": "the daemon does not answer"]]],
+                            qos: 1, retain: true)
+                    state.lastHealthText = ""
+                }
+            case .status(let status, let generation):
+                state.fetchingStatus = false
+                guard generation == state.generation, state.connected, let connection = state.connection else { continue }
+                var fields = status.object ?? [:]
+                fields["queue"] = nil
+                fields["box"] = .string(settings.boxID)
+                publish(connection, "\(topic)/status", .object(fields), qos: 1, retain: true)
+            case .health(let verdict, let generation):
+                state.fetchingHealth = false
+                guard generation == state.generation, state.connected, let connection = state.connection else { continue }
+                let text = verdict.text
+                guard text != state.lastHealthText else { continue }
+                state.lastHealthText = text
+                publish(connection, "\(topic)/health", verdict.adding(["box": .string(settings.boxID)]), qos: 1, retain: true)
+            case .plays(let rows, let full, let generation):
+                state.fetchingPlays = false
+                guard generation == state.generation, state.connected, let connection = state.connection else { continue }
+                sendPlays(rows, full: full, connection, &state)
+            case .reply(let reply, let responseTopic, let correlation, let generation):
+                guard generation == state.generation, state.connected, let connection = state.connection else { continue }
+                answer(reply, responseTopic: responseTopic, correlation: correlation, connection)
+            case .callFailed(let generation):
+                if generation == state.generation {
+                    state.fetchingStatus = false
+                    state.fetchingHealth = false
+                    state.fetchingPlays = false
+                }
+            }
+        }
+    }
+
+    private func matches(_ name: String) -> Bool {
+        settings.mqtt.events.contains { pattern in
+            pattern == "*" || pattern == name || (pattern.hasSuffix("*") && name.hasPrefix(String(pattern.dropLast())))
+        }
+    }
+
+    // MARK: Status, health, plays
+
+    private func periodic(_ state: inout State) {
+        let now = Date()
+        let generation = state.generation
+        if state.statusDirty, !state.fetchingStatus, now.timeIntervalSince(state.lastStatus) >= settings.statusEvery {
+            state.statusDirty = false
+            state.fetchingStatus = true
+            state.lastStatus = now
+            call(.status(queue: false)) { result in
+                guard case .success(let reply) = result, reply["ok"]?.bool == true, let status = reply["result"] else { return .callFailed(generation: generation) }
+                return .status(status, generation: generation)
+            } refused: { state.fetchingStatus = false }
+        }
+        if !state.fetchingHealth, now.timeIntervalSince(state.lastHealth) >= settings.healthEvery {
+            state.fetchingHealth = true
+            state.lastHealth = now
+            call(.health) { result in
+                switch result {
+                case .success(let reply) where reply["ok"]?.bool == true: return .health(reply["result"] ?? .null, generation: generation)
+                case .success(let reply):
+                    return .health(["status": "failing", "checks": [["name": "daemon", "status": "failing",
+                                                                     "reason": .string(reply["error"]?["message"]?.string ?? "health refused")]]],
+                                   generation: generation)
+                case .failure(let failure):
+                    return .health(["status": "failing", "checks": [["name": "daemon", "status": "failing", "reason": .string(failure.description)]]],
+                                   generation: generation)
+                }
+            } refused: { state.fetchingHealth = false }
+        }
+        // Plays: one batch at a time, after an ad ends, after connecting, and every 5 s.
+        if !state.fetchingPlays, state.inflightPlays.isEmpty, state.batchRows.isEmpty,
+           state.morePlays || now.timeIntervalSince(state.lastPlaysPump) >= 5 {
+            state.morePlays = false
+            state.fetchingPlays = true
+            state.lastPlaysPump = now
+            let cursor = state.cursor
+            call(.plays(since: nil, afterRow: cursor, limit: Self.playsBatch)) { result in
+                guard case .success(let reply) = result, reply["ok"]?.bool == true else { return .callFailed(generation: generation) }
+                let rows = reply["result"]?["plays"]?.array ?? []
+                return .plays(rows, full: rows.count == Self.playsBatch, generation: generation)
+            } refused: { state.fetchingPlays = false }
+        }
+        // A broker that takes publishes and never acknowledges them: the connection is dropped
+        // (and made again) rather than letting libmosquitto's queue grow.
+        if !state.inflightPlays.isEmpty, now.timeIntervalSince(state.lastPublishAck) > 60 {
+            lost(&state, "the broker acknowledged nothing for 60 s")
+        }
+    }
+
+    /// Publishes the rows in order, up to the first that has not ended yet (an ad on screen:
+    /// it goes once it ends, or as it is after `openPlayGrace`).
+    private func sendPlays(_ rows: [JSONValue], full: Bool, _ connection: MqttConnection, _ state: inout State) {
+        var sent: [Int64] = []
+        var stoppedEarly = false
+        for row in rows {
+            guard let number = row["row"]?.integer else { continue }
+            let started = row["started"]?.string.flatMap(ISO8601.parse) ?? 0
+            if row["ended"] == nil || row["ended"] == .null, Date().timeIntervalSince1970 - started < Self.openPlayGrace {
+                stoppedEarly = true
+                break
+            }
+            var fields: [String: JSONValue] = ["box": .string(settings.boxID)]
+            for key in ["id", "row", "ad_id", "kind", "source", "content_id", "started", "ended", "seconds", "viewable", "reason"] {
+                fields[key] = row[key] ?? .null
+            }
+            guard let mid = publish(connection, "\(topic)/plays", .object(fields), qos: 1, retain: false) else { break }
+            state.inflightPlays[mid] = number
+            sent.append(number)
+        }
+        state.batchRows = sent
+        state.morePlays = full && !stoppedEarly
+    }
+
+    /// A row the broker acknowledged: the cursor moves past every row of the batch once all
+    /// are (in order: a row is never skipped), and is written to its file.
+    private func acknowledged(_ row: Int64, _ state: inout State) {
+        state.ackedRows.insert(row)
+        guard !state.batchRows.isEmpty, state.batchRows.allSatisfy(state.ackedRows.contains) else { return }
+        let last = state.batchRows.max() ?? state.cursor
+        state.batchRows = []
+        state.ackedRows = []
+        guard last > state.cursor else { return }
+        state.cursor = last
+        do {
+            try PlaysCursor.write(last, to: settings.cursorFile)
+        } catch {
+            log("mqtt: the plays cursor cannot be written (\(error)); after a restart the rows since the last write are sent again")
+        }
+    }
+
+    // MARK: Commands
+
+    private func command(_ topic: String, _ payload: [UInt8], responseTopic: String?, correlation: [UInt8]?, _ state: inout State) {
+        guard state.connected, let connection = state.connection else { return }
+        let generation = state.generation
+        var response = responseTopic
+        if let candidate = response, !MqttConnection.publishable(candidate) {
+            log("mqtt: a command's response topic is not a topic to publish to; the reply goes to \(self.topic)/reply only")
+            response = nil
+        }
+        func refuse(_ id: JSONValue, _ error: ControlError) {
+            counters.withLock { $0.refused += 1 }
+            answer(Reply.error(id, error), responseTopic: response, correlation: correlation, connection)
+        }
+        // At most commandsPerSecond reach the daemon (a token bucket of one second's worth).
+        let now = Date()
+        state.tokens = min(settings.commandsPerSecond, state.tokens + now.timeIntervalSince(state.lastRefill) * settings.commandsPerSecond)
+        state.lastRefill = now
+        guard let value = try? JSONValue.parse(payload), value.object != nil else {
+            return refuse(.null, .malformed("a command is one JSON object {\"id\", \"cmd\", \"args\"} of at most \(Self.maxPayload) bytes"))
+        }
+        switch Commands.decode(value) {
+        case .failure(let failure):
+            refuse(failure.id, failure.error)
+        case .success(let envelope):
+            if case .subscribe = envelope.request {
+                return refuse(envelope.id, ControlError(.badArgs, "events are published on \(self.topic)/events: subscribe to that topic"))
+            }
+            let tier = settings.mqtt.commands ?? .read
+            if let refusal = Commands.refusal(envelope.request, tier: tier) {
+                return refuse(envelope.id, ControlError(.forbidden, "\(envelope.request.name) needs the \(Commands.row(of: envelope.request)?.tier.name ?? "?") tier; "
+                                                        + "commands from the broker have \(tier.name) (mqtt-commands)"))
+            }
+            guard state.tokens >= 1 else {
+                counters.withLock { $0.rateLimited += 1 }
+                return refuse(envelope.id, ControlError(.unavailable, "too many commands: at most \(Int(settings.commandsPerSecond)) a second reach the daemon"))
+            }
+            state.tokens -= 1
+            counters.withLock { $0.commands += 1 }
+            let id = envelope.id
+            let response = response
+            call(envelope.request, timeout: 10) { result in
+                switch result {
+                case .success(let reply):
+                    return .reply(reply.adding(["id": id]), responseTopic: response, correlation: correlation, generation: generation)
+                case .failure(let failure):
+                    return .reply(Reply.error(id, ControlError(.unavailable, "the daemon: \(failure.description)")), responseTopic: response,
+                                  correlation: correlation, generation: generation)
+                }
+            } refused: {
+                refuse(id, ControlError(.unavailable, "too many commands waiting for the daemon"))
+            }
+        }
+    }
+
+    private func answer(_ reply: JSONValue, responseTopic: String?, correlation: [UInt8]?, _ connection: MqttConnection) {
+        let value = reply.adding(["box": .string(settings.boxID)])
+        publish(connection, "\(topic)/reply", value, qos: 1, retain: false)
+        if let responseTopic { publish(connection, responseTopic, value, qos: 1, retain: false, correlation: correlation) }
+    }
+
+    /// For the log at stop and the benchmark.
+    public var summary: String {
+        let c = counters.withLock { $0 }
+        return "published \(c.published), commands \(c.commands), refused \(c.refused), over the rate \(c.rateLimited)"
+    }
+}
+
+/// The last play row the broker acknowledged, in a small file of its own (written atomically:
+/// a temporary file, fsync, rename). Absent or unreadable: 0 (every row the daemon keeps).
+enum PlaysCursor {
+    static func read(_ path: String) -> Int64 {
+        guard let data = FileManager.default.contents(atPath: path), data.count < 64,
+              let row = Int64(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)), row >= 0 else { return 0 }
+        return row
+    }
+
+    static func write(_ row: Int64, to path: String) throws {
+        let temporary = path + ".tmp"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw ControlClient.Failure(description: "\(temporary): \(String(cString: strerror(errno)))") }
+        let bytes = Array("\(row)\n".utf8)
+        let wrote = Glibc.write(fd, bytes, bytes.count)
+        let synced = fsync(fd)
+        close(fd)
+        guard wrote == bytes.count, synced == 0, rename(temporary, path) == 0 else {
+            throw ControlClient.Failure(description: "\(path): \(String(cString: strerror(errno)))")
+        }
+    }
+}

@@ -1,0 +1,380 @@
+import AdRuntime
+import AdTestSupport
+import Foundation
+import XCTest
+
+/// Debian's `mosquitto` on a loopback port of its own, started and stopped by the test: plain,
+/// with a password file, with TLS from certificates the test makes (openssl), with persistence.
+final class Broker: @unchecked Sendable {
+    let folder: URL
+    let port: UInt16
+    private(set) var process: Process?
+    private let configuration: String
+    private let errors = Locked(Data())
+
+    init(password: (user: String, password: String)? = nil, tls: (ca: String, cert: String, key: String)? = nil,
+         requireCertificate: Bool = false) throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("broker-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        port = try freePort()
+        var lines = ["listener \(port) 127.0.0.1", "persistence true", "persistence_location \(folder.path)/",
+                     "autosave_interval 1", "max_keepalive 3600", "user root", "log_dest stderr", "log_type error", "log_type warning"]
+        if let password {
+            let file = folder.appendingPathComponent("passwords").path
+            let (status, output) = try runToEnd("/usr/bin/mosquitto_passwd", ["-c", "-b", file, password.user, password.password])
+            guard status == 0 else { throw RawHTTPFailure(description: "mosquitto_passwd: \(output)") }
+            lines += ["allow_anonymous false", "password_file \(file)"]
+        } else {
+            lines.append("allow_anonymous true")
+        }
+        if let tls {
+            lines += ["cafile \(tls.ca)", "certfile \(tls.cert)", "keyfile \(tls.key)"]
+            if requireCertificate { lines += ["require_certificate true", "use_identity_as_username true"] }
+        }
+        configuration = folder.appendingPathComponent("mosquitto.conf").path
+        try Data((lines.joined(separator: "\n") + "\n").utf8).write(to: URL(fileURLWithPath: configuration))
+        try start()
+    }
+
+    deinit {
+        stop()
+        try? FileManager.default.removeItem(at: folder)
+    }
+
+    func start() throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/sbin/mosquitto")
+        process.arguments = ["-c", configuration]
+        let pipe = Pipe()
+        process.standardError = pipe
+        process.standardOutput = pipe
+        let errors = self.errors
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            errors.withLock { $0.append(data) }
+        }
+        try process.run()
+        self.process = process
+        let port = self.port
+        guard waitUntil(timeout: 20, { (try? RawHTTP(port: port, timeout: 1)).map { $0.close(); return true } ?? false || !process.isRunning }),
+              process.isRunning else {
+            throw RawHTTPFailure(description: "mosquitto did not start: \(log)")
+        }
+    }
+
+    /// SIGTERM (mosquitto saves its persistence file) and the exit.
+    func stop() {
+        guard let process, process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        self.process = nil
+    }
+
+    var log: String { errors.withLock { String(decoding: $0, as: UTF8.self) } }
+    var url: String { "mqtt://127.0.0.1:\(port)" }
+
+    /// `mosquitto_sub`: up to `count` messages of `topic` (`-v`: "topic payload" lines), for at
+    /// most `seconds`.
+    func subscribe(_ topic: String, count: Int, seconds: Int = 20, extra: [String] = []) throws -> [String] {
+        let (_, output) = try runToEnd("/usr/bin/mosquitto_sub", ["-p", String(port), "-h", "127.0.0.1", "-t", topic, "-v", "-C", String(count),
+                                                                 "-W", String(seconds)] + extra)
+        return output.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("Timed out") }
+    }
+
+    func publish(_ topic: String, _ message: String, extra: [String] = []) throws {
+        let (status, output) = try runToEnd("/usr/bin/mosquitto_pub", ["-p", String(port), "-h", "127.0.0.1", "-t", topic, "-m", message] + extra)
+        XCTAssertEqual(status, 0, output)
+    }
+
+    /// The payload of each line `topic payload` as JSON, by topic.
+    static func json(_ lines: [String]) -> [(topic: String, value: [String: Any])] {
+        lines.compactMap { line in
+            guard let space = line.firstIndex(of: " "),
+                  let value = try? JSONSerialization.jsonObject(with: Data(line[line.index(after: space)...].utf8)) as? [String: Any] else { return nil }
+            return (String(line[..<space]), value)
+        }
+    }
+}
+
+/// A port nobody listens on now (the kernel's choice, released for the test to use).
+func freePort() throws -> UInt16 {
+    let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    defer { close(probe) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    guard withUnsafeMutablePointer(to: &address, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }) == 0 else {
+        throw RawHTTPFailure(description: "no free port")
+    }
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
+    return UInt16(bigEndian: address.sin_port)
+}
+
+/// `adplayerd mqtt` for one daemon: its stderr collected.
+final class BridgeProcess: @unchecked Sendable {
+    let process = Process()
+    private let errors = Locked(Data())
+    let stateDir: String
+
+    init(daemon: DaemonProcess, broker: String, box: String, groups: [String] = [], extra: [String] = []) throws {
+        stateDir = daemon.folder.appendingPathComponent("bridge-\(box)").path
+        process.executableURL = URL(fileURLWithPath: Executables.adplayerd)
+        process.arguments = ["mqtt", "--socket", daemon.socket, "--state-dir", stateDir, "--mqtt-broker", broker, "--mqtt-box-id", box,
+                             "--mqtt-keepalive", "5"] + (groups.isEmpty ? [] : ["--mqtt-groups", groups.joined(separator: ",")]) + extra
+        let pipe = Pipe()
+        process.standardError = pipe
+        process.standardOutput = FileHandle.nullDevice
+        let errors = self.errors
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            errors.withLock { $0.append(data) }
+        }
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGCONT)
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    var log: String { errors.withLock { String(decoding: $0, as: UTF8.self) } }
+    var cursor: Int64 { (try? String(contentsOfFile: stateDir + "/mqtt-plays.cursor", encoding: .utf8)).flatMap { Int64($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0 }
+
+    func waitConnected() throws {
+        guard waitUntil(timeout: 30, { self.log.contains("mqtt: connected") || !self.process.isRunning }), process.isRunning else {
+            throw RawHTTPFailure(description: "the bridge did not connect: \(log)")
+        }
+    }
+}
+
+/// A fleet of boxes on a real broker (docs/fleet.md): presence and the will, group commands,
+/// proof of play delivered across an outage and a killed bridge, hostile publishers, TLS.
+final class FleetTests: XCTestCase {
+    private static let catalog = """
+        {"version": 1, "overlays": [{"id": "ov-fleet", "image": "overlay.png",
+          "slots": [\((0..<60).map { "{\"start\": \(Double($0) * 2 + 0.5), \"duration\": 1}" }.joined(separator: ", "))]}]}
+        """
+
+    private func playing(_ daemon: DaemonProcess) throws -> Bool? {
+        try daemon.connect().call("status")["result"].flatMap { ($0 as? [String: Any])?["playing"] as? Bool }
+    }
+
+    /// Ten daemons, each with its own socket, state and bridge, on one broker: every box online
+    /// (retained); a command to group `lobby` pauses exactly that group; `all` reaches every box.
+    func testAFleetOfTenOnOneBroker() throws {
+        let broker = try Broker()
+        var daemons: [DaemonProcess] = []
+        var bridges: [BridgeProcess] = []
+        for index in 0..<10 {
+            let daemon = try DaemonProcess(extra: ["--ao", "null"])
+            XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
+            daemons.append(daemon)
+            bridges.append(try BridgeProcess(daemon: daemon, broker: broker.url, box: "box-\(index)", groups: index < 4 ? ["lobby"] : ["gate"]))
+        }
+        for bridge in bridges { try bridge.waitConnected() }
+        let online = Broker.json(try broker.subscribe("adplayer/+/online", count: 10))
+        XCTAssertEqual(Set(online.map(\.topic)), Set((0..<10).map { "adplayer/box-\($0)/online" }), "\(online)")
+        XCTAssertTrue(online.allSatisfy { $0.value["online"] as? Bool == true && $0.value["version"] != nil }, "\(online)")
+
+        try broker.publish("adplayer/group/lobby/cmd", #"{"id": 1, "cmd": "pause"}"#)
+        for (index, daemon) in daemons.enumerated() {
+            if index < 4 {
+                XCTAssertTrue(waitUntil(timeout: 20) { (try? self.playing(daemon)) == false }, "box-\(index) of lobby paused")
+            }
+        }
+        // The retained status topics say the same, once each bridge has published its change.
+        XCTAssertTrue(waitUntil(timeout: 20) {
+            let statuses = Broker.json((try? broker.subscribe("adplayer/+/status", count: 10, seconds: 5)) ?? [])
+            let byBox = Dictionary(statuses.map { ($0.value["box"] as? String ?? "", $0.value["playing"] as? Bool) }) { $1 }
+            return (0..<10).allSatisfy { byBox["box-\($0)"] == .some($0 >= 4) }
+        }, "status topics: lobby paused, the others playing")
+        for index in 4..<10 { XCTAssertEqual(try playing(daemons[index]), true, "box-\(index) is not in lobby") }
+
+        try broker.publish("adplayer/all/cmd", #"{"id": 2, "cmd": "play"}"#)
+        for (index, daemon) in daemons.enumerated() {
+            XCTAssertTrue(waitUntil(timeout: 20) { (try? self.playing(daemon)) == true }, "box-\(index) plays again")
+        }
+    }
+
+    /// The broker says a box is gone: `kill -9` of a bridge and a bridge frozen with SIGSTOP
+    /// leave the will (`online: false`, retained) within 1.5 keepalives plus the broker's check;
+    /// a clean stop says `stopped` itself.
+    func testTheWillAndACleanStop() throws {
+        let broker = try Broker()
+        let daemon = try DaemonProcess()
+        let killed = try BridgeProcess(daemon: daemon, broker: broker.url, box: "killed")
+        let frozen = try BridgeProcess(daemon: daemon, broker: broker.url, box: "frozen")
+        let stopped = try BridgeProcess(daemon: daemon, broker: broker.url, box: "stopped")
+        for bridge in [killed, frozen, stopped] { try bridge.waitConnected() }
+
+        kill(killed.process.processIdentifier, SIGKILL)
+        kill(frozen.process.processIdentifier, SIGSTOP)
+        kill(stopped.process.processIdentifier, SIGTERM)
+        stopped.process.waitUntilExit()
+        XCTAssertEqual(stopped.process.terminationStatus, 0, stopped.log)
+        func offline(_ box: String) -> [String: Any]? {
+            let lines = Broker.json((try? broker.subscribe("adplayer/\(box)/online", count: 1, seconds: 3)) ?? [])
+            return lines.first.flatMap { $0.value["online"] as? Bool == false ? $0.value : nil }
+        }
+        var said: [String: Any]?
+        XCTAssertTrue(waitUntil(timeout: 30) { said = offline("killed"); return said != nil }, "the will of the killed bridge")
+        XCTAssertNil(said?["reason"])
+        XCTAssertTrue(waitUntil(timeout: 30) { said = offline("frozen"); return said != nil }, "the will of the frozen bridge")
+        said = offline("stopped")
+        XCTAssertEqual(said?["reason"] as? String, "stopped", "\(String(describing: said)) \(stopped.log)")
+        kill(frozen.process.processIdentifier, SIGCONT)
+    }
+
+    /// Proof of play across a broker outage and a bridge killed while it was down: every play
+    /// the daemon recorded reaches `P/B/plays` (a persistent subscriber, QoS 1), none missing.
+    func testEveryPlayReachesTheBrokerAcrossAnOutageAndAKilledBridge() throws {
+        let broker = try Broker()
+        // The fleet's side: a persistent session that queues QoS 1 messages while it is away.
+        let session = ["-c", "-i", "fleet-plays", "-q", "1"]
+        _ = try broker.subscribe("adplayer/box-p/plays", count: 1, seconds: 1, extra: session)
+        let daemon = try DaemonProcess(catalog: makeCatalog(Self.catalog))
+        var bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "box-p")
+        try bridge.waitConnected()
+        XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
+        func rows() throws -> [Int] {
+            let plays = try daemon.connect().call("plays")
+            return ((plays["result"] as? [String: Any])?["plays"] as? [[String: Any]] ?? []).compactMap { play in
+                play["ended"] is NSNull ? nil : play["row"] as? Int
+            }
+        }
+        XCTAssertTrue(waitUntil(timeout: 30) { (try? rows().count) ?? 0 >= 2 }, "plays before the outage")
+        broker.stop()
+        let before = try rows().count
+        XCTAssertTrue(waitUntil(timeout: 30) { (try? rows().count) ?? 0 >= before + 3 }, "plays during the outage")
+        // The bridge dies while the broker is down; a new one starts from its cursor.
+        kill(bridge.process.processIdentifier, SIGKILL)
+        bridge.process.waitUntilExit()
+        bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "box-p")
+        try broker.start()
+        try bridge.waitConnected()
+        XCTAssertEqual(try daemon.ctl("stop").0, 0)
+        let expected = try rows()
+        XCTAssertTrue(waitUntil(timeout: 30) { bridge.cursor >= Int64(expected.max() ?? 0) }, "the cursor reaches the last row: \(bridge.cursor) \(bridge.log)")
+        let received = Broker.json(try broker.subscribe("adplayer/box-p/plays", count: 1000, seconds: 5, extra: session))
+        let got = Set(received.compactMap { $0.value["row"] as? Int })
+        XCTAssertEqual(Set(expected).subtracting(got), [], "every play reached the broker (received rows \(got.sorted()))")
+        XCTAssertTrue(received.allSatisfy { $0.value["box"] as? String == "box-p" && $0.value["id"] != nil && $0.value["ad_id"] as? String == "ov-fleet" })
+    }
+
+    /// Hostile publishers: oversized, not JSON, unknown commands, commands above the tier, a
+    /// thousand a second — each a clear error reply or a log line; the bridge goes on, the
+    /// daemon plays on. A v5 response topic gets the reply too.
+    func testHostilePublishersAndTiers() throws {
+        let broker = try Broker()
+        let daemon = try DaemonProcess()
+        XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
+        let bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "h", extra: ["--mqtt-commands", "read"])
+        try bridge.waitConnected()
+        let replies = Locked<[String]>([])
+        let listener = Process()
+        listener.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_sub")
+        listener.arguments = ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "adplayer/h/reply", "-t", "answers/x"]
+        let pipe = Pipe()
+        listener.standardOutput = pipe
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let text = String(decoding: handle.availableData, as: UTF8.self)
+            replies.withLock { $0 += text.split(separator: "\n").map(String.init) }
+        }
+        try listener.run()
+        defer {
+            listener.terminate()
+            listener.waitUntilExit()
+        }
+        usleep(300_000)
+        func reply(_ match: @escaping (String) -> Bool) -> String? {
+            var found: String?
+            _ = waitUntil(timeout: 20) {
+                found = replies.withLock { $0.first(where: match) }
+                return found != nil
+            }
+            return found
+        }
+        try broker.publish("adplayer/h/cmd", "not json at all")
+        XCTAssertNotNil(reply { $0.contains("\"malformed\"") })
+        try broker.publish("adplayer/h/cmd", #"{"id": 3, "cmd": "rm -rf /"}"#)
+        XCTAssertNotNil(reply { $0.contains("\"unknown_command\"") && $0.contains("\"id\":3") })
+        try broker.publish("adplayer/h/cmd", #"{"id": 4, "cmd": "pause"}"#)
+        let forbidden = try XCTUnwrap(reply { $0.contains("\"id\":4") })
+        XCTAssertTrue(forbidden.contains("\"forbidden\"") && forbidden.contains("mqtt-commands"), forbidden)
+        XCTAssertEqual(try playing(daemon), true, "a refused pause never reached the daemon")
+
+        let big = daemon.folder.appendingPathComponent("big.json").path
+        try Data(("{\"id\": 5, \"cmd\": \"status\", \"x\": \"" + String(repeating: "a", count: 70_000) + "\"}").utf8).write(to: URL(fileURLWithPath: big))
+        let (_, _) = try runToEnd("/usr/bin/mosquitto_pub", ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "adplayer/h/cmd", "-f", big])
+        // A thousand commands at once: a few reach the daemon, the rest are told why.
+        let lines = daemon.folder.appendingPathComponent("flood.txt").path
+        try Data((0..<1000).map { "{\"id\": \(1000 + $0), \"cmd\": \"status\"}" }.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: lines))
+        let flood = Process()
+        flood.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_pub")
+        flood.arguments = ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "adplayer/h/cmd", "-l"]
+        flood.standardInput = FileHandle(forReadingAtPath: lines)
+        try flood.run()
+        flood.waitUntilExit()
+        XCTAssertNotNil(reply { $0.contains("too many commands") }, "the flood is told")
+        XCTAssertNotNil(reply { $0.contains("\"id\":1000,") && $0.contains("\"ok\":true") }, "the first of the flood ran")
+        // After all of it: a plain status is answered, on the v5 response topic too.
+        try broker.publish("adplayer/h/cmd", #"{"id": 6, "cmd": "status"}"#, extra: ["-V", "5", "-D", "publish", "response-topic", "answers/x",
+                                                                                  "-D", "publish", "correlation-data", "c-6"])
+        XCTAssertTrue(waitUntil(timeout: 20) { replies.withLock { $0.filter { $0.contains("\"id\":6,") && $0.contains("\"ok\":true") }.count } >= 2 },
+                      "the reply on P/B/reply and on the response topic")
+        XCTAssertTrue(bridge.process.isRunning, bridge.log)
+        XCTAssertEqual(try playing(daemon), true)
+        XCTAssertTrue(bridge.log.contains("over 65536 bytes") || !replies.withLock { $0.contains { $0.contains("\"id\":5,") } },
+                      "the oversized command was not run: \(bridge.log)")
+    }
+
+    /// TLS with a certificate the test makes, a password file: the bridge connects by the name
+    /// the certificate has; by another name it is refused and says so; a wrong password too.
+    func testTLSAndPasswords() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tls-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        func openssl(_ arguments: [String]) throws {
+            let (status, output) = try runToEnd("/usr/bin/openssl", arguments)
+            XCTAssertEqual(status, 0, output)
+        }
+        let ca = folder.appendingPathComponent("ca.pem").path, caKey = folder.appendingPathComponent("ca.key").path
+        let cert = folder.appendingPathComponent("server.pem").path, key = folder.appendingPathComponent("server.key").path
+        let csr = folder.appendingPathComponent("server.csr").path, ext = folder.appendingPathComponent("ext.cnf").path
+        try openssl(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", caKey, "-out", ca, "-days", "2", "-subj", "/CN=adplayerd test CA"])
+        try openssl(["req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr, "-subj", "/CN=localhost"])
+        try Data("subjectAltName=DNS:localhost\n".utf8).write(to: URL(fileURLWithPath: ext))
+        try openssl(["x509", "-req", "-in", csr, "-CA", ca, "-CAkey", caKey, "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext])
+        let broker = try Broker(password: ("box", "s3cret-password"), tls: (ca, cert, key))
+        let daemon = try DaemonProcess()
+        let passwordFile = daemon.folder.appendingPathComponent("mqtt-password").path
+        try Data("s3cret-password\n".utf8).write(to: URL(fileURLWithPath: passwordFile))
+        chmod(passwordFile, 0o600)
+        let good = try BridgeProcess(daemon: daemon, broker: "mqtts://localhost:\(broker.port)", box: "tls-good",
+                                     extra: ["--mqtt-ca-file", ca, "--mqtt-username", "box", "--mqtt-password-file", passwordFile])
+        try good.waitConnected()
+
+        let wrongName = try BridgeProcess(daemon: daemon, broker: "mqtts://127.0.0.1:\(broker.port)", box: "tls-name",
+                                          extra: ["--mqtt-ca-file", ca, "--mqtt-username", "box", "--mqtt-password-file", passwordFile])
+        XCTAssertTrue(waitUntil(timeout: 20) { wrongName.log.contains("TLS") || wrongName.log.contains("certificate") }, wrongName.log)
+        XCTAssertFalse(wrongName.log.contains("mqtt: connected"), wrongName.log)
+
+        let badPassword = daemon.folder.appendingPathComponent("bad-password").path
+        try Data("wrong\n".utf8).write(to: URL(fileURLWithPath: badPassword))
+        chmod(badPassword, 0o600)
+        let refused = try BridgeProcess(daemon: daemon, broker: "mqtts://localhost:\(broker.port)", box: "tls-refused",
+                                        extra: ["--mqtt-ca-file", ca, "--mqtt-username", "box", "--mqtt-password-file", badPassword])
+        XCTAssertTrue(waitUntil(timeout: 20) { refused.log.contains("refused the connection") }, refused.log)
+        XCTAssertTrue(good.process.isRunning)
+
+        chmod(passwordFile, 0o644)
+        let (status, output) = try runToEnd(Executables.adplayerd, ["mqtt", "--socket", daemon.socket, "--mqtt-broker", "mqtts://localhost:1",
+                                                                    "--mqtt-password-file", passwordFile, "--mqtt-box-id", "x"])
+        XCTAssertEqual(status, 2, output)
+        XCTAssertTrue(output.contains("chmod 600"), output)
+    }
+}
