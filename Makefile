@@ -74,6 +74,7 @@ bench: deps media
 	/usr/bin/python3 scripts/bench_state.py 60
 	/usr/bin/python3 scripts/bench_slowdisk.py 30
 	/usr/bin/python3 scripts/bench_web.py 50
+	/usr/bin/python3 scripts/bench_mqtt.py 100
 
 # The release binaries, both systemd units, the documentation and (if there is none yet)
 # /etc/adplayerd.conf from the example. DESTDIR stages it elsewhere. The system unit runs
@@ -86,7 +87,7 @@ install: deps
 	install -D -m 0755 .build/release/adplayerctl $(DESTDIR)$(PREFIX)/bin/adplayerctl
 	install -D -m 0644 systemd/system/adplayerd.service $(DESTDIR)/etc/systemd/system/adplayerd.service
 	install -D -m 0644 systemd/user/adplayerd.service $(DESTDIR)/etc/systemd/user/adplayerd.service
-	for unit in adplayerd-web.socket adplayerd-web.service; do \
+	for unit in adplayerd-web.socket adplayerd-web.service adplayerd-mqtt.service; do \
 	  install -D -m 0644 systemd/system/$$unit $(DESTDIR)/etc/systemd/system/$$unit; \
 	  install -D -m 0644 systemd/user/$$unit $(DESTDIR)/etc/systemd/user/$$unit; done
 	install -d $(DESTDIR)$(PREFIX)/share/doc/adplayerd

@@ -28,6 +28,10 @@ packages=(
   chromium          # the web page's test: a real browser, headless (docs/web.md)
   chromium-driver   # ... driven through WebDriver
   python3-selenium  # ... by scripts/web_browser_check.py
+  libmosquitto-dev  # adplayerd mqtt, the fleet bridge (CMqtt: libmosquitto, MQTT 5)
+  mosquitto         # the fleet tests' broker
+  mosquitto-clients # ... and the fleet's side (mosquitto_sub, mosquitto_pub, mosquitto_passwd)
+  openssl           # the fleet tests' TLS certificates
   ca-certificates
 )
 missing=()

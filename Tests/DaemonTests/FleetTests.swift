@@ -332,6 +332,24 @@ final class FleetTests: XCTestCase {
                       "the oversized command was not run: \(bridge.log)")
     }
 
+    /// `check-config` checks the bridge's keys: the broker's URL, the names that go into topics,
+    /// the files; the bridge refuses to start without a broker.
+    func testCheckConfigChecksTheBridgesKeys() throws {
+        var (status, output) = try runToEnd(Executables.adplayerd, ["check-config", "--socket", "/tmp/never.sock", "--mqtt-broker", "ftp://broker"])
+        XCTAssertEqual(status, 2, output)
+        XCTAssertTrue(output.contains("mqtt-broker") && output.contains("mqtts://"), output)
+        (status, output) = try runToEnd(Executables.adplayerd, ["check-config", "--socket", "/tmp/never.sock", "--mqtt-box-id", "lobby/#"])
+        XCTAssertEqual(status, 2, output)
+        XCTAssertTrue(output.contains("mqtt-box-id"), output)
+        (status, output) = try runToEnd(Executables.adplayerd, ["check-config", "--socket", "/tmp/never.sock", "--mqtt-broker", "mqtts://broker:8883",
+                                                                 "--mqtt-ca-file", "/nonexistent/ca.pem", "--mqtt-cert-file", "/nonexistent/box.pem"])
+        XCTAssertEqual(status, 2, output)
+        XCTAssertTrue(output.contains("mqtt-ca-file: /nonexistent/ca.pem") && output.contains("go together"), output)
+        (status, output) = try runToEnd(Executables.adplayerd, ["mqtt", "--socket", "/tmp/never.sock"])
+        XCTAssertEqual(status, 2, output)
+        XCTAssertTrue(output.contains("mqtt-broker"), output)
+    }
+
     /// TLS with a certificate the test makes, a password file: the bridge connects by the name
     /// the certificate has; by another name it is refused and says so; a wrong password too.
     func testTLSAndPasswords() throws {

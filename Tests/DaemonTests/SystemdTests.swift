@@ -10,7 +10,7 @@ final class SystemdTests: XCTestCase {
     /// the copies checked name the binary just built, which must exist for the check. The
     /// web's socket and service are checked side by side (the service requires the socket).
     func testEveryUnitVerifiesWithoutAWord() throws {
-        let units = ["adplayerd.service", "adplayerd-web.socket", "adplayerd-web.service"]
+        let units = ["adplayerd.service", "adplayerd-web.socket", "adplayerd-web.service", "adplayerd-mqtt.service"]
         for user in [false, true] {
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("units-\(UUID().uuidString.prefix(8))")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -23,6 +23,7 @@ final class SystemdTests: XCTestCase {
                 }
                 if unit == "adplayerd-web.socket" { XCTAssertTrue(text.contains("ListenStream=127.0.0.1:8080"), unit) }
                 if unit == "adplayerd-web.service" { XCTAssertTrue(text.contains("adplayerd web --config"), unit) }
+                if unit == "adplayerd-mqtt.service" { XCTAssertTrue(text.contains("adplayerd mqtt --config") && text.contains("Restart=on-failure"), unit) }
                 try Data(text.replacingOccurrences(of: "/usr/local/bin/adplayerd", with: Executables.adplayerd).utf8)
                     .write(to: folder.appendingPathComponent(unit))
             }
