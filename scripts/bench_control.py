@@ -24,7 +24,6 @@ Debian's python3-dbus; after `make bench`'s release build, else the debug build)
 """
 import json
 import os
-import queue
 import shutil
 import socket
 import statistics
@@ -33,6 +32,9 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import Events  # noqa: E402
 
 import dbus
 import dbus.lowlevel
@@ -51,40 +53,6 @@ def start_bus():
     bus = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--nopidfile", "--print-address=1"],
                            stdout=subprocess.PIPE, text=True)
     return bus, bus.stdout.readline().strip()
-
-
-class Events(threading.Thread):
-    """Reads a subscribed connection; queues (arrival ns, event) for ad.started / ad.ended."""
-
-    def __init__(self, path):
-        super().__init__(daemon=True)
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.connect(path)
-        names = '"*"' if os.environ.get("BENCH_VERBOSE") else '"ad.started", "ad.ended"'
-        self.sock.sendall(b'{"id": 1, "cmd": "subscribe", "args": {"events": [%s]}}\n' % names.encode())
-        self.queue = queue.Queue()
-
-    def run(self):
-        buffer = b""
-        while True:
-            data = self.sock.recv(65536)
-            stamp = time.monotonic_ns()
-            if not data:
-                return
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                message = json.loads(line)
-                if "event" in message:
-                    self.queue.put((stamp, message))
-
-    def next(self, name, kind="overlay", timeout=30):
-        while True:
-            stamp, event = self.queue.get(timeout=timeout)
-            if os.environ.get("BENCH_VERBOSE"):
-                print(event, file=sys.stderr)
-            if event["event"] == name and event.get("kind") == kind:
-                return stamp, event
 
 
 def main():

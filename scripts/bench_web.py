@@ -22,7 +22,6 @@ else the debug build)
 """
 import json
 import os
-import queue
 import shutil
 import socket
 import statistics
@@ -32,40 +31,14 @@ import tempfile
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import Events  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 50
 BUILD = "release" if os.path.exists(os.path.join(ROOT, ".build/release/adplayerd")) else "debug"
 ADPLAYERD = os.path.join(ROOT, f".build/{BUILD}/adplayerd")
 SLOT_EVERY = 2.0
-
-
-class Events(threading.Thread):
-    def __init__(self, path):
-        super().__init__(daemon=True)
-        self.sock = socket.socket(socket.AF_UNIX)
-        self.sock.connect(path)
-        self.sock.sendall(b'{"id": 1, "cmd": "subscribe", "args": {"events": ["ad.started", "ad.ended"]}}\n')
-        self.queue = queue.Queue()
-
-    def run(self):
-        buffer = b""
-        while True:
-            data = self.sock.recv(65536)
-            stamp = time.monotonic_ns()
-            if not data:
-                return
-            buffer += data
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                message = json.loads(line)
-                if "event" in message:
-                    self.queue.put((stamp, message))
-
-    def next(self, name, timeout=30):
-        while True:
-            stamp, event = self.queue.get(timeout=timeout)
-            if event["event"] == name and event.get("kind") == "overlay":
-                return stamp, event
 
 
 def rss_kib(pid, field="VmRSS:"):

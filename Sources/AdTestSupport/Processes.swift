@@ -48,3 +48,40 @@ public func runToEnd(_ executable: String, _ arguments: [String], environment: [
     let result = try runProcess(executable, arguments, environment: environment)
     return (result.status, String(decoding: result.output, as: UTF8.self))
 }
+
+/// A process that runs beside a test (a server, a bridge): started at once, what it writes to
+/// standard error (and `output`, when `collectOutput`) collected as it comes, killed (SIGKILL,
+/// after a SIGCONT for a stopped one) when the test lets go of it.
+public final class BackgroundProcess: @unchecked Sendable {
+    // @unchecked: driven by the test's thread; the collected bytes are behind their lock.
+    public let process = Process()
+    private let collected = Locked(Data())
+
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, collectOutput: Bool = false) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let pipe = Pipe()
+        process.standardError = pipe
+        process.standardOutput = collectOutput ? pipe : FileHandle.nullDevice
+        let collected = self.collected
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            collected.withLock { $0.append(data) }
+        }
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGCONT)
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    /// What it wrote so far.
+    public var log: String { collected.withLock { String(decoding: $0, as: UTF8.self) } }
+    public var pid: Int32 { process.processIdentifier }
+    public var isRunning: Bool { process.isRunning }
+}

@@ -8,9 +8,8 @@ import XCTest
 final class Broker: @unchecked Sendable {
     let folder: URL
     let port: UInt16
-    private(set) var process: Process?
+    private var running: BackgroundProcess?
     private let configuration: String
-    private let errors = Locked(Data())
 
     init(password: (user: String, password: String)? = nil, tls: (ca: String, cert: String, key: String)? = nil,
          requireCertificate: Bool = false) throws {
@@ -42,35 +41,24 @@ final class Broker: @unchecked Sendable {
     }
 
     func start() throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/sbin/mosquitto")
-        process.arguments = ["-c", configuration]
-        let pipe = Pipe()
-        process.standardError = pipe
-        process.standardOutput = pipe
-        let errors = self.errors
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            errors.withLock { $0.append(data) }
-        }
-        try process.run()
-        self.process = process
+        let running = try BackgroundProcess("/usr/sbin/mosquitto", ["-c", configuration], collectOutput: true)
+        self.running = running
         let port = self.port
-        guard waitUntil(timeout: 20, { (try? RawHTTP(port: port, timeout: 1)).map { $0.close(); return true } ?? false || !process.isRunning }),
-              process.isRunning else {
-            throw RawHTTPFailure(description: "mosquitto did not start: \(log)")
+        guard waitUntil(timeout: 20, { (try? RawHTTP(port: port, timeout: 1)).map { $0.close(); return true } ?? false || !running.isRunning }),
+              running.isRunning else {
+            throw RawHTTPFailure(description: "mosquitto did not start: \(running.log)")
         }
     }
 
     /// SIGTERM (mosquitto saves its persistence file) and the exit.
     func stop() {
-        guard let process, process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        process.waitUntilExit()
-        self.process = nil
+        guard let running, running.isRunning else { return }
+        kill(running.pid, SIGTERM)
+        running.process.waitUntilExit()
+        self.running = nil
     }
 
-    var log: String { errors.withLock { String(decoding: $0, as: UTF8.self) } }
+    var log: String { running?.log ?? "" }
     var url: String { "mqtt://127.0.0.1:\(port)" }
 
     /// `mosquitto_sub`: up to `count` messages of `topic` (`-v`: "topic payload" lines), for at
@@ -113,35 +101,18 @@ func freePort() throws -> UInt16 {
 
 /// `adplayerd mqtt` for one daemon: its stderr collected.
 final class BridgeProcess: @unchecked Sendable {
-    let process = Process()
-    private let errors = Locked(Data())
+    let running: BackgroundProcess
     let stateDir: String
+    var process: Process { running.process }
+    var log: String { running.log }
 
     init(daemon: DaemonProcess, broker: String, box: String, groups: [String] = [], extra: [String] = []) throws {
         stateDir = daemon.folder.appendingPathComponent("bridge-\(box)").path
-        process.executableURL = URL(fileURLWithPath: Executables.adplayerd)
-        process.arguments = ["mqtt", "--socket", daemon.socket, "--state-dir", stateDir, "--mqtt-broker", broker, "--mqtt-box-id", box,
-                             "--mqtt-keepalive", "5"] + (groups.isEmpty ? [] : ["--mqtt-groups", groups.joined(separator: ",")]) + extra
-        let pipe = Pipe()
-        process.standardError = pipe
-        process.standardOutput = FileHandle.nullDevice
-        let errors = self.errors
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            errors.withLock { $0.append(data) }
-        }
-        try process.run()
+        running = try BackgroundProcess(Executables.adplayerd, ["mqtt", "--socket", daemon.socket, "--state-dir", stateDir, "--mqtt-broker", broker,
+                                                                "--mqtt-box-id", box, "--mqtt-keepalive", "5"]
+                                        + (groups.isEmpty ? [] : ["--mqtt-groups", groups.joined(separator: ",")]) + extra)
     }
 
-    deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGCONT)
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
-
-    var log: String { errors.withLock { String(decoding: $0, as: UTF8.self) } }
     var cursor: Int64 { (try? String(contentsOfFile: stateDir + "/mqtt-plays.cursor", encoding: .utf8)).flatMap { Int64($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0 }
 
     func waitConnected() throws {
@@ -274,26 +245,13 @@ final class FleetTests: XCTestCase {
         XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
         let bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "h", extra: ["--mqtt-commands", "read"])
         try bridge.waitConnected()
-        let replies = Locked<[String]>([])
-        let listener = Process()
-        listener.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_sub")
-        listener.arguments = ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "adplayer/h/reply", "-t", "answers/x"]
-        let pipe = Pipe()
-        listener.standardOutput = pipe
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let text = String(decoding: handle.availableData, as: UTF8.self)
-            replies.withLock { $0 += text.split(separator: "\n").map(String.init) }
-        }
-        try listener.run()
-        defer {
-            listener.terminate()
-            listener.waitUntilExit()
-        }
+        let listener = try BackgroundProcess("/usr/bin/mosquitto_sub", ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "adplayer/h/reply",
+                                                                      "-t", "answers/x"], collectOutput: true)
         usleep(300_000)
         func reply(_ match: @escaping (String) -> Bool) -> String? {
             var found: String?
             _ = waitUntil(timeout: 20) {
-                found = replies.withLock { $0.first(where: match) }
+                found = listener.log.split(separator: "\n").map(String.init).first(where: match)
                 return found != nil
             }
             return found
@@ -324,11 +282,11 @@ final class FleetTests: XCTestCase {
         // After all of it: a plain status is answered, on the v5 response topic too.
         try broker.publish("adplayer/h/cmd", #"{"id": 6, "cmd": "status"}"#, extra: ["-V", "5", "-D", "publish", "response-topic", "answers/x",
                                                                                   "-D", "publish", "correlation-data", "c-6"])
-        XCTAssertTrue(waitUntil(timeout: 20) { replies.withLock { $0.filter { $0.contains("\"id\":6,") && $0.contains("\"ok\":true") }.count } >= 2 },
+        XCTAssertTrue(waitUntil(timeout: 20) { listener.log.split(separator: "\n").filter { $0.contains("\"id\":6,") && $0.contains("\"ok\":true") }.count >= 2 },
                       "the reply on P/B/reply and on the response topic")
         XCTAssertTrue(bridge.process.isRunning, bridge.log)
         XCTAssertEqual(try playing(daemon), true)
-        XCTAssertTrue(bridge.log.contains("over 65536 bytes") || !replies.withLock { $0.contains { $0.contains("\"id\":5,") } },
+        XCTAssertTrue(bridge.log.contains("over 65536 bytes") || !listener.log.contains("\"id\":5,"),
                       "the oversized command was not run: \(bridge.log)")
     }
 

@@ -6,22 +6,13 @@ import XCTest
 /// `adplayerd web` as a process beside a daemon: its stderr collected, its port read from
 /// its `listening on http://HOST:PORT/` line.
 final class WebProcess: @unchecked Sendable {
-    let process = Process()
-    private let errors = Locked(Data())
+    let running: BackgroundProcess
     private(set) var port: UInt16 = 0
+    var process: Process { running.process }
+    var log: String { running.log }
 
     init(socket: String, extra: [String] = []) throws {
-        process.executableURL = URL(fileURLWithPath: Executables.adplayerd)
-        process.arguments = ["web", "--socket", socket, "--listen", "127.0.0.1:0"] + extra
-        let pipe = Pipe()
-        process.standardError = pipe
-        process.standardOutput = FileHandle.nullDevice
-        let errors = self.errors
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            errors.withLock { $0.append(data) }
-        }
-        try process.run()
+        running = try BackgroundProcess(Executables.adplayerd, ["web", "--socket", socket, "--listen", "127.0.0.1:0"] + extra)
         guard waitUntil(timeout: 30, { self.log.contains("listening on http://") || !self.process.isRunning }), process.isRunning,
               let line = log.split(separator: "\n").first(where: { $0.contains("listening on http://") }),
               let port = line.split(separator: ":").last.flatMap({ UInt16($0.trimmingCharacters(in: CharacterSet(charactersIn: "/"))) }) else {
@@ -29,15 +20,6 @@ final class WebProcess: @unchecked Sendable {
         }
         self.port = port
     }
-
-    deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-    }
-
-    var log: String { errors.withLock { String(decoding: $0, as: UTF8.self) } }
 
     /// RSS in KiB (/proc/PID/status VmRSS).
     var rssKiB: Int? {
