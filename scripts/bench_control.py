@@ -22,19 +22,16 @@ path, as it starts after the pause reached the loop).
 Usage: /usr/bin/python3 scripts/bench_control.py [ROUNDS_PER_PATH]   (the system Python:
 Debian's python3-dbus; after `make bench`'s release build, else the debug build)
 """
-import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import Events  # noqa: E402
+from benchlib import Control, Events, slot_catalog  # noqa: E402
 
 import dbus
 import dbus.lowlevel
@@ -59,38 +56,17 @@ def main():
     work = tempfile.mkdtemp(prefix="bench-control-")
     bus = daemon = None
     try:
-        episode = os.path.join(work, "episode-600s.mp4")
-        subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
-                        "testsrc2=size=160x120:rate=10:duration=600", "-c:v", "libx264", "-preset", "ultrafast",
-                        "-pix_fmt", "yuv420p", episode], check=True)
-        catalog = os.path.join(work, "catalog")
-        os.mkdir(catalog)
-        shutil.copy(os.path.join(ROOT, "media/overlay.png"), catalog)
-        slots = [{"start": SLOT_EVERY * (k + 1), "duration": 60} for k in range(290)]
-        with open(os.path.join(catalog, "catalog.json"), "w") as f:
-            json.dump({"version": 1, "overlays": [{"id": "ov", "image": "overlay.png", "slots": slots}]}, f)
-
+        episode, catalog = slot_catalog(work, ROOT, SLOT_EVERY)
         bus, address = start_bus()
         env = dict(os.environ, DBUS_SESSION_BUS_ADDRESS=address, DBUS_SYSTEM_BUS_ADDRESS="unix:path=/nonexistent")
         control_path = os.path.join(work, "ctl.sock")
         daemon = subprocess.Popen([ADPLAYERD, "--library", work, "--ads", catalog, "--state-dir", os.path.join(work, "state"),
                                    "--socket", control_path, "--mpris", "--log-level", "warning"],
                                   env=env, stderr=None if os.environ.get("BENCH_VERBOSE") else subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while not os.path.exists(control_path):
-            if time.monotonic() > deadline or daemon.poll() is not None:
-                raise SystemExit("adplayerd did not start")
-            time.sleep(0.05)
-        time.sleep(0.2)
+        link = Control(control_path, daemon)
         events = Events(control_path)
         events.start()
-        control = socket.socket(socket.AF_UNIX)
-        control.connect(control_path)
-        replies = control.makefile("rb")
-
-        def call(command, args=None):
-            control.sendall((json.dumps({"cmd": command, "args": args or {}}) + "\n").encode())
-            return json.loads(replies.readline())
+        control, replies, call = link.sock, link.replies, link.call
 
         connection = dbus.bus.BusConnection(address)
         deadline = time.monotonic() + 20

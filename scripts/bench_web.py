@@ -20,7 +20,6 @@ the abused phase (VmRSS, /proc).
 Usage: /usr/bin/python3 scripts/bench_web.py [ROUNDS]   (after `make bench`'s release build,
 else the debug build)
 """
-import json
 import os
 import shutil
 import socket
@@ -32,7 +31,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchlib import Events  # noqa: E402
+from benchlib import Control, Events, slot_catalog  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 50
@@ -62,34 +61,14 @@ def main():
     daemon = web = None
     stop = threading.Event()
     try:
-        episode = os.path.join(work, "episode-600s.mp4")
-        subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i",
-                        "testsrc2=size=160x120:rate=10:duration=600", "-c:v", "libx264", "-preset", "ultrafast",
-                        "-pix_fmt", "yuv420p", episode], check=True)
-        catalog = os.path.join(work, "catalog")
-        os.mkdir(catalog)
-        shutil.copy(os.path.join(ROOT, "media/overlay.png"), catalog)
-        slots = [{"start": SLOT_EVERY * (k + 1), "duration": 60} for k in range(290)]
-        with open(os.path.join(catalog, "catalog.json"), "w") as f:
-            json.dump({"version": 1, "overlays": [{"id": "ov", "image": "overlay.png", "slots": slots}]}, f)
+        episode, catalog = slot_catalog(work, ROOT, SLOT_EVERY)
         control_path = os.path.join(work, "ctl.sock")
         daemon = subprocess.Popen([ADPLAYERD, "--library", work, "--ads", catalog, "--state-dir", os.path.join(work, "state"),
                                    "--socket", control_path, "--log-level", "warning"], stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while not os.path.exists(control_path):
-            if time.monotonic() > deadline or daemon.poll() is not None:
-                raise SystemExit("adplayerd did not start")
-            time.sleep(0.05)
-        time.sleep(0.2)
+        link = Control(control_path, daemon)
         events = Events(control_path)
         events.start()
-        control = socket.socket(socket.AF_UNIX)
-        control.connect(control_path)
-        replies = control.makefile("rb")
-
-        def call(command, args=None):
-            control.sendall((json.dumps({"cmd": command, "args": args or {}}) + "\n").encode())
-            return json.loads(replies.readline())
+        control, replies, call = link.sock, link.replies, link.call
 
         assert call("open", {"path": episode, "start": SLOT_EVERY - 0.2})["ok"]
         slot = [1]
