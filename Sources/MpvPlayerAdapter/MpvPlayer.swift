@@ -309,6 +309,8 @@ public final class MpvPlayer: TrackablePlayer {
     var outputSize: (width: Int, height: Int) { core.mapping.outputSize }
     /// The item shows a video (on the loop): an audio-only episode has nothing to show an ad over.
     var showsVideo: Bool { core.mapping.showsVideo }
+    /// Whether the item shows a video: nil until mpv has loaded it and said (on the loop).
+    public var videoShown: Bool? { (try? loop.sync { core.mapping.videoSelected }) ?? nil }
 
     func attach(_ surface: any MpvOutputListener) {
         loop.requireInLoop()
@@ -388,7 +390,8 @@ final class PlayerCore: @unchecked Sendable {
             pause: { (try? handle.get("pause", as: .flag))?.flag },
             eofReached: { (try? handle.get("eof-reached", as: .flag))?.flag },
             timePos: { (try? handle.get("time-pos", as: .double))?.double },
-            path: { (try? handle.get("path", as: .string))?.string })
+            path: { (try? handle.get("path", as: .string))?.string },
+            vid: { (try? handle.get("vid", as: .string))?.string })
     }
 
     func handle(_ event: MpvEvent, receivedAt: UInt64) {

@@ -83,6 +83,8 @@ struct MpvPlayerMapping {
         var eofReached: () -> Bool?
         var timePos: () -> Double?
         var path: () -> String?
+        /// The video track selected, once the file is loaded ("no": audio only).
+        var vid: () -> String? = { nil }
     }
 
     /// What happens to an ad's video played in the same mpv (R8): never an item.
@@ -231,6 +233,16 @@ struct MpvPlayerMapping {
     /// an audio-only episode, whatever the output, nothing an ad could be shown over. Unknown
     /// (before the file is loaded) is not "no".
     var showsVideo: Bool { videoTrack != false }
+    /// Whether the item has a video track selected; nil until mpv says (the file not loaded yet).
+    var videoSelected: Bool? { videoTrack }
+
+    private mutating func setVideoTrack(_ vid: String?) {
+        switch vid {
+        case "no", "false": videoTrack = false
+        case nil, "auto": videoTrack = nil
+        default: videoTrack = true
+        }
+    }
 
     /// The item's duration, when the item is in and mpv knows it.
     var itemDuration: Double? { item == nil ? nil : duration.flatMap { $0 > 0 ? $0 : nil } }
@@ -300,6 +312,9 @@ struct MpvPlayerMapping {
                 loaded = true
                 position = 0
                 positionAt = now
+                // Whether the item shows a video is known from here (before it plays): the
+                // policy asks for no overlay over an audio-only episode (issue 23).
+                if let vid = query.vid() { setVideoTrack(vid) }
             }
 
         case .seek:
@@ -480,11 +495,7 @@ struct MpvPlayerMapping {
             if outputSize != before { outputSizeChanged = true }
 
         case .vid:
-            switch value.string {
-            case "no", "false": videoTrack = false
-            case nil, "auto": videoTrack = nil
-            default: videoTrack = true
-            }
+            setVideoTrack(value.string)
 
         case .windowMinimized:
             let minimized = value.flag ?? false   // no window: not minimized

@@ -121,6 +121,28 @@ final class ControllerTests: XCTestCase {
         XCTAssertEqual(h.offLoop.take(), [])
     }
 
+    /// An audio-only episode shows no video: no overlay and no pause ad is asked for (they would
+    /// be on no screen); the next episode, a video, has its overlay (issue 23).
+    func testAnAudioOnlyEpisodeAsksForNoOverlayAndNoPauseAd() throws {
+        let catalog = try textCatalog("""
+            {"version": 1, "overlays": [{"id": "ov-1", "text": "Sponsored", "slots": [{"start": 0.5, "duration": 5}]}],
+             "pause_ads": [{"id": "pa-1", "text": "Paused"}]}
+            """)
+        let h = try ControllerHarness(source: catalog)
+        h.start()
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/song.m4a"), QueueEntry(path: "/lib/ep.mp4")]) }
+        h.advance(2)
+        _ = try h.onLoop { try h.controller.pause() }
+        h.advance(3)
+        h.onLoop {}
+        XCTAssertFalse(h.eventNames.contains(.adRequested), "nothing asked for over audio: \(h.eventNames)")
+        _ = try h.onLoop { try h.controller.next() }
+        h.wait(for: .adLoaded)
+        h.advance(1)
+        h.wait(for: .adStarted)
+        XCTAssertEqual(h.events.filter { $0.name == .adRequested }.map { $0.fields["kind"]?.string }, ["overlay"])
+    }
+
     /// With ads on and no post-roll, the episode's end and a broken file's failure are told
     /// and logged, whatever the policy does first (it loads the next item while the change is
     /// still being delivered, and its observers go away then): a finished episode is not

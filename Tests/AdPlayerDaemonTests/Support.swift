@@ -30,6 +30,11 @@ extension ScriptedPlayer: ContentPlayer {
         loop.run { completion(.failure(ControlError(.unavailable, "no screen"))) }
     }
     public func duration() -> Double? { itemDuration }
+    /// The script's rule: an item whose name is an audio file's shows no video.
+    public var videoShown: Bool? {
+        guard let path = snapshot().item?.path else { return nil }
+        return !["m4a", "mp3", "wav", "flac", "ogg", "opus"].contains((path as NSString).pathExtension)
+    }
     public func output() -> PlayerOutput { PlayerOutput(vo: "scripted", hwdecRequested: "no", hwdecCurrent: "no", droppedByDecoder: 0, droppedByOutput: 0) }
     public func showLabel(_ text: String, seconds: Double) throws { ScriptedLabels.shown.withLock { $0.append((text, seconds)) } }
     public func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void) {}

@@ -32,6 +32,10 @@ public protocol ContentPlayer: TrackablePlayer {
     /// A PNG of what is on screen at `path` — with the ads (`withOverlays`) or the video alone;
     /// `completion` on the loop once it is written.
     func screenshot(to path: String, withOverlays: Bool, completion: @escaping @Sendable (Result<Void, any Error>) -> Void)
+    /// Whether the item shows a video (false for an audio-only episode: an overlay or a pause
+    /// ad over it would be on no screen, so none is asked for); nil until the player knows
+    /// (the file not loaded yet: it is known before it plays). On the loop.
+    var videoShown: Bool? { get }
     /// What the output and the decoder do now (on the loop: a few property reads).
     func output() -> PlayerOutput
     /// Shows `text` over everything on the output for `seconds` (`identify`).

@@ -56,6 +56,16 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         box.value = self
     }
 
+    /// The item shows a video (an audio-only episode has nothing to show an ad over); nil until
+    /// the player knows (another kind of player: yes).
+    private var videoShown: Bool? {
+        guard let content = player as? any ContentPlayer else { return true }
+        return content.videoShown
+    }
+    /// An overlay was not asked for because whether the item shows a video was not known yet:
+    /// asked for when it plays (by then it is).
+    private var overlayDeferred = false
+
     /// Starts following `player` for playlist entry `entry`; tracked once its item is in (R10).
     public func follow(_ player: any TrackablePlayer, entry: Int64) {
         ads.loop.requireInLoop()
@@ -110,7 +120,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
                 }
             }
             trackOnce(player)
-        case .paused where tracked && !pauseAdRequested:
+        case .paused where tracked && !pauseAdRequested && videoShown != false:
             pauseAdRequested = true
             guard source.mayFill(.pauseAd, content: content, at: event.snapshot.position) else { break }
             // After this turn: the overlay this pause ended is already down (the ads' phase
@@ -120,6 +130,14 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         case .playing:
             pauseAdRequested = false   // the next pause may have its pause ad
             withdrawSkippedSlot(at: event.snapshot.position)
+            // Playing, the item is loaded: whether it shows a video is known now.
+            if overlayDeferred, tracked {
+                overlayDeferred = false
+                _ = ads.loop.execute { [weak self] in
+                    guard let self, !finished else { return }
+                    scheduleNextOverlay()
+                }
+            }
         case .seeked(_, let to) where tracked:
             cursor.seeked(to: to)
             withdrawSkippedSlot(at: to)
@@ -194,6 +212,14 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         // One overlay chain at a time: not while a request is out or a slot's overlay waits
         // (a pass's start and the previous overlay's end may both ask).
         guard !overlayRequestOut, waiting == nil else { return }
+        // An audio-only episode: an overlay would be on no screen, so none is asked for (issue 23).
+        switch videoShown {
+        case false?: return
+        case nil:
+            overlayDeferred = true
+            return
+        case true?: overlayDeferred = false
+        }
         guard source.mayFill(.overlay, content: content, at: player?.snapshot().position ?? 0) else { return }
         overlayRequestOut = true
         ads.request(.overlay) { [weak self] result in
