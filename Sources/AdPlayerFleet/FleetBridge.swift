@@ -174,7 +174,7 @@ public final class FleetBridge: Sendable {
                 let code = connection.loop(50)
                 handle(connection.inbox, &state)
                 if code != 0 || (!state.connected && Date().timeIntervalSince(state.connectStarted) > 10) {
-                    lost(&state, code != 0 ? "the connection ended (\(code))" : "no CONNACK within 10 s")
+                    lost(&state, code != 0 ? "the connection to the broker was lost (\(MqttConnection.errorText(code)))" : "no CONNACK within 10 s")
                     continue
                 }
                 if state.connected { periodic(&state) }
@@ -259,7 +259,7 @@ public final class FleetBridge: Sendable {
                 }
                 onConnected(&state)
             case .disconnected(let reason):
-                lost(&state, "the broker closed the connection (\(reason))")
+                lost(&state, "the connection to the broker was lost (\(MqttConnection.errorText(reason)))")
                 return
             case .published(let mid):
                 state.lastPublishAck = Date()

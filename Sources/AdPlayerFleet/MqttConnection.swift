@@ -149,4 +149,9 @@ final class MqttConnection {
     static func publishable(_ topic: String) -> Bool { topic.utf8.count <= 512 && cmqtt_publishable(topic) }
 
     static func connackReason(_ code: Int32) -> String { String(cString: cmqtt_connack(code)) }
+
+    /// libmosquitto's words for one of its error codes (a keepalive that ran out, a reset).
+    static func errorText(_ code: Int32) -> String {
+        code == 19 ? "no answer within the keepalive" : "\(String(cString: cmqtt_error(code))) (\(code))"   // 19: MOSQ_ERR_KEEPALIVE
+    }
 }

@@ -347,7 +347,7 @@ public final class HTTPServer: Sendable {
         _ = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getnameinfo($0, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) }
         }
-        let address = String(cString: host)
+        let address = String(nulTerminated: host)
         let loopback = address.hasPrefix("127.") || address == "::1" || address.hasPrefix("::ffff:127.")
         return Peer(address: address, isLoopback: loopback)
     }

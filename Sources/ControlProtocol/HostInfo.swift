@@ -15,7 +15,7 @@ public enum HostInfo {
             var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
             let length = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
             guard getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
-            let text = String(cString: host)
+            let text = String(nulTerminated: host)
             if text.hasPrefix("127.") || text == "::1" || text.lowercased().hasPrefix("fe80") { continue }
             if !found.contains(text) { found.append(text) }
         }
@@ -41,5 +41,12 @@ public enum CSV {
         if guardFormulas, let first = text.unicodeScalars.first, "=+-@\t\r".unicodeScalars.contains(first) { text = "'" + text }
         guard text.contains(where: { ",\"\n\r".contains($0) }) else { return text }
         return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+}
+
+extension String {
+    /// The text of a NUL-terminated C buffer (getnameinfo's), up to its first NUL.
+    public init(nulTerminated buffer: [CChar]) {
+        self = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

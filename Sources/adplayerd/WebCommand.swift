@@ -91,7 +91,7 @@ struct WebCommand {
                 getnameinfo($0, length, &host, socklen_t(host.count), &service, socklen_t(service.count), NI_NUMERICHOST | NI_NUMERICSERV)
             }
         }
-        let address = String(cString: host), port = String(cString: service)
+        let address = String(nulTerminated: host), port = String(nulTerminated: service)
         let loopback = address.hasPrefix("127.") || address == "::1"
         return (address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)", loopback)
     }

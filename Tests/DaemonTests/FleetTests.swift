@@ -290,6 +290,28 @@ final class FleetTests: XCTestCase {
                       "the oversized command was not run: \(bridge.log)")
     }
 
+    /// A "broker" that accepts the connection and never answers: the attempt is given up (no
+    /// CONNACK within 10 s, or the keepalive runs out first) and made again later, the bridge
+    /// alive, the daemon untouched.
+    func testABrokerThatNeverAnswersIsGivenUp() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        XCTAssertEqual(listen(listener, 16), 0)   // the kernel accepts for it; nothing is ever read or written
+        let port = UInt16(bigEndian: address.sin_port)
+        let daemon = try DaemonProcess()
+        let bridge = try BridgeProcess(daemon: daemon, broker: "mqtt://127.0.0.1:\(port)", box: "silent")
+        XCTAssertTrue(waitUntil(timeout: 40) { bridge.log.contains("trying again (attempt 1") }, bridge.log)
+        XCTAssertTrue(bridge.log.contains("no CONNACK within 10 s") || bridge.log.contains("no answer within the keepalive"), bridge.log)
+        XCTAssertTrue(bridge.process.isRunning)
+        XCTAssertEqual(try daemon.ctl("status").0, 0)
+    }
+
     /// `check-config` checks the bridge's keys: the broker's URL, the names that go into topics,
     /// the files; the bridge refuses to start without a broker.
     func testCheckConfigChecksTheBridgesKeys() throws {
