@@ -49,12 +49,12 @@ let package = Package(
         .target(name: "ControlProtocol", dependencies: ["Bounds"], swiftSettings: strict),
         // `adplayerd web`: its own small HTTP/1.1 server, the page, the endpoints — a client of
         // the control protocol only (no runtime, no mpv, no database).
-        .target(name: "AdPlayerWeb", dependencies: ["ControlProtocol", "CSystem"], swiftSettings: strict),
+        .target(name: "AdPlayerWeb", dependencies: ["Bounds", "ControlProtocol", "CSystem"], swiftSettings: strict),
         // libmosquitto (Debian's libmosquitto-dev): MQTT 5 for `adplayerd mqtt`, its callbacks
         // and v5 properties wrapped in a few plain C calls.
         .target(name: "CMqtt", path: "Sources/CMqtt", linkerSettings: [.linkedLibrary("mosquitto")]),
         // `adplayerd mqtt`: the fleet bridge — the control protocol on one side, a broker on the other.
-        .target(name: "AdPlayerFleet", dependencies: ["ControlProtocol", "CMqtt"], swiftSettings: strict),
+        .target(name: "AdPlayerFleet", dependencies: ["Bounds", "ControlProtocol", "CMqtt"], swiftSettings: strict),
         // The daemon as a library: controller, episode policy, state, control socket, desktop.
         // It knows no mpv: the controller's virtual-time tests build without libmpv.
         .target(name: "AdPlayerDaemon", dependencies: ["AdRuntime", "AdSources", "AdTracking", "CSystem", "CMpris", "ControlProtocol"],
@@ -85,7 +85,7 @@ let package = Package(
         // The daemon and adplayerctl as processes, through the control socket.
         .testTarget(name: "DaemonTests", dependencies: ["AdRuntime", "AdTestSupport", "AdTracking"], swiftSettings: strict),
         // The web server alone: parsing, limits, hostile requests, tokens and roles.
-        .testTarget(name: "AdPlayerWebTests", dependencies: ["AdPlayerWeb", "ControlProtocol", "AdTestSupport"], swiftSettings: strict),
+        .testTarget(name: "AdPlayerWebTests", dependencies: ["AdPlayerWeb", "Bounds", "ControlProtocol", "AdTestSupport"], swiftSettings: strict),
         .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "AdSources", "AdTestSupport", "MpvPlayerAdapter", "CMpv"],
                     swiftSettings: strict),
     ]

@@ -1,6 +1,6 @@
 import ControlProtocol
 import Foundation
-import Synchronization
+import Bounds
 
 /// `adplayerd mqtt` (docs/fleet.md): the daemon's control protocol on one side, an MQTT
 /// broker on the other.
@@ -62,13 +62,12 @@ public final class FleetBridge: Sendable {
     let settings: Settings
     let link: DaemonLink
     let log: @Sendable (String) -> Void
-    private let inbox = Mutex<(items: [Input], dropped: Int)>(([], 0))
-    private let wake = NSCondition()
-    private let stopping = Mutex(false)
-    private let finished = Mutex(false)
+    private let inbox = Locked<(items: [Input], dropped: Int)>(([], 0))
+    private let stopping = Locked(false)
+    private let finished = Locked(false)
     private let calls = DispatchQueue(label: "adplayerd-mqtt-calls")
-    private let pendingCalls = Mutex(0)
-    private let counters = Mutex((published: 0, commands: 0, refused: 0, rateLimited: 0))
+    private let pendingCalls = Locked(0)
+    private let counters = Locked((published: 0, commands: 0, refused: 0, rateLimited: 0))
 
     public init(settings: Settings, link: DaemonLink, log: @escaping @Sendable (String) -> Void) {
         self.settings = settings
@@ -81,7 +80,7 @@ public final class FleetBridge: Sendable {
     // MARK: Other threads → the bridge's
 
     func post(_ input: Input) {
-        let accepted = inbox.withLock { inbox -> Bool in
+        inbox.signal { inbox -> Bool in
             // Events are what may be dropped (QoS 0 anyway); answers never.
             if case .event = input, inbox.items.count >= Self.maxInbox {
                 inbox.dropped += 1
@@ -90,14 +89,10 @@ public final class FleetBridge: Sendable {
             inbox.items.append(input)
             return true
         }
-        if accepted { signal() }
     }
 
-    private func signal() {
-        wake.lock()
-        wake.signal()
-        wake.unlock()
-    }
+    /// Wakes the bridge's thread (waiting for work while it has no connection).
+    private func signal() { inbox.signal { _ in } }
 
     /// A daemon call off the bridge's thread (it may take seconds); its answer comes back posted.
     /// At most `maxPendingCalls` wait: beyond, `refused` runs instead.
@@ -179,9 +174,10 @@ public final class FleetBridge: Sendable {
                 }
                 if state.connected { periodic(&state) }
             } else {
-                wake.lock()
-                _ = wake.wait(until: min(state.nextAttempt, Date(timeIntervalSinceNow: 0.25)))
-                wake.unlock()
+                let stopping = self.stopping
+                _ = inbox.wait(timeout: max(0, min(state.nextAttempt.timeIntervalSinceNow, 0.25))) { inbox in
+                    inbox.items.isEmpty && !stopping.withLock({ $0 }) ? nil : true
+                }
             }
         }
         // A clean stop says so itself (the will is for the unclean ones).

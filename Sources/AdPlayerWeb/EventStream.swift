@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Bounds
 
 /// One Server-Sent Events client's queue: messages wait here for its connection's thread to
 /// write them. Bounded: a client that stops reading falls behind, and past `maxQueuedBytes`
@@ -18,15 +18,14 @@ public final class EventStream: Sendable {
         var overflowed = false
     }
 
-    private let state = Mutex(State())
-    private let wake = NSCondition()
+    private let state = Locked(State())
 
     public init() {}
 
     /// Queues one message (already framed); false if the stream is closed or just overflowed.
     @discardableResult
     public func send(_ message: [UInt8]) -> Bool {
-        let accepted = state.withLock { state -> Bool in
+        state.signal { state -> Bool in
             guard !state.closed else { return false }
             if state.bytes + message.count > Self.maxQueuedBytes || state.queue.count - state.head >= Self.maxQueued {
                 state.overflowed = true
@@ -37,18 +36,11 @@ public final class EventStream: Sendable {
             state.bytes += message.count
             return true
         }
-        wake.lock()
-        wake.broadcast()
-        wake.unlock()
-        return accepted
     }
 
     /// Ends the stream (the daemon went away, the server stops).
     public func close() {
-        state.withLock { $0.closed = true }
-        wake.lock()
-        wake.broadcast()
-        wake.unlock()
+        state.signal { $0.closed = true }
     }
 
     public var overflowed: Bool { state.withLock { $0.overflowed } }
@@ -62,24 +54,17 @@ public final class EventStream: Sendable {
 
     /// What is waiting, or `idle` after `timeout` seconds with nothing, or `closed`.
     public func next(timeout: Double) -> Next {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        wake.lock()
-        defer { wake.unlock() }
-        while true {
-            let taken = state.withLock { state -> Next? in
-                if state.overflowed { return .closed }
-                if state.head < state.queue.count {
-                    let messages = Array(state.queue[state.head...])
-                    state.queue.removeAll(keepingCapacity: true)
-                    state.head = 0
-                    state.bytes = 0
-                    return .messages(messages)
-                }
-                return state.closed ? .closed : nil
+        state.wait(timeout: timeout) { state -> Next? in
+            if state.overflowed { return .closed }
+            if state.head < state.queue.count {
+                let messages = Array(state.queue[state.head...])
+                state.queue.removeAll(keepingCapacity: true)
+                state.head = 0
+                state.bytes = 0
+                return .messages(messages)
             }
-            if let taken { return taken }
-            if !wake.wait(until: deadline) { return .idle }
-        }
+            return state.closed ? .closed : nil
+        } ?? .idle
     }
 
     /// An SSE message: `event: NAME` and the data's lines.
@@ -93,7 +78,7 @@ public final class EventStream: Sendable {
 /// Every SSE client, and what is sent to all of them. Bounded: at most `maxStreams` at once.
 public final class EventHub: Sendable {
     public static let maxStreams = 32
-    private let streams = Mutex<[ObjectIdentifier: EventStream]>([:])
+    private let streams = Locked<[ObjectIdentifier: EventStream]>([:])
 
     public init() {}
 

@@ -1,7 +1,7 @@
 import ControlProtocol
 import CSystem
 import Foundation
-import Synchronization
+import Bounds
 
 /// A small HTTP/1.1 server, bounded in every way a client could push it (docs/web.md):
 ///
@@ -50,10 +50,10 @@ public final class HTTPServer: Sendable {
     private let listeners: [Int32]
     private let handler: Handler
     private let limits: Limits
-    private let registry = Mutex(Registry())
-    private let acceptorDone = Mutex(false)
+    private let registry = Locked(Registry())
+    private let acceptorDone = Locked(false)
     /// Counters for tests and the log: connections refused (all busy), idle ones closed to make room.
-    private let counters = Mutex((refused: 0, evicted: 0, served: 0))
+    private let counters = Locked((refused: 0, evicted: 0, served: 0))
 
     /// Serves on `listeners` (bound, listening sockets: `listen(_:)` or systemd's).
     public init(listeners: [Int32], limits: Limits = Limits(), handler: @escaping Handler) {

@@ -1,7 +1,7 @@
 import ControlProtocol
 import CSystem
 import Foundation
-import Synchronization
+import Bounds
 
 /// `adplayerd web`'s endpoints (docs/web.md), each a client of the daemon's control protocol
 /// through `DaemonLink` — never of the player, the state database or mpv:
@@ -34,12 +34,11 @@ public final class WebApp: Sendable {
     let identity: Identity
     let hub = EventHub()
     private let started = Date()
-    private let screenshotCache = Mutex<(time: Date, png: [UInt8], withAds: Bool, note: String)?>(nil)
+    private let screenshotCache = Locked<(time: Date, png: [UInt8], withAds: Bool, note: String)?>(nil)
     private let screenshotLock = NSLock()
-    private let statusDirty = NSCondition()
-    private let dirty = Mutex(false)
-    private let connected = Mutex(false)
-    private let stopping = Mutex(false)
+    private let dirty = Locked(false)
+    private let connected = Locked(false)
+    private let stopping = Locked(false)
 
     public static let screenshotInterval = 2.0
 
@@ -71,10 +70,7 @@ public final class WebApp: Sendable {
     }
 
     private func markDirty() {
-        dirty.withLock { $0 = true }
-        statusDirty.lock()
-        statusDirty.signal()
-        statusDirty.unlock()
+        dirty.signal { $0 = true }
     }
 
     /// Status snapshots for the event streams: after events (at most 4 a second), and every
@@ -82,13 +78,12 @@ public final class WebApp: Sendable {
     private func refreshLoop() {
         var lastHealth = Date.distantPast
         while !stopping.withLock({ $0 }) {
-            statusDirty.lock()
-            if !dirty.withLock({ $0 }) { _ = statusDirty.wait(until: Date(timeIntervalSinceNow: 2)) }
-            statusDirty.unlock()
-            let changed = dirty.withLock { dirty -> Bool in
-                defer { dirty = false }
-                return dirty
-            }
+            // A change, or 2 s: whichever comes first (the flag taken as it is read).
+            let changed = dirty.wait(timeout: 2) { dirty -> Bool? in
+                guard dirty else { return nil }
+                dirty = false
+                return true
+            } ?? false
             guard hub.count > 0 else { continue }
             if case .success(let reply) = link.call(.status(queue: false)), reply["ok"]?.bool == true, let status = reply["result"] {
                 hub.broadcast(event: "status", data: status.text)

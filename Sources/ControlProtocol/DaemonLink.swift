@@ -1,6 +1,6 @@
 
 import Foundation
-import Synchronization
+import Bounds
 
 /// The web process's side of the control protocol: a request is a connection of its own (the
 /// daemon's socket bounds and orders them; a slow one never holds up another), and one
@@ -11,8 +11,8 @@ import Synchronization
 public final class DaemonLink: Sendable {
     public let socket: String
     let timeout: Double
-    private let stopping = Mutex(false)
-    private let follower = Mutex<ControlClient?>(nil)
+    private let stopping = Locked(false)
+    private let follower = Locked<ControlClient?>(nil)
 
     public init(socket: String, timeout: Double = 5) {
         self.socket = socket

@@ -1,7 +1,7 @@
 @testable import AdPlayerWeb
 import ControlProtocol
 import Foundation
-import Synchronization
+import Bounds
 import AdTestSupport
 import XCTest
 
@@ -11,8 +11,8 @@ import XCTest
 final class FakeDaemon: @unchecked Sendable {
     let path: String
     private let listener: Int32
-    let received = Mutex<[String]>([])
-    private let subscribers = Mutex<[Int32]>([])
+    let received = Locked<[String]>([])
+    private let subscribers = Locked<[Int32]>([])
 
     init() throws {
         path = FileManager.default.temporaryDirectory.appendingPathComponent("fake-\(UInt32.random(in: 0...UInt32.max)).sock").path
@@ -239,6 +239,8 @@ final class WebServerTests: XCTestCase {
         for _ in 0..<3 { XCTAssertEqual(try XCTUnwrap(get("/api/status")).status, 200) }
         XCTAssertTrue(idle[0].closedByServer(), "the longest idle made room")
         idle.forEach { $0.close() }
+        // Every connection so far gone (their threads end as the clients close) before the streams.
+        XCTAssertTrue(waitUntil(timeout: 20) { self.server.openConnections == 0 }, "\(server.openConnections) still open")
         // Four event streams: every slot busy; the fifth connection is told so.
         var streams: [RawHTTP] = []
         for _ in 0..<4 {

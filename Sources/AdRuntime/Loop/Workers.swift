@@ -69,12 +69,3 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
         }
     }
 }
-
-/// Names the calling thread, as `ps` and `/proc` show it (Linux keeps 15 bytes).
-package func setThreadName(_ name: String) {
-    let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
-    guard fd >= 0 else { return }
-    defer { close(fd) }
-    let bytes = Array(name.utf8.prefix(15))
-    _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-}
