@@ -59,6 +59,7 @@ final class Broker: @unchecked Sendable {
     }
 
     var log: String { running?.log ?? "" }
+    var pid: Int32? { running?.pid }
     var url: String { "mqtt://127.0.0.1:\(port)" }
 
     /// `mosquitto_sub`: up to `count` messages of `topic` (`-v`: "topic payload" lines), for at
@@ -234,6 +235,45 @@ final class FleetTests: XCTestCase {
         let got = Set(received.compactMap { $0.value["row"] as? Int })
         XCTAssertEqual(Set(expected).subtracting(got), [], "every play reached the broker (received rows \(got.sorted()))")
         XCTAssertTrue(received.allSatisfy { $0.value["box"] as? String == "box-p" && $0.value["id"] != nil && $0.value["ad_id"] as? String == "ov-fleet" })
+    }
+
+    /// The bridge killed between its publish and the broker's acknowledgement (the broker frozen
+    /// with SIGSTOP, so the rows are sent and never acknowledged): the next bridge sends them
+    /// again from its cursor — a duplicate is allowed (the `id` says so), a gap is not.
+    func testABridgeKilledBeforeTheAcknowledgementSendsTheRowsAgain() throws {
+        let broker = try Broker()
+        let session = ["-c", "-i", "fleet-acks", "-q", "1"]
+        _ = try broker.subscribe("adplayer/box-a/plays", count: 1, seconds: 1, extra: session)
+        let daemon = try DaemonProcess(catalog: makeCatalog(Self.catalog))
+        var bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "box-a", extra: ["--mqtt-keepalive", "60"])
+        try bridge.waitConnected()
+        XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
+        func rows() throws -> [Int] {
+            let plays = try daemon.connect().call("plays")
+            return ((plays["result"] as? [String: Any])?["plays"] as? [[String: Any]] ?? []).compactMap { play in
+                play["ended"] is NSNull ? nil : play["row"] as? Int
+            }
+        }
+        XCTAssertTrue(waitUntil(timeout: 30) { (try? rows().count) ?? 0 >= 1 && bridge.cursor >= 1 }, "a first row acknowledged: \(bridge.log)")
+        let acknowledged = bridge.cursor
+        // Frozen: what the bridge publishes now is never acknowledged.
+        let brokerPid = try XCTUnwrap(broker.pid)
+        kill(brokerPid, SIGSTOP)
+        XCTAssertTrue(waitUntil(timeout: 30) { (try? rows().max() ?? 0) ?? 0 >= Int(acknowledged) + 2 }, "more plays while the broker is frozen")
+        // Give the bridge's pump (every 5 s, or after an ad ends) the time to publish them.
+        XCTAssertTrue(waitUntil(timeout: 30) { (try? rows().max() ?? 0) ?? 0 >= Int(acknowledged) + 3 })
+        XCTAssertEqual(bridge.cursor, acknowledged, "nothing acknowledged while frozen")
+        kill(bridge.process.processIdentifier, SIGKILL)
+        bridge.process.waitUntilExit()
+        kill(brokerPid, SIGCONT)
+        XCTAssertEqual(try daemon.ctl("stop").0, 0)
+        let expected = try rows()
+        bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "box-a")
+        try bridge.waitConnected()
+        XCTAssertTrue(waitUntil(timeout: 30) { bridge.cursor >= Int64(expected.max() ?? 0) }, "the cursor reaches the last row: \(bridge.log)")
+        let received = Broker.json(try broker.subscribe("adplayer/box-a/plays", count: 1000, seconds: 5, extra: session))
+        let got = received.compactMap { $0.value["row"] as? Int }
+        XCTAssertEqual(Set(expected).subtracting(got), [], "no row skipped (received \(got))")
     }
 
     /// Hostile publishers: oversized, not JSON, unknown commands, commands above the tier, a
