@@ -78,6 +78,8 @@ public final class BackgroundProcess: @unchecked Sendable {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
+        // The handler's dispatch source would otherwise outlive the process and keep its pipe.
+        (process.standardError as? Pipe)?.fileHandleForReading.readabilityHandler = nil
     }
 
     /// What it wrote so far.
