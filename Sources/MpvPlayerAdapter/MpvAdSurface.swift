@@ -161,6 +161,9 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     private let output: Locked<(width: Int, height: Int)>
     /// Decoding and compositing, off the loop (a thread of its own: see `Workers`).
     private let renderer = Workers(name: "adplayerd-render")
+    /// Images already prepared, by file, kind and output (issue 23, item 9: a storm of pauses
+    /// and plays asked for the same two images thousands of times, each decoded again).
+    private let preparedImages = PreparedImages()
     private var shown: [UInt64: Shown] = [:]
     private var postroll: (id: UInt64, entry: Int64?, stopRequested: Bool, reporter: PostrollReporter)?
     private var redrawToggle = false
@@ -194,6 +197,9 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
             }
             let size = output.withLock { $0 }
             let kind = creative.kind
+            let key = PreparedImages.key(location, kind: kind, output: size)
+            if let key, let cached = preparedImages[key] { return PreparedCreative(cached) }
+            let preparedImages = self.preparedImages
             // The pixels cross threads through a `Handover` (a pthread mutex), not through the
             // continuation alone: whoever reads them — the awaiting task, then the loop — is
             // ordered after the renderer's writes in a way ThreadSanitizer sees, whatever
@@ -204,7 +210,9 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
                     do {
                         let source = try ImageDecoder.decode(ImageDecoder.readFile(location), path: location)
                         let bitmap = try Self.render(source, kind: kind, output: size, path: location)
-                        prepared.fulfil(PreparedCreative(PreparedImage(path: location, source: source, bitmap: bitmap)))
+                        let image = PreparedImage(path: location, source: source, bitmap: bitmap)
+                        if let key { preparedImages.keep(image, as: key) }
+                        prepared.fulfil(PreparedCreative(image))
                     } catch {
                         prepared.fulfil(PreparedCreative(PreparedFailure(message: "\(error)")))
                     }
@@ -544,6 +552,59 @@ struct RenderedBitmap: Sendable {
     let output: (width: Int, height: Int)
     let origin: (x: Int, y: Int)
     let image: PixelBuffer
+}
+
+/// Prepared images kept for the next request of the same creative: keyed by the file (path,
+/// device, inode, size, modification time: a file replaced in place is prepared again), the
+/// ad's kind and the output's size. Bounded: at most 16 images and 48 MiB of pixels, the
+/// oldest dropped first; an image over 16 MiB is not kept. What is kept is immutable, so an
+/// ad on screen and the next one share it. Threading: any thread (one lock).
+final class PreparedImages: Sendable {
+    struct Key: Hashable, Sendable {
+        let path: String
+        let kind: AdKind
+        let width: Int
+        let height: Int
+        let device: UInt64
+        let inode: UInt64
+        let size: Int64
+        let modified: Int
+        let modifiedNanoseconds: Int
+    }
+
+    static let maxImages = 16
+    static let maxBytes = 48 << 20
+    static let maxImageBytes = 16 << 20
+    private let state = Locked<(images: [Key: PreparedImage], order: [Key], bytes: Int)>(([:], [], 0))
+
+    /// The key of `path` now (a `stat`: off the loop), nil if it cannot be read.
+    static func key(_ path: String, kind: AdKind, output: (width: Int, height: Int)) -> Key? {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Key(path: path, kind: kind, width: output.width, height: output.height, device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
+                   size: Int64(info.st_size), modified: Int(info.st_mtim.tv_sec), modifiedNanoseconds: Int(info.st_mtim.tv_nsec))
+    }
+
+    subscript(key: Key) -> PreparedImage? { state.withLock { $0.images[key] } }
+
+    func keep(_ image: PreparedImage, as key: Key) {
+        let bytes = image.source.pixels.count + image.bitmap.image.pixels.count
+        guard bytes <= Self.maxImageBytes else { return }
+        state.withLock { state in
+            guard state.images[key] == nil else { return }
+            state.images[key] = image
+            state.order.append(key)
+            state.bytes += bytes
+            while state.order.count > Self.maxImages || state.bytes > Self.maxBytes, !state.order.isEmpty {
+                let oldest = state.order.removeFirst()
+                if let dropped = state.images.removeValue(forKey: oldest) {
+                    state.bytes -= dropped.source.pixels.count + dropped.bitmap.image.pixels.count
+                }
+            }
+        }
+    }
+
+    var count: Int { state.withLock { $0.images.count } }
 }
 
 /// Pixels that mpv reads from memory until it has answered an `overlay-add`.
