@@ -118,3 +118,25 @@ public struct RawHTTPFailure: Error, CustomStringConvertible {
     public let description: String
     public init(description: String) { self.description = description }
 }
+
+/// A TCP socket bound to 127.0.0.1 on a port the kernel chose (not listening yet), and the port.
+public func loopbackSocket() throws -> (fd: Int32, port: UInt16) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    guard fd >= 0, withUnsafeMutablePointer(to: &address, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }) == 0,
+          withUnsafeMutablePointer(to: &address, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }) == 0 else {
+        if fd >= 0 { close(fd) }
+        throw RawHTTPFailure(description: "no loopback port: \(String(cString: strerror(errno)))")
+    }
+    return (fd, UInt16(bigEndian: address.sin_port))
+}
+
+/// A port nobody listens on now (the kernel's choice, released for the test to use).
+public func freePort() throws -> UInt16 {
+    let (fd, port) = try loopbackSocket()
+    close(fd)
+    return port
+}

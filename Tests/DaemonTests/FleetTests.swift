@@ -85,21 +85,6 @@ final class Broker: @unchecked Sendable {
     }
 }
 
-/// A port nobody listens on now (the kernel's choice, released for the test to use).
-func freePort() throws -> UInt16 {
-    let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    defer { close(probe) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    guard withUnsafeMutablePointer(to: &address, { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }) == 0 else {
-        throw RawHTTPFailure(description: "no free port")
-    }
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
-    return UInt16(bigEndian: address.sin_port)
-}
-
 /// `adplayerd mqtt` for one daemon: its stderr collected.
 final class BridgeProcess: @unchecked Sendable {
     let running: BackgroundProcess
@@ -342,16 +327,9 @@ final class FleetTests: XCTestCase {
     /// CONNACK within 10 s, or the keepalive runs out first) and made again later, the bridge
     /// alive, the daemon untouched.
     func testABrokerThatNeverAnswersIsGivenUp() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (listener, port) = try loopbackSocket()
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
         XCTAssertEqual(listen(listener, 16), 0)   // the kernel accepts for it; nothing is ever read or written
-        let port = UInt16(bigEndian: address.sin_port)
         let daemon = try DaemonProcess()
         let bridge = try BridgeProcess(daemon: daemon, broker: "mqtt://127.0.0.1:\(port)", box: "silent")
         XCTAssertTrue(waitUntil(timeout: 40) { bridge.log.contains("trying again (attempt 1") }, bridge.log)

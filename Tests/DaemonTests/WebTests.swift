@@ -143,16 +143,7 @@ final class WebTests: XCTestCase {
             return XCTFail("systemd-socket-activate is missing (Debian's systemd package)")
         }
         let daemon = try DaemonProcess()
-        // A free port: bound once by the kernel's choice, then handed to the activator.
-        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
-        let port = UInt16(bigEndian: address.sin_port)
-        close(probe)
+        let port = try freePort()   // handed to the activator
         let activator = Process()
         activator.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
         activator.arguments = ["-l", "127.0.0.1:\(port)", Executables.adplayerd, "web", "--socket", daemon.socket]
