@@ -42,6 +42,9 @@ public struct HTTPResponse: Sendable, Equatable {
 public struct FetchError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
         case timeout, tooLarge, http(Int), network(String), notHTTP, tooManyRedirects, cancelled
+        /// The answer arrived but the box could not store it (a full disk, a read-only or
+        /// over-quota file system): `errno` as the file system gave it.
+        case cannotStore(path: String, errno: Int32)
     }
     public let kind: Kind
     public let url: String
@@ -60,6 +63,7 @@ public struct FetchError: Error, Sendable, Equatable, CustomStringConvertible {
         case .notHTTP: "\(url): only http(s) URLs are fetched (also when redirected)"
         case .tooManyRedirects: "\(url): too many redirects"
         case .cancelled: "\(url): cancelled"
+        case .cannotStore(let path, let code): "\(url): cannot write \(path): \(String(cString: strerror(code)))"
         }
     }
 }
@@ -78,11 +82,11 @@ extension BoundedFetcher {
     /// that streams (`BoundedHTTP`) never holds the body in memory; this default does.
     public func download(_ request: HTTPRequest, to path: String, limits: HTTPLimits) async throws -> Int {
         let body = try await fetch(request, limits: limits)
-        do {
-            try body.write(to: URL(fileURLWithPath: path))
-        } catch {
-            throw FetchError(kind: .network("cannot write \(path): \(error.localizedDescription)"), url: request.url)
-        }
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard fd >= 0 else { throw FetchError(kind: .cannotStore(path: path, errno: errno), url: request.url) }
+        defer { close(fd) }
+        let code = body.withUnsafeBytes { writeAll(fd, $0.baseAddress, $0.count) }
+        if code != 0 { throw FetchError(kind: .cannotStore(path: path, errno: code), url: request.url) }
         return body.count
     }
 
@@ -131,12 +135,18 @@ public final class BoundedHTTP: BoundedFetcher {
             throw FetchError(kind: .notHTTP, url: request.url)
         }
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else { throw FetchError(kind: .network("cannot write \(path): \(String(cString: strerror(errno)))"), url: request.url) }
+        guard fd >= 0 else { throw FetchError(kind: .cannotStore(path: path, errno: errno), url: request.url) }
         defer { close(fd) }
         let transfer = Transfer(request: request, limits: limits, sink: fd)
-        let response = try await run(transfer)
+        let response: HTTPResponse
+        do {
+            response = try await run(transfer)
+        } catch let error as FetchError where transfer.sinkErrno != 0 {
+            _ = error
+            throw FetchError(kind: .cannotStore(path: path, errno: transfer.sinkErrno), url: request.url)
+        }
         guard (200..<300).contains(response.status) else { throw FetchError(kind: .http(response.status), url: request.url) }
-        if transfer.sinkFailed { throw FetchError(kind: .network("cannot write \(path)"), url: request.url) }
+        if transfer.sinkErrno != 0 { throw FetchError(kind: .cannotStore(path: path, errno: transfer.sinkErrno), url: request.url) }
         return transfer.received
     }
 
@@ -163,7 +173,8 @@ private final class Transfer: @unchecked Sendable {
     var body = Data()
     var received = 0
     var overflow = false
-    var sinkFailed = false
+    /// Why the body could not be written to `sink` (0: it could).
+    var sinkErrno: Int32 = 0
     private let cancelled = Locked(false)
 
     init(request: HTTPRequest, limits: HTTPLimits, sink: Int32?) {
@@ -224,7 +235,7 @@ private final class Transfer: @unchecked Sendable {
             return fail(.tooLarge)
         case CURLE_WRITE_ERROR where overflow:
             return fail(.tooLarge)
-        case CURLE_WRITE_ERROR where sinkFailed:
+        case CURLE_WRITE_ERROR where sinkErrno != 0:
             return fail(.network("the body could not be written to its file"))
         case CURLE_ABORTED_BY_CALLBACK:
             return fail(.cancelled)
@@ -249,15 +260,10 @@ private let transferWrite: ccurl_write_fn = { data, size, count, context in
     }
     transfer.received += length
     if let sink = transfer.sink {
-        var offset = 0
-        while offset < length {
-            let n = write(sink, data + offset, length - offset)
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else {
-                transfer.sinkFailed = true
-                return 0
-            }
-            offset += n
+        let code = writeAll(sink, data, length)
+        guard code == 0 else {
+            transfer.sinkErrno = code
+            return 0
         }
         return length
     }
@@ -269,4 +275,18 @@ private let transferWrite: ccurl_write_fn = { data, size, count, context in
 private let transferProgress: ccurl_progress_fn = { context, _, _, _, _ in
     guard let context else { return 0 }
     return Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().isCancelled ? 1 : 0
+}
+
+/// Writes all `count` bytes to `fd` (short writes and EINTR retried): 0, or the errno that
+/// stopped it (ENOSPC for a write that made no progress).
+func writeAll(_ fd: Int32, _ bytes: UnsafeRawPointer?, _ count: Int) -> Int32 {
+    guard let bytes, count > 0 else { return 0 }
+    var offset = 0
+    while offset < count {
+        let n = write(fd, bytes + offset, count - offset)
+        if n < 0, errno == EINTR { continue }
+        guard n > 0 else { return n == 0 ? ENOSPC : errno }
+        offset += n
+    }
+    return 0
 }

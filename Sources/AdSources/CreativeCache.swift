@@ -16,6 +16,14 @@ import Foundation
 /// - **Bounded** in bytes (`maxBytes`, default 512 MiB): the least recently used go first
 ///   (use is the file's modification time, set at each use, so it survives restarts).
 ///
+/// - **A disk that refuses** (full, read-only, over quota): an image is kept in memory instead —
+///   a file in a private folder of this process's on `/dev/shm` (tmpfs: RAM, never the disk),
+///   at most `memoryMaxBytes` (64 MiB) of them, the least recently used dropped first — so the
+///   ad still shows and is billed; at its next use, once the disk takes it, it moves to the
+///   disk (`retryInterval`). Said once when the disk starts refusing and once when it takes
+///   creatives again. Post-roll videos are not kept in memory: they play from the server
+///   while the disk refuses.
+///
 /// Threading: any thread but the player's loop (it reads, hashes and renames files); one lock
 /// over the index, never held across a download.
 public final class CreativeCache: Sendable {
@@ -23,7 +31,30 @@ public final class CreativeCache: Sendable {
 
     public struct Problem: Error, Sendable, CustomStringConvertible {
         public let description: String
-        public init(description: String) { self.description = description }
+        /// The disk refused to store (errno), as opposed to a creative that is wrong.
+        public let refusedBy: Int32?
+        public init(description: String, refusedBy: Int32? = nil) {
+            self.description = description
+            self.refusedBy = refusedBy
+        }
+    }
+
+    public static let defaultMemoryMaxBytes = 64 << 20
+
+    /// A creative kept in memory while the disk refuses it.
+    private struct Held {
+        var path: String
+        var bytes: Int
+        var used: Double
+    }
+
+    private struct Memory {
+        /// This cache's folder on the memory file system, made at the first creative it holds.
+        var folder: String?
+        var held: [String: Held] = [:]   // by URL
+        var lastTry = -Double.infinity
+        /// The disk refused the last creative it was given (said once until it takes one again).
+        var refusing = false
     }
 
     private struct Object {
@@ -34,12 +65,28 @@ public final class CreativeCache: Sendable {
     public let folder: String
     public let maxBytes: Int
     private let index: Locked<[String: Object]>
+    public let memoryMaxBytes: Int
+    /// Where creatives the disk refuses are kept (`/dev/shm`: RAM).
+    public let memoryRoot: String
+    /// How often, at most, a creative held in memory is offered to the disk again.
+    public let retryInterval: Double
+    private let memory = Locked(Memory())
+    private let onProblem: @Sendable (String) -> Void
+    private static let instances = Locked(0)
 
     /// Opens (making it if need be) the cache in `folder`; fails if `folder` is not a directory
-    /// of this user's (a symlink, someone else's) or cannot be made private.
-    public init(folder: String, maxBytes: Int = CreativeCache.defaultMaxBytes) throws {
+    /// of this user's (a symlink, someone else's) or cannot be made private. `onProblem` hears
+    /// when the disk starts refusing creatives and when it takes them again.
+    public init(folder: String, maxBytes: Int = CreativeCache.defaultMaxBytes,
+                memoryMaxBytes: Int = CreativeCache.defaultMemoryMaxBytes, memoryRoot: String = "/dev/shm",
+                retryInterval: Double = 10, onProblem: @escaping @Sendable (String) -> Void = { _ in }) throws {
         self.folder = folder
         self.maxBytes = maxBytes
+        self.memoryMaxBytes = memoryMaxBytes
+        self.memoryRoot = memoryRoot
+        self.retryInterval = retryInterval
+        self.onProblem = onProblem
+        Self.removeAbandonedMemory(in: memoryRoot)
         for path in [folder, folder + "/objects", folder + "/urls"] { try Self.makePrivateFolder(path) }
         var objects: [String: Object] = [:]
         for name in (try? FileManager.default.contentsOfDirectory(atPath: folder + "/objects")) ?? [] {
@@ -57,18 +104,23 @@ public final class CreativeCache: Sendable {
 
     /// A cache in a new private temporary folder (mkdtemp: a fresh 0700 name no one could
     /// have made first), for tools that keep nothing; the caller removes `folder` when done.
-    public static func temporary(maxBytes: Int = CreativeCache.defaultMaxBytes) throws -> CreativeCache {
+    public static func temporary(maxBytes: Int = CreativeCache.defaultMaxBytes,
+                                 onProblem: @escaping @Sendable (String) -> Void = { _ in }) throws -> CreativeCache {
         var template = Array((FileManager.default.temporaryDirectory.path + "/adplayerd-creatives-XXXXXX").utf8CString)
         guard let made = mkdtemp(&template) else { throw Problem(description: "cannot make a temporary folder: \(String(cString: strerror(errno)))") }
-        return try CreativeCache(folder: String(cString: made), maxBytes: maxBytes)
+        return try CreativeCache(folder: String(cString: made), maxBytes: maxBytes, onProblem: onProblem)
     }
 
-    /// The bytes the cache holds.
+    /// The bytes the cache holds on disk.
     public var totalBytes: Int { index.withLock { $0.values.reduce(0) { $0 + $1.bytes } } }
 
+    /// The bytes held in memory because the disk refused them.
+    public var memoryBytes: Int { memory.withLock { $0.held.values.reduce(0) { $0 + $1.bytes } } }
+
     /// The cached file for `url`, checked against its hash (a damaged one is deleted: nil), and
-    /// marked used; nil when not cached.
+    /// marked used; nil when not cached. One held in memory is offered to the disk first.
     public func file(for url: String) -> String? {
+        if let held = heldFile(for: url) { return held }
         let link = folder + "/urls/" + Self.sha256(Data(url.utf8))
         guard let data = try? SafeFile.read(link, maxBytes: 64), let hash = String(data: data, encoding: .utf8), Self.isHash(hash) else {
             return nil
@@ -88,16 +140,171 @@ public final class CreativeCache: Sendable {
 
     /// The cached file for `url`, or downloads it (streamed to disk within `limits`) and keeps
     /// it. Throws `FetchError` when it cannot be fetched, `Problem` when it cannot be kept.
-    public func fetch(_ url: String, with fetcher: any BoundedFetcher, limits: HTTPLimits) async throws -> String {
+    ///
+    /// `inMemory`: when the disk refuses it, the creative is kept in memory (at most
+    /// `memoryMaxBytes`) rather than refused — for images, which are small and must show.
+    public func fetch(_ url: String, with fetcher: any BoundedFetcher, limits: HTTPLimits, inMemory: Bool = false) async throws -> String {
         if let path = file(for: url) { return path }
         let temporary = folder + "/objects/.tmp-" + UUID().uuidString
+        var refused: String
         do {
             _ = try await fetcher.download(HTTPRequest(url: url), to: temporary, limits: limits)
+            do {
+                let kept = try keep(temporary, for: url)
+                diskTookOne()
+                return kept
+            } catch let problem as Problem where problem.refusedBy != nil && inMemory {
+                refused = problem.description
+            }
+        } catch let error as FetchError {
+            unlink(temporary)
+            guard case .cannotStore = error.kind, inMemory else { throw error }
+            refused = error.description
         } catch {
             unlink(temporary)
             throw error
         }
-        return try keep(temporary, for: url)
+        // The disk refused it: fetched again into memory (the partial file is gone).
+        let data = try await fetcher.fetch(HTTPRequest(url: url), limits: HTTPLimits(maxBytes: min(limits.maxBytes, memoryMaxBytes),
+                                                                                      deadline: limits.deadline, maxRedirects: limits.maxRedirects))
+        return try hold(data, for: url, because: refused)
+    }
+
+    // MARK: Memory, while the disk refuses
+
+    /// Keeps `data` in memory for `url`; the least recently used held creatives make room.
+    private func hold(_ data: Data, for url: String, because refused: String) throws -> String {
+        let hash = Self.sha256(data)
+        let folder: String
+        do {
+            folder = try memoryFolder()
+        } catch {
+            throw Problem(description: "\(refused); and it cannot be kept in memory: \(error)")
+        }
+        let path = folder + "/" + hash
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        let code = fd < 0 ? errno : data.withUnsafeBytes { writeAll(fd, $0.baseAddress, $0.count) }
+        if fd >= 0 { close(fd) }
+        guard code == 0 else {
+            unlink(path)
+            throw Problem(description: "\(refused); and it cannot be kept in memory: \(path): \(String(cString: strerror(code)))")
+        }
+        let now = Date().timeIntervalSince1970
+        let (doomed, first, total): ([String], Bool, Int) = memory.withLock { state in
+            state.held[url] = Held(path: path, bytes: data.count, used: now)
+            state.lastTry = Double(MonotonicTime.now()) / 1e9
+            var total = state.held.values.reduce(0) { $0 + $1.bytes }
+            var doomed: [String] = []
+            for (other, held) in state.held.sorted(by: { $0.value.used < $1.value.used }) where total > memoryMaxBytes && other != url {
+                total -= held.bytes
+                state.held[other] = nil
+                if !state.held.values.contains(where: { $0.path == held.path }) { doomed.append(held.path) }
+            }
+            defer { state.refusing = true }
+            return (doomed, !state.refusing, total)
+        }
+        for path in doomed { unlink(path) }
+        if first {
+            onProblem("creatives: the disk refuses them (\(refused)): kept in memory instead (\(total) of at most \(memoryMaxBytes) bytes); "
+                      + "moved to the disk once it takes them")
+        }
+        return path
+    }
+
+    /// The file held in memory for `url` (checked against its hash), moved to the disk first
+    /// when the disk takes it again (tried at most every `retryInterval`); nil when none.
+    private func heldFile(for url: String) -> String? {
+        let now = Double(MonotonicTime.now()) / 1e9
+        let (found, retry): (Held?, Bool) = memory.withLock { state in
+            guard let held = state.held[url] else { return (nil, false) }
+            let retry = now - state.lastTry >= retryInterval
+            if retry { state.lastTry = now }
+            return (held, retry)
+        }
+        guard let found else { return nil }
+        let hash = (found.path as NSString).lastPathComponent
+        guard Self.sha256(file: found.path) == hash else {
+            forget(url)
+            return nil
+        }
+        if retry, let onDisk = moveToDisk(found.path, for: url) { return onDisk }
+        memory.withLock { $0.held[url]?.used = Date().timeIntervalSince1970 }
+        return found.path
+    }
+
+    /// Copies a held creative into the disk's cache: its path there, or nil (the disk still refuses).
+    private func moveToDisk(_ held: String, for url: String) -> String? {
+        let temporary = folder + "/objects/.tmp-" + UUID().uuidString
+        guard let data = try? SafeFile.read(held, maxBytes: memoryMaxBytes) else { return nil }
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        let code = fd < 0 ? errno : data.withUnsafeBytes { writeAll(fd, $0.baseAddress, $0.count) }
+        if fd >= 0 { close(fd) }
+        guard code == 0, let kept = try? keep(temporary, for: url) else {
+            unlink(temporary)
+            return nil
+        }
+        forget(url)
+        diskTookOne()
+        return kept
+    }
+
+    private func forget(_ url: String) {
+        let gone: String? = memory.withLock { state in
+            guard let held = state.held.removeValue(forKey: url) else { return nil }
+            return state.held.values.contains(where: { $0.path == held.path }) ? nil : held.path
+        }
+        if let gone { unlink(gone) }
+    }
+
+    private func diskTookOne() {
+        let (was, left) = memory.withLock { state in
+            defer { state.refusing = false }
+            return (state.refusing, state.held.count)
+        }
+        if was { onProblem("creatives: the disk takes them again (\(left) still in memory, moved at their next use)") }
+    }
+
+    /// This cache's memory folder: `adplayerd-creatives-<pid>-<n>` in `memoryRoot`, 0700.
+    private func memoryFolder() throws -> String {
+        let folder = memory.withLock { state in
+            if let folder = state.folder { return folder }
+            let n = Self.instances.withLock { count in
+                count += 1
+                return count
+            }
+            state.folder = memoryRoot + "/adplayerd-creatives-\(getpid())-\(n)"
+            return state.folder!
+        }
+        try Self.makePrivateFolder(folder)
+        return folder
+    }
+
+    /// Removes what this cache held in memory (at exit, or when a reload replaces it).
+    public func releaseMemory() {
+        let folder: String? = memory.withLock { state in
+            state.held = [:]
+            return state.folder
+        }
+        if let folder { Self.removeFolder(folder) }
+    }
+
+    /// Memory folders of this user's whose process is gone (killed before it removed them).
+    private static func removeAbandonedMemory(in root: String) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: root) else { return }
+        for name in names where name.hasPrefix("adplayerd-creatives-") {
+            let parts = name.dropFirst("adplayerd-creatives-".count).split(separator: "-")
+            guard parts.count == 2, let pid = Int32(parts[0]), pid != getpid() else { continue }
+            var info = stat()
+            let path = root + "/" + name
+            guard lstat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR, info.st_uid == geteuid(),
+                  kill(pid, 0) != 0, errno == ESRCH else { continue }
+            removeFolder(path)
+        }
+    }
+
+    private static func removeFolder(_ path: String) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] { unlink(path + "/" + name) }
+        rmdir(path)
     }
 
     /// Moves a downloaded `temporary` file (in this cache's `objects` folder) to its object and
@@ -116,20 +323,22 @@ public final class CreativeCache: Sendable {
         }
         let path = folder + "/objects/" + hash
         guard rename(temporary, path) == 0 else {
-            let why = String(cString: strerror(errno))
+            let code = errno
             unlink(temporary)
-            throw Problem(description: "\(path): \(why)")
+            throw Problem(description: "\(path): \(String(cString: strerror(code)))", refusedBy: code)
         }
         index.withLock { $0[hash] = Object(bytes: bytes, used: Date().timeIntervalSince1970) }
         // The URL's name for it, written whole or not at all.
         let link = folder + "/urls/" + Self.sha256(Data(url.utf8))
         let linkTemporary = link + ".tmp-" + UUID().uuidString
-        do {
-            try Data(hash.utf8).write(to: URL(fileURLWithPath: linkTemporary))
-            guard rename(linkTemporary, link) == 0 else { throw Problem(description: "\(link): \(String(cString: strerror(errno)))") }
-        } catch {
+        let fd = open(linkTemporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        var code = fd < 0 ? errno : Data(hash.utf8).withUnsafeBytes { writeAll(fd, $0.baseAddress, $0.count) }
+        if fd >= 0 { close(fd) }
+        if code == 0, rename(linkTemporary, link) != 0 { code = errno }
+        guard code == 0 else {
             unlink(linkTemporary)
-            throw Problem(description: "\(link): \(error)")
+            // The object stays (it is whole); without its name it is trimmed like any other.
+            throw Problem(description: "\(link): \(String(cString: strerror(code)))", refusedBy: code)
         }
         trim(keeping: hash)
         return path

@@ -104,4 +104,62 @@ final class CreativeCacheTests: XCTestCase {
         }
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: folder + "/objects"), [])
     }
+
+    /// Issue 23 item 5: a full disk does not keep an image ad off the screen. The cache's disk
+    /// (a real tmpfs, full) refuses the creative: it is held in memory (a private folder on
+    /// /dev/shm), within its bound, said once; once there is space it moves to the disk at its
+    /// next use, said once. Without `inMemory` (a post-roll video) the refusal is the error.
+    func testOnAFullDiskAnImageIsHeldInMemoryBoundedThenMovedToTheDisk() async throws {
+        let disk: FullDisk
+        do { disk = try FullDisk(kib: 256, folders: ["creatives/objects", "creatives/urls"]) } catch let why as FullDisk.Unavailable {
+            throw XCTSkip("\(why)")
+        }
+        defer { disk.unmount() }
+        let said = Locked<[String]>([])
+        let sizes = try ["overlay.png", "pause.png", "overlay.jpg"].map { try bytes($0).count }
+        let bound = sizes.sorted().suffix(2).reduce(0, +)   // room for two of the three in memory
+        let cache = try CreativeCache(folder: disk.path + "/creatives", memoryMaxBytes: bound, retryInterval: 0,
+                                      onProblem: { line in said.withLock { $0.append(line) } })
+        defer { cache.releaseMemory() }
+
+        do {
+            _ = try await cache.fetch(media("postroll.mp4"), with: http, limits: limits)
+            XCTFail("the disk is full and a video is not held in memory")
+        } catch let error as FetchError {
+            guard case .cannotStore(_, let code) = error.kind else { return XCTFail("\(error)") }
+            XCTAssertEqual(code, ENOSPC, "\(error)")
+        }
+
+        var held: [String: String] = [:]
+        for name in ["overlay.png", "pause.png", "overlay.jpg"] {
+            let path = try await cache.fetch(media(name), with: http, limits: limits, inMemory: true)
+            XCTAssertTrue(path.hasPrefix("/dev/shm/adplayerd-creatives-\(getpid())-"), path)
+            XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)), try bytes(name), "the creative's bytes, whole")
+            held[name] = path
+            XCTAssertLessThanOrEqual(cache.memoryBytes, bound)
+        }
+        XCTAssertEqual(cache.totalBytes, 0, "nothing on the full disk")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: held["overlay.png"]!), "the least recently used left memory")
+        XCTAssertEqual(cache.memoryBytes, sizes[1] + sizes[2])
+        XCTAssertEqual(said.withLock { $0 }.count, 1, "said once: \(said.withLock { $0 })")
+        XCTAssertTrue(said.withLock { $0 }.first?.contains("No space left on device") == true, "\(said.withLock { $0 })")
+        // Still full: the next use hands out the memory copy.
+        XCTAssertEqual(cache.file(for: media("pause.png")), held["pause.png"])
+
+        disk.free()
+        let onDisk = try XCTUnwrap(cache.file(for: media("pause.png")))
+        XCTAssertTrue(onDisk.hasPrefix(disk.path + "/creatives/objects/"), onDisk)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: onDisk)), try bytes("pause.png"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: held["pause.png"]!), "gone from memory")
+        XCTAssertEqual(cache.memoryBytes, sizes[2])
+        XCTAssertEqual(said.withLock { $0 }.count, 2, "\(said.withLock { $0 })")
+        XCTAssertTrue(said.withLock { $0 }.last?.contains("takes them again") == true, "\(said.withLock { $0 })")
+        let requests = try server.requests()
+        let jpg = try await cache.fetch(media("overlay.jpg"), with: http, limits: limits, inMemory: true)
+        XCTAssertTrue(jpg.hasPrefix(disk.path + "/creatives/objects/"), "moved from memory, not fetched: \(jpg)")
+        XCTAssertEqual(try server.requests(), requests)
+        XCTAssertEqual(cache.memoryBytes, 0)
+        cache.releaseMemory()
+        XCTAssertFalse(FileManager.default.fileExists(atPath: (held["overlay.jpg"]! as NSString).deletingLastPathComponent))
+    }
 }

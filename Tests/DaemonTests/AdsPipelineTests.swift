@@ -108,6 +108,35 @@ final class AdsPipelineTests: XCTestCase {
         }
     }
 
+    /// Issue 23 item 5: with the creative cache on a full disk (a real tmpfs, full), the VAST
+    /// overlay still shows — held in memory — and is billed: its impression reaches the ad
+    /// server and it is a play. The log says so once; nothing is written to the full disk.
+    func testOnAFullDiskTheVASTOverlayShowsFromMemoryAndIsBilled() throws {
+        let disk: FullDisk
+        do { disk = try FullDisk(kib: 256) } catch let why as FullDisk.Unavailable { throw XCTSkip("\(why)") }
+        defer { disk.unmount() }
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("fulldisk-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let daemon = try DaemonProcess(extra: ["--ads", tag, "--time-sync-wait", "0", "--beacon-max-delay", "1", "--state-dir", state],
+                                       environment: ["CACHE_DIRECTORY": disk.path + "/creatives"])
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.started", "ad.error"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-1.mp4")])
+        let started = try events.event { $0["event"] as? String == "ad.error" || ($0["event"] as? String == "ad.started" && $0["kind"] as? String == "overlay") }
+        XCTAssertEqual(started["event"] as? String, "ad.started", "\(started)\n\(daemon.log)")
+        XCTAssertTrue(waitUntil(timeout: 20) { ((try? self.server.counts()) ?? [:]).keys.contains { $0.hasPrefix("/b/imp-ov") } },
+                      "the impression reaches the ad server")
+        XCTAssertTrue(waitUntil(timeout: 20) {
+            let plays = ((try? daemon.connect().call("plays"))?["result"] as? [String: Any])?["plays"] as? [[String: Any]] ?? []
+            return plays.contains { $0["kind"] as? String == "overlay" && $0["source"] as? String == "vast" }
+        }, "a play")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        XCTAssertEqual(daemon.log.components(separatedBy: "kept in memory instead").count - 1, 1, daemon.log)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: disk.path + "/creatives/objects"), [])
+        XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: "/dev/shm"))?.filter { $0.hasPrefix("adplayerd-creatives-") } ?? [], [],
+                       "released at exit")
+    }
+
     /// No network at start: the first episode plays at once (its overlay request fails, nothing
     /// waits for it); once the server appears, the next episode has its overlay.
     /// Every VAST failure says its code: a wrapper loop is 302 in `ad.error`'s `vast_error`

@@ -45,9 +45,9 @@ public enum AdSourceFactory {
             do {
                 let made: CreativeCache
                 if let folder = options.cacheFolder {
-                    made = try CreativeCache(folder: folder, maxBytes: options.cacheMaxBytes)
+                    made = try CreativeCache(folder: folder, maxBytes: options.cacheMaxBytes, onProblem: options.onProblem)
                 } else {
-                    made = try CreativeCache.temporary(maxBytes: options.cacheMaxBytes)
+                    made = try CreativeCache.temporary(maxBytes: options.cacheMaxBytes, onProblem: options.onProblem)
                     temporary = made.folder
                 }
                 cache = made
@@ -68,7 +68,8 @@ public enum AdSourceFactory {
             if let temporary { try? FileManager.default.removeItem(atPath: temporary) }
             throw error
         }
-        let cleanup: @Sendable () -> Void = { [temporary] in
+        let cleanup: @Sendable () -> Void = { [temporary, cache] in
+            cache?.releaseMemory()
             if let temporary { try? FileManager.default.removeItem(atPath: temporary) }
         }
         let source: any AdSource = members.count == 1 ? members[0].source : FallbackSource(members, onProblem: options.onProblem)

@@ -389,8 +389,9 @@ public final class VASTClient: AdSource {
     /// limits).
     private func download(_ url: String) async throws -> String {
         do {
+            // A disk that refuses it (full, read-only) does not keep the ad off the screen: held in memory.
             return try await cache.fetch(url, with: fetcher, limits: HTTPLimits(maxBytes: configuration.maxCreativeBytes,
-                                                                                deadline: configuration.creativeTimeout))
+                                                                                deadline: configuration.creativeTimeout), inMemory: true)
         } catch {
             throw VASTError(code: .nonLinearFetchFailed, message: "the creative could not be fetched: \(error)")
         }
