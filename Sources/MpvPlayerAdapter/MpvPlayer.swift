@@ -140,6 +140,7 @@ public final class MpvPlayer: TrackablePlayer {
     public func load(_ path: String, mode: LoadMode = .replace, options: [String: String] = [:]) throws -> Int64 {
         precondition(!loop.inLoop, "MpvPlayer.load waits for mpv; on the loop use load(_:mode:options:completion:)")
         try Self.checkLocalFile(path)
+        try Self.checkThreads(path)
         let answer = Handover<Result<Int64, MpvError>>()
         try onLoop("loadfile") { core.load(path, mode: mode, options: options) { answer.fulfil($0) } }
         return try answer.wait()!.get()
@@ -159,7 +160,15 @@ public final class MpvPlayer: TrackablePlayer {
                 return
             }
         }
-        loop.run { core.load(path, mode: mode, options: options) { completion($0.mapError { $0 }) } }
+        loop.run {
+            do {
+                try Self.checkThreads(path)
+            } catch {
+                completion(.failure(error))
+                return
+            }
+            core.load(path, mode: mode, options: options) { completion($0.mapError { $0 }) }
+        }
     }
 
     public func play() throws { try setPaused(false) }
@@ -322,8 +331,14 @@ public final class MpvPlayer: TrackablePlayer {
     /// after the file). It is never reported as an item (R8); its progress and end go to the
     /// attached surface. `completion` gets its playlist entry id (mpv answers before the
     /// file starts, so the entry is known to be an ad's by then).
-    func playAd(_ location: String, completion: @escaping (Result<Int64, MpvError>) -> Void) {
-        core.playAd(location, completion: completion)
+    func playAd(_ location: String, completion: @escaping (Result<Int64, any Error>) -> Void) {
+        do {
+            try Self.checkThreads(location)
+        } catch {
+            completion(.failure(error))
+            return
+        }
+        core.playAd(location) { completion($0.mapError { $0 }) }
     }
 
     /// Stops an ad's video if it has not ended yet (it replaced everything, so it is what plays).
@@ -338,6 +353,20 @@ public final class MpvPlayer: TrackablePlayer {
     }
 
     // MARK: Files
+
+    /// Threads mpv starts to play a file (demuxer, decoders, output, audio, cache): 7 measured
+    /// on libmpv 0.35 with video and audio, and one to spare.
+    static let threadsToPlay = 8
+
+    /// Refuses a load when the process may not start the threads mpv needs for it: libmpv
+    /// 0.35 then crashes (SIGSEGV in its core thread) or fails without a reason. A
+    /// `PlayerFailure` `no-threads` naming the likely limits; nothing is handed to mpv.
+    static func checkThreads(_ path: String) throws {
+        guard let code = threadHeadroom(threadsToPlay) else { return }
+        throw PlayerFailure(entry: -1, path: path, code: "no-threads",
+                            message: "cannot start the \(threadsToPlay) threads mpv needs to play it: \(String(cString: strerror(code)))"
+                                + " — the process may start no more threads (ulimit -u, systemd's TasksMax=, a container's pid limit)")
+    }
 
     /// A local file mpv may open: `SafeFile`'s check (a readable regular file, symlinks
     /// resolved), and not empty. URLs are mpv's to open.

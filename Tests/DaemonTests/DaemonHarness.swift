@@ -22,11 +22,13 @@ final class DaemonProcess: @unchecked Sendable {
     /// a command that execs the daemon (`prlimit --nofile=48:48 --`), so the pid is the daemon's.
     /// `stderrIsJournal`: `$JOURNAL_STREAM` names the stderr pipe, as systemd does for a journal stream.
     init(catalog: URL? = nil, library: String? = nil, extra: [String] = [], environment: [String: String] = [:],
-         wrapper: [String] = [], stderrIsJournal: Bool = false) throws {
+         wrapper: [String] = [], stderrIsJournal: Bool = false, folderForAll: Bool = false) throws {
         self.wrapper = wrapper
         self.stderrIsJournal = stderrIsJournal
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("daemon-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        // `folderForAll`: a daemon run as another user (`setpriv` in `wrapper`) makes its state and socket here.
+        if folderForAll { chmod(folder.path, 0o777) }
         socket = folder.appendingPathComponent("ctl.sock").path
         stateDir = folder.appendingPathComponent("state").path
         self.library = try library ?? URL(fileURLWithPath: Media.path("episode-1.mp4")).deletingLastPathComponent().path

@@ -57,6 +57,10 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     /// The content's speed (the snapshot's rate is 0 while paused).
     var speedSetting = 1.0
     var positionTimer: LoopTimer?
+    /// The last load was refused for want of threads (said once until one loads again).
+    var threadsRefused = false
+    var retryTimer: LoopTimer?
+    static let threadRetry = 10.0
     /// The ad on screen, for `status`.
     var adOnScreen: AdInfo?
     /// The last item that could not be played, until one plays again (the health verdict).
@@ -522,6 +526,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     func play(_ index: Int, start: Double?, fresh: Bool) {
         guard queue.contains(index) else { return }
+        retryTimer?.cancel()
         savePosition()
         episode?.policy?.stop()
         adOnScreen = nil
@@ -550,8 +555,27 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
             guard let self, let episode, episode.serial == serial else { return }
             switch result {
             case .success(let playlistEntry):
+                if threadsRefused {
+                    threadsRefused = false
+                    log.notice("threads can be started again: \(entry.path) plays")
+                }
                 self.episode?.playlistEntry = playlistEntry
                 policy?.follow(player, entry: playlistEntry)
+            case .failure(let error as PlayerFailure) where error.code == "no-threads":
+                // The box lets the process start no more threads: the item is not the problem,
+                // so the queue does not run on through it (every entry would fail the same way).
+                // Said once; the same item is tried again every `threadRetry` seconds.
+                if !threadsRefused {
+                    threadsRefused = true
+                    log.error("\(error); tried again every \(Int(Self.threadRetry)) s")
+                    lastFailure = (entry.path, "\(error)")
+                    emit(.playerFailed(path: entry.path, code: error.code, message: "\(error)"))
+                }
+                retryTimer?.cancel()
+                retryTimer = player.loop.schedule(after: Self.threadRetry) { [weak self] in
+                    guard let self, let episode = self.episode, episode.serial == serial else { return }
+                    play(index, start: start, fresh: false)
+                }
             case .failure(let error):
                 log.error("\(entry.path): cannot be played: \(error)")
                 lastFailure = (entry.path, "\(error)")
@@ -579,6 +603,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     func stopPlaying() {
+        retryTimer?.cancel()
         savePosition()
         episode?.policy?.stop()
         episode = nil
