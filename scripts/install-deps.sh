@@ -25,6 +25,8 @@ packages=(
   xdotool           # pixel tests: a key pressed in mpv's window
   x11-utils         # xprop: a test plays the window manager that minimizes mpv's window (R13)
   fonts-dejavu-core # text overlays (libass needs a font)
+  tzdata            # display-hours in the box's time zone (timezone = Europe/Paris), DST included
+  v4l-utils         # cec-ctl: the display put in standby and woken over HDMI-CEC (display-hours; the tests use a stand-in)
   chromium          # the web page's test: a real browser, headless (docs/web.md)
   chromium-driver   # ... driven through WebDriver
   python3-selenium  # ... by scripts/web_browser_check.py

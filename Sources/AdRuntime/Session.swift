@@ -255,6 +255,7 @@ final class AdSession: @unchecked Sendable {
             return overlay
         case (.pauseAd, .now), (.pauseAd, .afterPausedFor):
             let pauseAd = PauseAdLifecycle()
+            pauseAd.maxShowing = configuration.pauseAdMaxShowing
             if case .afterPausedFor(let delay) = options {
                 guard delay >= 0, delay <= Seconds.Bounds.duration.maximum else { throw .invalidTime(delay) }
                 pauseAd.activationDelay = delay

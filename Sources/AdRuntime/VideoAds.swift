@@ -13,6 +13,9 @@ public struct VideoAdsConfiguration: Sendable {
     /// reports, R13): viewability is then measured; otherwise every ad's is `undetermined`
     /// (the daemon with `vo=null` has no output to see).
     public var viewabilityMeasurable = true
+    /// The longest a pause ad stays on screen (`pause-ad-max`): then it ends `limitReached`, so
+    /// a paused panel never holds one image for hours (OLED burn-in). Nil: as long as the pause.
+    public var pauseAdMaxShowing: Double?
 
     public init() {}
 }

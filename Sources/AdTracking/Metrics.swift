@@ -58,6 +58,7 @@ public final class Metrics: Sendable {
         "adplayerd_video_frames_dropped_total": ("counter", "Video frames dropped, by stage (decoder, output)."),
         "adplayerd_video_hwdec_in_use": ("gauge", "1 while hardware decoding is in use, 0 while software decodes a video."),
         "adplayerd_video_fps": ("gauge", "The video's frame rate as the output sees it."),
+        "adplayerd_display_on": ("gauge", "1 while the display is on, 0 while it is off (operating hours or an override)."),
         "adplayerd_uptime_seconds": ("gauge", "Seconds since the daemon started."),
         "adplayerd_build_info": ("gauge", "The daemon's version (1)."),
     ]

@@ -16,6 +16,15 @@ extension Commands {
         Command("clear", .admin, .loop, cli: ("clear", "stop playing and empty the queue")) { _ in .clear },
         Command("close-ad", .control, .loop,
                 cli: ("close-ad", "the viewer dismisses the overlay or pause ad on screen")) { _ in .closeAd },
+        Command("display", .control, .loop, .fields([.required("mode", .choice(DisplayMode.allCases.map(\.rawValue)))]),
+                cli: ("display on|off|auto", "the display on or off (standby, HDMI-CEC) until the next boundary of\ndisplay-hours; auto: as the hours say"),
+                parse: { input throws(UsageError) in
+                    guard input.words.count == 1, let mode = DisplayMode(rawValue: input.words[0]) else { throw UsageError("display takes on, off or auto") }
+                    return .display(mode)
+                }) { args throws(ControlError) in
+            guard let mode = DisplayMode(rawValue: try args.text("mode")) else { throw ControlError(.internalError, "display: no such mode") }
+            return .display(mode)
+        },
         Command("foreground", .control, .loop, cli: ("foreground", "the output is shown again")) { _ in .foreground },
         Command("health", .read, .worker,
                 cli: ("health", "the box's verdict on itself: ok, degraded or failing, check by check\n(exit 0 ok, 1 degraded, 2 failing)")) { _ in .health },

@@ -9,6 +9,7 @@ public enum EventName: String, CaseIterable, Sendable {
     case playerEnded = "player.ended"
     case playerFailed = "player.failed"
     case playerBackground = "player.background"
+    case playerDisplay = "player.display"
     case playerVolume = "player.volume"
     case playerMode = "player.mode"
     case playerQueue = "player.queue"
@@ -100,6 +101,12 @@ extension ControlEvent {
     /// An audio or subtitle track was selected (`id` null: none; `"auto"`: mpv's choice).
     public static func playerTrack(type: String, id: JSONValue) -> ControlEvent {
         ControlEvent(.playerTrack, ["type": .string(type), "id": id])
+    }
+
+    /// The display's power changed: `power` on or off, `reason` null (in the hours), `schedule`
+    /// (outside them) or `override` (`display on|off`).
+    public static func playerDisplay(on: Bool, reason: String?) -> ControlEvent {
+        ControlEvent(.playerDisplay, ["power": .string(on ? "on" : "off"), "reason": reason.map { .string($0) } ?? .null])
     }
 
     public static func playerBackground(_ background: Bool, reasons: [String]) -> ControlEvent {

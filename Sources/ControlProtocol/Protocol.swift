@@ -83,6 +83,12 @@ public enum RepeatMode: String, Sendable, Equatable, CaseIterable {
     case off, one, all
 }
 
+/// `display`: the display's power held on or off until the next boundary of the operating
+/// hours (`display-hours`), or back to the schedule.
+public enum DisplayMode: String, Sendable, Equatable, CaseIterable {
+    case on, off, auto
+}
+
 /// A track of the item: one by mpv's id, mpv's own choice (by the language preferences), or
 /// none (subtitles).
 public enum TrackChoice: Sendable, Equatable {
@@ -136,6 +142,8 @@ public enum Request: Sendable, Equatable {
     case identify(seconds: Double)
     /// Reads the configuration file again, as SIGHUP does.
     case reload
+    /// The display's power (operating hours, HDMI-CEC): an override, or the schedule again.
+    case display(DisplayMode)
 }
 
 /// A request line as it arrived: its id (echoed in the reply) and what it asks.
@@ -280,6 +288,7 @@ extension Request {
         case .logs: "logs"
         case .identify: "identify"
         case .reload: "reload"
+        case .display: "display"
         }
     }
 
@@ -319,6 +328,7 @@ extension Request {
         case .screenshot(let withAds, let inline): return inline ? ["with_ads": .bool(withAds), "inline": true] : ["with_ads": .bool(withAds)]
         case .logs(let lines): return ["lines": .int(Int64(lines))]
         case .identify(let seconds): return ["seconds": .number(seconds)]
+        case .display(let mode): return ["mode": .string(mode.rawValue)]
         case .status(let queue): return queue ? ["queue": true] : [:]
         default: return [:]
         }

@@ -301,6 +301,22 @@ public final class MpvPlayer: TrackablePlayer {
         try onLoop("show-text") { core.handle.commandAsync(["show-text", text, milliseconds]) }
     }
 
+    /// The output black (true) or showing the video again (false): an opaque black ASS
+    /// drawing over the whole OSD (`osd-overlay`, an id of its own beside the ads' 1–63), so
+    /// no track, option or item is touched and any vo that draws the OSD blanks (the display's
+    /// operating hours). Costs one `osd-overlay` command on the loop.
+    public func setBlanked(_ blanked: Bool) throws {
+        let data = blanked ? Self.blackout : ""
+        try onLoop("osd-overlay") {
+            core.handle.commandAsync(node: ["name": .string("osd-overlay"), "id": .int(Self.blankOverlayID), "format": .string("ass-events"),
+                                            "data": .string(data), "res_x": .int(100), "res_y": .int(100), "z": .int(1000)])
+        }
+    }
+
+    static let blankOverlayID: Int64 = 1000
+    /// A black rectangle far larger than the virtual 100 × 100 canvas, whatever the scaling.
+    static let blackout = "{\\an7\\pos(0,0)\\bord0\\shad0\\1c&H000000&\\1a&H00&\\p1}m -10000 -10000 l 20000 -10000 l 20000 20000 l -10000 20000{\\p0}"
+
     /// The next playlist entry (`playlist-next force`).
     public func next() throws { try onLoop("playlist-next") { core.handle.commandAsync(["playlist-next", "force"]) } }
 

@@ -94,6 +94,11 @@ enum Human {
         if s["shuffle"]?.bool == true { flags.append("shuffle") }
         if s["background"]?.bool == true { flags.append("in the background") }
         if !flags.isEmpty { lines.append(flags.joined(separator: ", ")) }
+        if let display = s["display"], display != .null, display["power"]?.string != "on" || display["hours"] != nil {
+            var line = "display  \(display["power"]?.string ?? "?")" + (display["reason"]?.string.map { " (\($0))" } ?? "")
+            if let next = display["next_change"]?.string { line += ", changes at \(next)" }
+            lines.append(line)
+        }
         return lines.joined(separator: "\n")
     }
 
@@ -111,6 +116,7 @@ enum Human {
         case .playerEnded?: text = "ended \(s("path")) at \(n("position")) s"
         case .playerFailed?: text = "failed \(s("path")): \(s("message"))"
         case .playerBackground?: text = e["background"]?.bool == true ? "output hidden (background)" : "output shown (foreground)"
+        case .playerDisplay?: text = "display \(s("power"))" + (e["reason"]?.string.map { " (\($0))" } ?? "")
         case .playerVolume?: text = "volume \(n("volume"))" + (e["mute"]?.bool == true ? " (muted)" : "")
         case .playerMode?: text = "repeat \(s("repeat")), shuffle \(e["shuffle"]?.bool == true ? "on" : "off")"
         case .playerQueue?: text = "queue: \(e["length"]?.integer ?? 0) entries" + (e["current"]?.integer.map { ", playing number \($0 + 1)" } ?? "")

@@ -175,6 +175,7 @@ struct DaemonCommand {
         var adsConfiguration = VideoAdsConfiguration()
         adsConfiguration.executor = workers
         adsConfiguration.viewabilityMeasurable = configuration.vo != "null"   // vo=null shows nothing to anyone
+        adsConfiguration.pauseAdMaxShowing = configuration.pauseAdMax
         var reporting = AdReporting(record: { reporter.record($0) }, recordStart: { event, then in reporter.recordStart(event, then: then) })
         reporting.playerSize = { width, height in
             outputSize.set(width: width, height: height)
@@ -186,15 +187,20 @@ struct DaemonCommand {
                                     emitMany: clients.send, reporting: reporting, metrics: metrics)
         let metricsFile = configuration.metricsFile.map { MetricsFile(path: $0, every: configuration.metricsInterval, metrics: metrics, log: log) }
         let saved = store.load()
+        // The display's power (operating hours, HDMI-CEC): switched off the loop.
+        let cec = configuration.cecCommand.map { CECControl(command: $0, log: log) }
+        let displayHours = configuration.displayHours
         try player.loop.sync {
+            controller.pauseAdRotate = configuration.pauseAdRotate
             controller.start(resuming: saved)
             if configuration.loop { _ = try? controller.setRepeat(.one) }   // `loop = yes`: each start loops the episode
+            controller.configureDisplay(hours: displayHours, cec: cec.map { cec in { on in cec.set(on: on) } })
         }
 
         // 4. The control socket.
         let clock = SystemTrackingClock()
         let arguments = self.arguments
-        let health = HealthMonitor(HealthMonitor.Sources(
+        var healthSources = HealthMonitor.Sources(
             loop: player.loop, controller: controller, metrics: metrics, outbox: outbox,
             folders: durable ? [("state", configuration.stateDir)] + (configuration.ads.isEmpty ? [] : [("cache", configuration.creativeCacheFolder)])
                 : [("state", configuration.stateDir)],
@@ -205,7 +211,9 @@ struct DaemonCommand {
                     return ["the configuration file does not load (the running one is kept): \(error)"]
                 }
             },
-            clockSynchronized: { clock.wallClockSynchronized() }))
+            clockSynchronized: { clock.wallClockSynchronized() })
+        healthSources.onWarning = { log.warning($0) }
+        let health = HealthMonitor(healthSources)
         health.start()
         defer { health.stop() }
         let router = CommandRouter(loop: player.loop, controller: controller, library: configuration.library, metrics: metrics, outbox: outbox,
@@ -279,7 +287,11 @@ struct DaemonCommand {
                         source.withLock { $0?.cleanup(); $0 = made }
                     }
                     let running = source.withLock { $0?.source }
-                    try? player.loop.sync { controller.reload(source: running, pauseAdDelay: reloaded.pauseAdDelay) }
+                    let hours = reloaded.displayHours
+                    try? player.loop.sync {
+                        controller.reload(source: running, pauseAdDelay: reloaded.pauseAdDelay)
+                        controller.setDisplayHours(hours)
+                    }
                     configuration = reloaded
                     log.notice(kept ? "SIGHUP: configuration reloaded; the ad source kept" : "SIGHUP: configuration and ad source reloaded")
                 } catch {

@@ -472,4 +472,150 @@ private struct WatchingSource: AdSource {
         return inner.mayFill(kind, content: content, at: position)
     }
     func prefetch(_ request: AdRequest) { inner.prefetch(request) }
+
+    /// Operating hours on virtual time across the night the clocks go forward in Europe/Paris
+    /// (`daily 09:00-17:00`; 28 → 29 March 2026): at 17:00 CET the display goes off — the
+    /// content paused where it is, the output blanked, standby asked for, no ad asked for,
+    /// shown or counted through the night — and at 09:00 CEST (07:00 UTC, an hour earlier in
+    /// UTC than the evening before) it comes on, is woken, and the same episode plays on from
+    /// where it stopped. Then the overrides: `display off` holds until the next boundary,
+    /// `display on` at night until the morning's, `display auto` returns to the hours.
+    func testOperatingHoursAcrossADaylightSavingChange() throws {
+        let catalog = try textCatalog("""
+            {"version": 1, "overlays": [{"id": "ov-1", "text": "Sponsored", "slots": [{"start": 0.5, "duration": 5}, {"start": 30, "duration": 5}]}],
+             "pause_ads": [{"id": "pa-1", "text": "Paused"}]}
+            """)
+        let h = try ControllerHarness(source: catalog, pauseAdDelay: 0)
+        h.player.setMedia("/lib/long.mp4", duration: 500_000)
+        h.start()
+        let paris = TimeZone(identifier: "Europe/Paris")!
+        let base = ISO8601DateFormatter().date(from: "2026-03-28T15:59:50Z")!   // 16:59:50 CET
+        let t0 = h.loop.now()
+        let loop = h.loop
+        let now: @Sendable () -> Date = { base.addingTimeInterval(Double(loop.now() - t0) / 1e9) }
+        let cec = Locked<[Bool]>([])
+        ScriptedLabels.blanked.withLock { $0 = [] }
+        h.onLoop { h.controller.configureDisplay(hours: try! DisplayHours("daily 09:00-17:00", timeZone: paris),
+                                                 cec: { on in cec.withLock { $0.append(on) } }, now: now) }
+        XCTAssertEqual(cec.withLock { $0 }, [], "on already: nothing to switch")
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/long.mp4")]) }
+        h.advance(2)
+        h.wait(for: .adStarted)
+        h.advance(9)   // 17:00:01 CET
+        let off = try XCTUnwrap(h.events.firstIndex { $0.name == .playerDisplay })
+        XCTAssertEqual(h.events[off].fields["power"], "off")
+        XCTAssertEqual(h.events[off].fields["reason"], "schedule")
+        XCTAssertEqual(cec.withLock { $0 }, [false], "standby")
+        XCTAssertEqual(ScriptedLabels.blanked.withLock { $0 }, [true])
+        XCTAssertFalse(h.player.snapshot().playing)
+        let stoppedAt = h.player.snapshot().position
+        XCTAssertEqual(stoppedAt, 10, accuracy: 0.01, "paused where it was at 17:00")
+        let status = h.onLoop { h.controller.status() }
+        XCTAssertEqual(status["display"]?["power"], "off")
+        XCTAssertEqual(status["display"]?["next_change"], "2026-03-29T07:00:00.000Z", "09:00 CEST")
+        XCTAssertThrowsError(try h.onLoop { try h.controller.play() }) { XCTAssertEqual(($0 as? ControlError)?.code, .unavailable) }
+        let requestsAtClosing = h.events.filter { $0.name == .adRequested }.count
+        XCTAssertEqual(h.metrics.samples().first { $0.name == "adplayerd_display_on" }?.value, 0)
+
+        h.advance(14 * 3600 + 59 * 60 + 58)   // 08:59:59 CEST on the 29th
+        XCTAssertEqual(cec.withLock { $0 }, [false], "still night")
+        h.advance(2)   // 09:00:01 CEST
+        XCTAssertEqual(cec.withLock { $0 }, [false, true], "woken at 09:00 local")
+        XCTAssertEqual(ScriptedLabels.blanked.withLock { $0 }, [true, false])
+        XCTAssertTrue(h.player.snapshot().playing, "the same episode plays on")
+        XCTAssertEqual(h.player.snapshot().item?.path, "/lib/long.mp4")
+        XCTAssertEqual(h.player.snapshot().position, stoppedAt, accuracy: 1.5, "from where it stopped")
+        let on = try XCTUnwrap(h.events.lastIndex { $0.name == .playerDisplay })
+        XCTAssertEqual(h.events[on].fields["power"], "on")
+        XCTAssertEqual(h.events[on].fields["reason"], .null)
+        let night = h.events[off..<on]
+        XCTAssertFalse(night.contains { [.adRequested, .adStarted, .adLoaded, .adNoFill].contains($0.name) }, "nothing asked for or shown at night: \(night.map(\.name))")
+        XCTAssertEqual(h.events.filter { $0.name == .adRequested }.count, requestsAtClosing)
+        XCTAssertEqual(h.events.filter { $0.name == .playerDisplay }.count, 2, "once each way")
+        h.advance(25)
+        XCTAssertGreaterThan(h.events.filter { $0.name == .adRequested }.count, requestsAtClosing, "ads by their rules again")
+
+        // Overrides: off until the next boundary (17:00), where the hours say off anyway.
+        _ = h.onLoop { h.controller.setDisplay(.off) }
+        XCTAssertEqual(h.events.last { $0.name == .playerDisplay }?.fields["reason"], "override")
+        XCTAssertEqual(cec.withLock { $0 }.last, false)
+        h.advance(8 * 3600)   // past 17:00 CEST
+        XCTAssertEqual(h.onLoop { h.controller.status() }["display"]?["reason"], "schedule")
+        _ = h.onLoop { h.controller.setDisplay(.on) }
+        XCTAssertTrue(h.player.snapshot().playing, "on at night by override: it plays")
+        h.advance(3600)
+        XCTAssertEqual(h.onLoop { h.controller.status() }["display"]?["power"], "on", "held until the morning")
+        _ = h.onLoop { h.controller.setDisplay(.auto) }
+        XCTAssertEqual(h.onLoop { h.controller.status() }["display"]?["power"], "off", "auto: as the hours say")
+        XCTAssertEqual(h.onLoop { h.controller.status() }["display"]?["reason"], "schedule")
+    }
+
+    /// The wall clock jumps (NTP at boot, an operator) across a boundary: the display follows
+    /// within 30 s, once; jumping back does it once the other way.
+    func testAWallClockJumpAcrossABoundaryIsFollowedOnce() throws {
+        let h = try ControllerHarness(source: nil)
+        h.player.setMedia("/lib/long.mp4", duration: 500_000)
+        h.start()
+        let offset = Locked(0.0)
+        let base = ISO8601DateFormatter().date(from: "2026-06-01T10:00:00Z")!
+        let t0 = h.loop.now()
+        let loop = h.loop
+        let cec = Locked<[Bool]>([])
+        h.onLoop { h.controller.configureDisplay(hours: try! DisplayHours("daily 08:00-20:00", timeZone: TimeZone(identifier: "UTC")!),
+                                                 cec: { on in cec.withLock { $0.append(on) } },
+                                                 now: { base.addingTimeInterval(Double(loop.now() - t0) / 1e9 + offset.withLock { $0 }) }) }
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/long.mp4")]) }
+        h.advance(5)
+        offset.withLock { $0 = 12 * 3600 }   // 22:00: closed
+        h.advance(31)
+        XCTAssertEqual(cec.withLock { $0 }, [false])
+        h.advance(120)
+        XCTAssertEqual(cec.withLock { $0 }, [false], "once")
+        offset.withLock { $0 = 0 }   // back to 10:02
+        h.advance(31)
+        XCTAssertEqual(cec.withLock { $0 }, [false, true])
+        XCTAssertTrue(h.player.snapshot().playing)
+        XCTAssertEqual(h.events.filter { $0.name == .playerDisplay }.count, 2)
+    }
+
+    /// `pause-ad-max` (issue 27, burn-in care): a pause ad on screen for its limit ends
+    /// `limitReached` and the output rests black until the content plays again — no other
+    /// pause ad that pause; with `pause-ad-rotate` the next pause ad takes its place instead.
+    func testAPauseAdGivesWayAtItsLimitToARestOrTheNextPauseAd() throws {
+        var configuration = VideoAdsConfiguration()
+        configuration.pauseAdMaxShowing = 5
+        for rotate in [false, true] {
+            let catalog = try textCatalog("""
+                {"version": 1, "pause_ads": [{"id": "pa-1", "text": "Paused"}, {"id": "pa-2", "text": "Still paused"}]}
+                """)
+            let h = try ControllerHarness(source: catalog, pauseAdDelay: 0, adsConfiguration: configuration)
+            h.player.setMedia("/lib/ep.mp4", duration: 600)
+            h.start()
+            h.onLoop { h.controller.pauseAdRotate = rotate }
+            ScriptedLabels.blanked.withLock { $0 = [] }
+            _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+            h.advance(2)
+            _ = try h.onLoop { try h.controller.pause() }
+            h.wait(for: .adStarted)
+            h.advance(4.9)
+            XCTAssertFalse(h.eventNames.contains(.adEnded), "within its limit")
+            h.advance(0.2)
+            let ended = try XCTUnwrap(h.events.first { $0.name == .adEnded })
+            XCTAssertEqual(ended.fields["reason"], "limitReached")
+            if rotate {
+                h.wait(for: .adStarted) { _ in h.events.filter { $0.name == .adStarted }.count == 2 }
+                XCTAssertEqual(h.events.filter { $0.name == .adStarted }.count, 2, "the next pause ad in its place")
+                XCTAssertEqual(ScriptedLabels.blanked.withLock { $0 }, [], "no rest")
+                h.advance(5.1)
+                XCTAssertEqual(h.events.filter { $0.name == .adEnded }.map { $0.fields["reason"] }, ["limitReached", "limitReached"])
+            } else {
+                XCTAssertEqual(ScriptedLabels.blanked.withLock { $0 }, [true], "the output rests")
+                h.advance(60)
+                h.onLoop {}
+                XCTAssertEqual(h.events.filter { $0.name == .adStarted }.count, 1, "no other pause ad this pause")
+                _ = try h.onLoop { try h.controller.play() }
+                XCTAssertEqual(ScriptedLabels.blanked.withLock { $0 }, [true, false], "the content plays: shown again")
+            }
+        }
+    }
 }

@@ -37,12 +37,15 @@ extension ScriptedPlayer: ContentPlayer {
     }
     public func output() -> PlayerOutput { PlayerOutput(vo: "scripted", hwdecRequested: "no", hwdecCurrent: "no", droppedByDecoder: 0, droppedByOutput: 0) }
     public func showLabel(_ text: String, seconds: Double) throws { ScriptedLabels.shown.withLock { $0.append((text, seconds)) } }
+    public func setBlanked(_ blanked: Bool) throws { ScriptedLabels.blanked.withLock { $0.append(blanked) } }
     public func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void) {}
 }
 
 /// The labels `identify` put on the scripted player's screen.
 enum ScriptedLabels {
     static let shown = Locked<[(text: String, seconds: Double)]>([])
+    /// Each `setBlanked` call, in order.
+    static let blanked = Locked<[Bool]>([])
 }
 
 /// A controller on a scripted player and virtual time, with a recording surface: the daemon's
@@ -63,12 +66,14 @@ final class ControllerHarness: @unchecked Sendable {
     var writes: [[ControlEvent]] { batches.withLock { $0 } }
     private let adEvents = Locked<[AdEvent]>([])
 
-    convenience init(source: (any AdSource)?, statePath: String = ":memory:", pauseAdDelay: Double = 1) throws {
-        try self.init(statePath: statePath, pauseAdDelay: pauseAdDelay) { _ in source }
+    convenience init(source: (any AdSource)?, statePath: String = ":memory:", pauseAdDelay: Double = 1,
+                     adsConfiguration: VideoAdsConfiguration = VideoAdsConfiguration()) throws {
+        try self.init(statePath: statePath, pauseAdDelay: pauseAdDelay, adsConfiguration: adsConfiguration) { _ in source }
     }
 
     /// `makeSource` gets the store: a catalog counts its frequency caps there, as the daemon's does.
-    init(statePath: String = ":memory:", pauseAdDelay: Double = 1, makeSource: (StateStore) throws -> (any AdSource)?) throws {
+    init(statePath: String = ":memory:", pauseAdDelay: Double = 1, adsConfiguration: VideoAdsConfiguration = VideoAdsConfiguration(),
+         makeSource: (StateStore) throws -> (any AdSource)?) throws {
         loop = VirtualLoop(recordingOffLoopCallsIn: offLoop)
         player = ScriptedPlayer(loop: loop)
         store = try StateStore(path: statePath, log: log)
@@ -76,7 +81,7 @@ final class ControllerHarness: @unchecked Sendable {
         let emitted = self.emitted, adEvents = self.adEvents, batches = self.batches
         let metrics = self.metrics
         controller = Controller(player: player, surface: surface, store: store, log: log, source: source, pauseAdDelay: pauseAdDelay,
-                                adsConfiguration: VideoAdsConfiguration(), emit: { event in emitted.withLock { $0.append(event) } },
+                                adsConfiguration: adsConfiguration, emit: { event in emitted.withLock { $0.append(event) } },
                                 emitMany: { events in
                                     emitted.withLock { $0 += events }
                                     batches.withLock { $0.append(events) }

@@ -69,7 +69,19 @@ final class BoxTests: XCTestCase {
         // as an ad took the daemon to 322 MiB with mpv's defaults of 150 + 50 MiB).
         XCTAssertEqual(try mpvProperty(ipc, "demuxer-max-bytes") as? Double, 32 * 1024 * 1024)
         XCTAssertEqual(try mpvProperty(ipc, "demuxer-max-back-bytes") as? Double, 8 * 1024 * 1024)
+        // Hardware decoding asked for and not in use (this machine has no video hardware):
+        // the log says so once, however often the health verdict looks (issue 27).
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["player.playing"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-1.mp4")])
+        _ = try events.event(named("player.playing"))
+        for _ in 0..<3 {
+            _ = try daemon.connect().call("health")
+            Thread.sleep(forTimeInterval: 1.1)   // past the verdicts' one-second sharing: each takes a sample
+        }
+        XCTAssertEqual(try mpvProperty(ipc, "hwdec-current") as? String, "no")
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        XCTAssertEqual(daemon.log.components(separatedBy: "hardware decoding was asked for (hwdec=auto) and is not in use").count - 1, 1, daemon.log)
     }
 
     /// `repeat all` over three short episodes: three passes, a post-roll after each episode;

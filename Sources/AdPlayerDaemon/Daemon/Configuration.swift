@@ -23,6 +23,10 @@ public struct Configuration: Sendable {
     public var vo = "null"
     public var ao = "null"
     public var pauseAdDelay = 1.0
+    /// The longest a pause ad stays on screen (burn-in care); nil: the whole pause.
+    public var pauseAdMax: Double?
+    /// At `pauseAdMax` the next pause ad takes its place (else the output rests, black).
+    public var pauseAdRotate = false
     /// Unsafe: mpv's own IPC socket, for tests and debugging (anyone who can open it drives
     /// the player and can run programs through mpv).
     public var mpvIPCSocket: String?
@@ -63,6 +67,17 @@ public struct Configuration: Sendable {
     public var webTokenFile: String?
     /// `adplayerd mqtt` (docs/fleet.md): the broker, this box's name and groups, credentials, TLS.
     public var mqtt = MqttSettings()
+    /// The box's time zone, for operating hours (an IANA name; the system's by default).
+    public var timeZone = TimeZone.current
+    /// The screen's operating hours (`display-hours`, docs/configuration.md); nil: always on.
+    /// Kept as text until the time zone is known (keys come in any order).
+    public var displayHoursText: String?
+    public var displayHours: DisplayHours? {
+        displayHoursText.flatMap { try? DisplayHours($0, timeZone: timeZone) }
+    }
+    /// What puts the display in standby and wakes it (HDMI-CEC): this program and its
+    /// arguments, then `--standby` or `--image-view-on`; `none`: blank only.
+    public var cecCommand: [String]? = ["cec-ctl"]
 
     /// Defaults from the environment: systemd's `RUNTIME_DIRECTORY`/`STATE_DIRECTORY`, else
     /// `/run/adplayerd` and `/var/lib/adplayerd` for root, else XDG's folders for a user.
@@ -100,7 +115,8 @@ public struct Configuration: Sendable {
                                         "audio-device", "mpv-option", "alang", "slang", "ad-volume", "ad-loudnorm",
                                         "web-listen", "web-token-file",
                                         "mqtt-broker", "mqtt-box-id", "mqtt-prefix", "mqtt-groups", "mqtt-username", "mqtt-password-file",
-                                        "mqtt-ca-file", "mqtt-cert-file", "mqtt-key-file", "mqtt-keepalive", "mqtt-commands", "mqtt-events"]
+                                        "mqtt-ca-file", "mqtt-cert-file", "mqtt-key-file", "mqtt-keepalive", "mqtt-commands", "mqtt-events",
+                                        "display-hours", "timezone", "cec-command", "pause-ad-max", "pause-ad-rotate"]
 
     /// What a key's value is, as `adplayerd --help` shows it (a key not named here takes `S`).
     static let placeholders: [String: String] = [
@@ -113,6 +129,7 @@ public struct Configuration: Sendable {
         "mqtt-broker": "URL", "mqtt-box-id": "ID", "mqtt-prefix": "PREFIX", "mqtt-groups": "G,G", "mqtt-username": "NAME",
         "mqtt-password-file": "FILE", "mqtt-ca-file": "FILE", "mqtt-cert-file": "FILE", "mqtt-key-file": "FILE", "mqtt-keepalive": "S",
         "mqtt-commands": "none|read|control|admin", "mqtt-events": "NAMES",
+        "display-hours": "HOURS", "timezone": "ZONE", "cec-command": "COMMAND", "pause-ad-max": "S|none",
     ]
     /// Keys that may be given more than once.
     static let repeatable: Set<String> = ["library", "ads", "mpv-option"]
@@ -143,7 +160,7 @@ public struct Configuration: Sendable {
     public static let knownAudioOutputs: Set<String> = ["alsa", "pulse", "pipewire", "jack", "oss", "openal", "sdl", "null", "pcm", "sndio"]
 
     /// Keys that take no value on the command line (`--mpris`); in a file they take yes/no.
-    public static let switches: Set<String> = ["mpris", "loop", "limit-ad-tracking", "ad-loudnorm"]
+    public static let switches: Set<String> = ["mpris", "loop", "limit-ad-tracking", "ad-loudnorm", "pause-ad-rotate"]
 
     /// The mpv options a box may need to set (`mpv-option = key=value`): decoding, the output
     /// and its mode, the picture's geometry, the audio's channels and headroom. Nothing that
@@ -224,7 +241,37 @@ public struct Configuration: Sendable {
             }
             if key == "alang" { audioLanguages = value.isEmpty ? nil : value } else { subtitleLanguages = value.isEmpty ? nil : value }
         case "ad-volume": adVolume = Double(try Self.integer(value, 0...100, key, fail))
-        case "mpris", "loop", "limit-ad-tracking", "ad-loudnorm":
+        case "timezone":
+            guard value.utf8.count <= 64, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/_+-".contains($0)) }),
+                  let zone = TimeZone(identifier: value) else {
+                throw fail("timezone: \"\(value)\" is not a time zone this system knows (an IANA name such as Europe/Paris; tzdata)")
+            }
+            timeZone = zone
+            if let text = displayHoursText { do { _ = try DisplayHours(text, timeZone: zone) } catch { throw fail("\(error)") } }
+        case "display-hours":
+            if value.trimmingCharacters(in: .whitespaces).isEmpty {
+                displayHoursText = nil
+            } else {
+                do { _ = try DisplayHours(value, timeZone: timeZone) } catch { throw fail("\(error)") }
+                displayHoursText = value
+            }
+        case "cec-command":
+            let words = value.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            guard value.utf8.count <= 1024, !words.isEmpty, !value.contains("\0") else {
+                throw fail("cec-command: give a program and its arguments, or none")
+            }
+            cecCommand = words == ["none"] ? nil : words
+        case "pause-ad-max":
+            if value == "none" {
+                pauseAdMax = nil
+            } else {
+                do {
+                    pauseAdMax = try Seconds.parse(value, .duration, field: "pause-ad-max")
+                } catch {
+                    throw fail("\(error) (or none)")
+                }
+            }
+        case "mpris", "loop", "limit-ad-tracking", "ad-loudnorm", "pause-ad-rotate":
             let on: Bool
             switch value.lowercased() {
             case "yes", "true", "on", "1": on = true
@@ -235,6 +282,7 @@ public struct Configuration: Sendable {
             case "mpris": mpris = on
             case "loop": loop = on
             case "ad-loudnorm": adLoudnorm = on
+            case "pause-ad-rotate": pauseAdRotate = on
             default: macroPolicy.limitAdTracking = on
             }
         case "gdpr-consent", "gpp-string", "gpp-section-id", "ifa", "ifa-type", "app-bundle":

@@ -38,6 +38,9 @@ public protocol ContentPlayer: TrackablePlayer {
     var videoShown: Bool? { get }
     /// What the output and the decoder do now (on the loop: a few property reads).
     func output() -> PlayerOutput
+    /// The output black (true) or showing the video again (false): the display's operating
+    /// hours. On the loop.
+    func setBlanked(_ blanked: Bool) throws
     /// Shows `text` over everything on the output for `seconds` (`identify`).
     func showLabel(_ text: String, seconds: Double) throws
     /// The item's duration in seconds, when an item is in and it is known.

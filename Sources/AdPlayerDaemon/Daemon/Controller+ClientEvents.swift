@@ -45,6 +45,10 @@ extension Controller {
             recordAfterBatch = []
         }
         switch event.change {
+        case .item, .playing, .seeked: setResting(false)
+        default: break
+        }
+        switch event.change {
         case .item(let item?) where item.loop > 0 && item.entry == episode?.playlistEntry:
             // Another pass of the episode (`repeat one`): a new viewing, its frequency caps anew.
             if let episode { store.resetCounters(content: episode.entry.contentID) }
@@ -114,8 +118,11 @@ extension Controller {
                 postroll?.paused = paused
                 publishDesktop()
             }
-        case .ended(let info, _, _):
+        case .ended(let info, let reason, _):
             if adOnScreen?.id == info.id { adOnScreen = nil }
+            // `pause-ad-max` reached: the paused frame is not shown either (burn-in), unless the
+            // next pause ad takes its place (`pause-ad-rotate`): blank until the content moves.
+            if reason == .limitReached, info.kind == .pauseAd, !pauseAdRotate { setResting(true) }
             if postroll?.id == info.id {
                 postroll = nil
                 publishDesktop()

@@ -31,6 +31,7 @@ extension Controller {
         case .audioTrack(let choice): return try selectTrack(audio: true, choice)
         case .subtitleTrack(let choice): return try selectTrack(audio: false, choice)
         case .audioDevices: return audioDevices()
+        case .display(let mode): return setDisplay(mode)
         case .open, .queue, .screenshot, .metrics, .plays, .subscribe, .version, .health, .logs, .identify, .reload:
             throw ControlError(.internalError, "\(request.name) does not run on the loop alone")
         }

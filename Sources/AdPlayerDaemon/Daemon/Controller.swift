@@ -52,6 +52,14 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     var background: Bool { !backgroundReasons.isEmpty }
     /// The host went to sleep while the content played: it plays again on waking.
     var playAfterSleep = false
+    /// The display's power: operating hours and overrides (Controller+Display.swift).
+    var display = DisplayPower()
+    /// The output is black (display off, or resting), and resting after a pause ad's `pause-ad-max`.
+    var blanked = false
+    var resting = false
+    /// At `pause-ad-max` the next pause ad takes the place of the last (else the output rests).
+    /// Set on the loop before `start`.
+    public var pauseAdRotate = false
     /// A post-roll plays (it cannot be skipped or seeked), and whether the viewer paused it.
     var postroll: (id: UInt64, paused: Bool)?
     /// The content's speed (the snapshot's rate is 0 while paused).
@@ -199,6 +207,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
                 "shuffle": .bool(queue.shuffle), "volume": .number(volume), "mute": .bool(muted), "background": .bool(background),
                 "background_reasons": .array(backgroundReasons.map(\.rawValue).sorted().map { .string($0) })]
         status["output"] = Self.describe(player.output())
+        status["display"] = displayJSON
         if withQueue { status["queue"] = queuePaths }
         return .object(status)
     }
@@ -221,7 +230,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         return HealthSnapshot(itemInPlayer: inPlayer, playing: inPlayer && (postroll.map { !$0.paused } ?? snapshot.playing),
                               position: snapshot.position, rate: snapshot.rate, postroll: postroll != nil, queueLength: queue.count,
                               contentID: episode?.entry.contentID, lastFailure: lastFailure.map { "\($0.path): \($0.message)" },
-                              adsConfigured: source != nil, output: player.output())
+                              adsConfigured: source != nil, output: player.output(), displayOff: display.on ? nil : display.reason ?? "schedule")
     }
 
     /// `identify`: `label` on the screen for `seconds`.
@@ -282,8 +291,15 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         return status()
     }
 
+    /// Nothing plays while the display is off (operating hours): `display on` first.
+    func refuseWhileDark() throws(ControlError) {
+        guard !display.on else { return }
+        throw ControlError(.unavailable, "the display is off (\(display.reason ?? "schedule")): nothing plays until it is on (display on)")
+    }
+
     public func play() throws(ControlError) -> JSONValue {
         player.loop.requireInLoop()
+        try refuseWhileDark()
         if episode == nil {
             guard !queue.isEmpty else { throw ControlError(.emptyQueue, "nothing to play: the queue is empty") }
             let index = current.map { min($0, queue.count - 1) } ?? 0
@@ -305,6 +321,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     public func toggle() throws(ControlError) -> JSONValue {
         player.loop.requireInLoop()
         if episode == nil { return try play() }
+        if !player.snapshot().playing { try refuseWhileDark() }
         try onPlayer { try player.togglePause() }
         return status()
     }
@@ -469,6 +486,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         case sleep
         /// mpv's window is minimized.
         case minimized
+        /// The display is off: outside its operating hours, or `display off`.
+        case schedule
     }
 
     /// The control protocol's `background`/`foreground`.
@@ -538,17 +557,24 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         let serial = self.serial
         let policy = source.map { source in
             EpisodePolicy(content: ContentInfo(id: entry.contentID), source: source, surface: surface, loop: player.loop,
-                          pauseAdDelay: pauseAdDelay, configuration: adsConfiguration,
+                          pauseAdDelay: pauseAdDelay, pauseAdRotate: pauseAdRotate, configuration: adsConfiguration,
                           onEvent: { [weak self] event in self?.queueAdEvent(event) },
                           onFinished: { [weak self] in self?.episodeFinished(serial) })
         }
         policy?.setBackground(background)
+        policy?.setDark(!display.on)
         postroll = nil
         episode = Episode(entry: entry, playlistEntry: nil, policy: policy, serial: serial,
                           track: DesktopState.Track(serial: serial, path: entry.path))
         // A new episode plays (mpv's pause flag outlives files), from `start` when given, with
         // the tracks the language preferences pick (a track chosen for the last one was its own).
-        try? player.play()
+        // While the display is off it waits, paused at its start, for the display to come on.
+        if display.on {
+            try? player.play()
+        } else {
+            try? player.pause()
+            display.playAfter = true
+        }
         try? player.selectTrack(audio: true, .auto)
         try? player.selectTrack(audio: false, .auto)
         player.load(entry.path, start: start) { [weak self] result in
@@ -657,4 +683,6 @@ public struct HealthSnapshot: Sendable {
     public var lastFailure: String?
     public var adsConfigured: Bool
     public var output: PlayerOutput
+    /// The display is off, and why (`schedule`, `override`); nil: on.
+    public var displayOff: String? = nil
 }

@@ -39,11 +39,16 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     /// (time-pos moves a frame at a time); back to the playhead after a seek.
     private let cursor: SlotCursor
 
+    /// At `pause-ad-max` (`VideoAdsConfiguration.pauseAdMaxShowing`) the next pause ad is asked
+    /// for at once, for the same pause.
+    private let pauseAdRotate: Bool
+
     public init(content: ContentInfo, source: any AdSource, surface: any AdSurface, loop: any PlayerLoop, pauseAdDelay: Double,
-                configuration: VideoAdsConfiguration, onEvent: @escaping @Sendable (AdEvent) -> Void,
+                pauseAdRotate: Bool = false, configuration: VideoAdsConfiguration, onEvent: @escaping @Sendable (AdEvent) -> Void,
                 onFinished: @escaping @Sendable () -> Void) {
         self.content = content
         self.pauseAdDelay = pauseAdDelay
+        self.pauseAdRotate = pauseAdRotate
         self.onFinished = onFinished
         let cursor = SlotCursor(source)
         self.cursor = cursor
@@ -87,6 +92,17 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         visible = []
     }
 
+    /// The display is off (operating hours): nothing is asked for, shown or counted — no
+    /// overlay, pause ad or post-roll. On again, the overlays' chain picks up at the playhead.
+    private var dark = false
+
+    public func setDark(_ dark: Bool) {
+        ads.loop.requireInLoop()
+        guard dark != self.dark else { return }
+        self.dark = dark
+        if !dark, tracked, !finished { scheduleNextOverlay() }
+    }
+
     public func setBackground(_ hidden: Bool) {
         ads.loop.requireInLoop()
         ads.setBackground(hidden)
@@ -120,7 +136,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
                 }
             }
             trackOnce(player)
-        case .paused where tracked && !pauseAdRequested && videoShown != false:
+        case .paused where tracked && !pauseAdRequested && videoShown != false && !dark:
             pauseAdRequested = true
             guard source.mayFill(.pauseAd, content: content, at: event.snapshot.position) else { break }
             // After this turn: the overlay this pause ended is already down (the ads' phase
@@ -149,15 +165,15 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     }
 
     /// The pause ad of this pause, unless the content played again before this turn.
-    private func requestPauseAd() {
-        guard !finished, pauseAdRequested, player?.snapshot().playing == false else { return }
+    private func requestPauseAd(delay: Double? = nil) {
+        guard !finished, !dark, pauseAdRequested, player?.snapshot().playing == false else { return }
         ads.request(.pauseAd) { [weak self, pauseAdDelay] result in
             guard let self else { return }
             prefetch(.pauseAd)   // the next pause's, while this one shows
             guard case .success(let pauseAd) = result else { return }
             let id = pauseAd.id
             do {
-                try pauseAd.show(afterPausedFor: pauseAdDelay) { [weak self] _ in self?.pauseAdEnded(id) }
+                try pauseAd.show(afterPausedFor: delay ?? pauseAdDelay) { [weak self] reason in self?.pauseAdEnded(id, reason) }
                 shown[id] = pauseAd
             } catch {
                 // The content played again meanwhile: nothing to show.
@@ -174,8 +190,12 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         shown[waiting.id]?.withdraw()
     }
 
-    private func pauseAdEnded(_ id: UInt64) {
+    private func pauseAdEnded(_ id: UInt64, _ reason: AdEndReason) {
         shown[id] = nil
+        // `pause-ad-rotate`: the next pause ad in its place, at once, for the same pause.
+        if reason == .limitReached, pauseAdRotate {
+            _ = ads.loop.execute { [weak self] in self?.requestPauseAd(delay: 0) }
+        }
     }
 
     private func saw(_ event: AdEvent) {
@@ -211,7 +231,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     private func scheduleNextOverlay() {
         // One overlay chain at a time: not while a request is out or a slot's overlay waits
         // (a pass's start and the previous overlay's end may both ask).
-        guard !overlayRequestOut, waiting == nil else { return }
+        guard !overlayRequestOut, waiting == nil, !dark else { return }
         // An audio-only episode: an overlay would be on no screen, so none is asked for (issue 23).
         switch videoShown {
         case false?: return
@@ -224,7 +244,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         overlayRequestOut = true
         ads.request(.overlay) { [weak self] result in
             self?.overlayRequestOut = false
-            guard let self, !finished, case .success(let overlay) = result else { return }
+            guard let self, !finished, !dark, case .success(let overlay) = result else { return }
             let id = overlay.id
             let then: @Sendable (AdEndReason) -> Void = { [weak self] reason in
                 guard let self else { return }
@@ -260,6 +280,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     }
 
     private func contentEnded() {
+        guard !dark else { return finish() }
         guard source.mayFill(.postroll, content: content, at: player?.snapshot().position ?? 0) else { return finish() }
         requestPostroll(podPosition: 0)
     }

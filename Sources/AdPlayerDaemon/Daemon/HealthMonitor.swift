@@ -49,6 +49,8 @@ public final class HealthMonitor: Sendable {
         public var configurationProblems: @Sendable () -> [String]
         /// The kernel's word on the clock.
         public var clockSynchronized: @Sendable () -> Bool
+        /// Hears what an operator should read in the log once (hardware decoding asked for and not in use).
+        public var onWarning: @Sendable (String) -> Void = { _ in }
 
         public init(loop: any PlayerLoop, controller: Controller, metrics: Metrics, outbox: BeaconOutbox?, folders: [(name: String, path: String)],
                     configurationProblems: @escaping @Sendable () -> [String], clockSynchronized: @escaping @Sendable () -> Bool) {
@@ -92,6 +94,7 @@ public final class HealthMonitor: Sendable {
         var history: [Sample] = []
         /// The item's dropped counts last seen (they start again with each item).
         var lastDropped: (decoder: Int, output: Int)?
+        var hwdecWarned = false
         var lastContentID: String?
         /// The last sample a verdict took: verdicts asked within a second share it (a flood of
         /// `health` costs the loop one hop a second at most).
@@ -166,6 +169,13 @@ public final class HealthMonitor: Sendable {
             sample.contentID = snapshot.contentID
         }
         let metrics = sources.metrics
+        // Hardware decoding asked for and software decoding a video: said once in the log
+        // (`status`, the metrics and the `frames` check say it all the time).
+        if let output = snapshot?.output, snapshot?.itemInPlayer == true, output.vo != nil, let asked = output.hwdecRequested, asked != "no",
+           output.hwdecCurrent == "no", state.withLock({ state in defer { state.hwdecWarned = true }; return !state.hwdecWarned }) {
+            sources.onWarning("hardware decoding was asked for (hwdec=\(asked)) and is not in use: software decodes the video "
+                              + "(a driver or a codec the hardware does not take; mpv's log at debug level says why) — said once")
+        }
         state.withLock { state in
             if snapshot != nil {
                 // Counts start again with each item: a count lower than the last is a new item's.
@@ -203,6 +213,8 @@ public final class HealthMonitor: Sendable {
         let history = state.withLock { $0.history }
         var checks = [Check("daemon", .ok, "answers (pid \(getpid()), up \(Self.duration(Double(MonotonicTime.now() - started) / 1e9)))")]
         if let snapshot {
+            // Deliberately off (operating hours, `display off`) is healthy: said, not judged.
+            checks.append(Check("display", .ok, snapshot.displayOff.map { "off (\($0)): the episode waits, paused, for the display to come on" } ?? "on"))
             checks.append(playback(snapshot, now, history))
             checks.append(frames(snapshot, now, history))
             checks.append(ads(snapshot.adsConfigured, now, history))

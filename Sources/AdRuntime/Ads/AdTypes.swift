@@ -207,6 +207,8 @@ public enum AdEndReason: String, Sendable, Equatable {
     case destroyed
     /// The creative could not be shown or played.
     case failed
+    /// Pause ad: it was on screen for its longest time (`pause-ad-max`, burn-in care).
+    case limitReached
 }
 
 /// An error of an ad source that has a VAST error code (IAB VAST 4.x §2.3.6.3): a VAST

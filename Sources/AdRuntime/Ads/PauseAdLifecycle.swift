@@ -7,6 +7,7 @@
 /// activating ──content plays──▶ ended(played), never seen
 /// activating ──background──▶ suspended ──foreground──▶ activating (the delay starts again)
 /// showing ──seek──▶ ended(seeked)
+/// showing ──on screen for maxShowing──▶ ended(limitReached)   (pause-ad-max: burn-in care)
 /// any ──another item / the end of the item──▶ ended(contentChanged)
 /// ```
 final class PauseAdLifecycle: AdLifecycle {
@@ -23,6 +24,14 @@ final class PauseAdLifecycle: AdLifecycle {
     private(set) var state = State.ready
     /// Set by `show(afterPausedFor:)` before `show`.
     var activationDelay = 0.0
+    /// The longest it stays on screen; nil: as long as the pause lasts.
+    var maxShowing: Double?
+
+    /// On screen now: the effects, with the limit's timer when there is one.
+    private func present() -> [AdEffect] {
+        state = .showing
+        return [.present] + (maxShowing.map { [.setTimer($0)] } ?? [])
+    }
 
     var isEnded: Bool { if case .ended = state { true } else { false } }
     var isShown: Bool { state != .ready }
@@ -35,8 +44,7 @@ final class PauseAdLifecycle: AdLifecycle {
             state = context.background ? .suspended(delay: activationDelay) : .activating(delay: activationDelay)
             return context.background ? [] : [.setTimer(activationDelay)]
         }
-        state = .showing
-        return [.present]
+        return present()
     }
 
     func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect] {
@@ -56,9 +64,9 @@ final class PauseAdLifecycle: AdLifecycle {
     }
 
     func timerFired(_ context: LifecycleContext) -> [AdEffect] {
+        if state == .showing, maxShowing != nil { return end(.limitReached, cause: nil) }
         guard case .activating = state, !context.playing, !context.background else { return [] }
-        state = .showing
-        return [.present]
+        return present()
     }
 
     func backgroundChanged(_ context: LifecycleContext) -> [AdEffect] {

@@ -1,0 +1,110 @@
+import AdRuntime
+import AdTestSupport
+import Foundation
+import XCTest
+
+/// Operating hours on a real daemon and real mpv, with a stand-in `cec-ctl` first on `PATH`
+/// that writes down how it was called: the hours close a few seconds after the episode starts
+/// and open again a few seconds later (`daily OPEN-CLOSE` in UTC, made from the clock now).
+final class DisplayTests: XCTestCase {
+    private var scratch: URL!
+
+    override func setUpWithError() throws {
+        scratch = FileManager.default.temporaryDirectory.appendingPathComponent("display-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(at: scratch) }
+
+    /// `HH:MM:SS` in UTC, `seconds` from now.
+    private func clock(_ seconds: Double) -> String {
+        let formatter = DateFormatter()
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.dateFormat = "HH:mm:ss"
+        return formatter.string(from: Date().addingTimeInterval(seconds))
+    }
+
+    private func stubCEC() throws -> (folder: String, calls: () -> [String]) {
+        let folder = scratch.appendingPathComponent("bin").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let log = scratch.appendingPathComponent("cec-calls").path
+        let script = "#!/bin/sh\necho \"$@\" >> '\(log)'\n"
+        try Data(script.utf8).write(to: URL(fileURLWithPath: folder + "/cec-ctl"))
+        chmod(folder + "/cec-ctl", 0o755)
+        return (folder, { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) })
+    }
+
+    func testOutsideTheHoursTheDisplaySleepsNothingIsAskedForAndTheSameEpisodePlaysOn() throws {
+        let catalog = try makeCatalog("""
+            {"version": 1, "overlays": [{"id": "ov-1", "image": "overlay.png", "slots": [{"start": 1, "duration": 2}, {"start": 8, "duration": 2},
+                                                                                           {"start": 16, "duration": 2}]}],
+             "pause_ads": [{"id": "pa-1", "image": "pause.png"}]}
+            """)
+        let (bin, calls) = try stubCEC()
+        let close = clock(7), open = clock(15)
+        let environment = ["PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")]
+        let daemon = try DaemonProcess(catalog: catalog, extra: ["--display-hours", "daily \(open)-\(close)", "--timezone", "UTC",
+                                                                 "--pause-ad-delay", "0"], environment: environment)
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["player.*", "ad.*"]])
+        // Reads everything, in order, and gives up nothing until the display is on again.
+        let watcher = try daemon.connect()
+        _ = try watcher.call("subscribe", ["events": ["player.display", "ad.*"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-long.mp4")])
+        _ = try events.event(named("ad.started", "kind", "overlay"))
+        let off = try events.event(named("player.display"))
+        XCTAssertEqual(off["power"] as? String, "off")
+        XCTAssertEqual(off["reason"] as? String, "schedule")
+        XCTAssertTrue(waitUntil(timeout: 10) { calls() == ["--standby"] }, "\(calls())")
+        let paused = try events.event(named("player.paused"))
+        let stoppedAt = try XCTUnwrap(paused["position"] as? Double)
+        let status = try XCTUnwrap(try daemon.connect().call("status")["result"] as? [String: Any])
+        XCTAssertEqual((status["display"] as? [String: Any])?["power"] as? String, "off", "\(status)")
+        XCTAssertEqual(status["playing"] as? Bool, false)
+        let (healthStatus, health) = try runToEnd(Executables.adplayerctl, ["--socket", daemon.socket, "health"])
+        XCTAssertEqual(healthStatus, 0, "deliberately off is healthy: \(health)")
+        let metrics = try XCTUnwrap(try daemon.connect().call("metrics")["result"] as? [String: Any])
+        XCTAssertTrue((metrics["text"] as? String)?.contains("adplayerd_display_on 0") == true)
+        let refused = try daemon.connect().call("play")
+        XCTAssertEqual((refused["error"] as? [String: Any])?["code"] as? String, "unavailable", "\(refused)")
+
+        let on = try events.event(named("player.display"))
+        XCTAssertEqual(on["power"] as? String, "on")
+        XCTAssertTrue(on["reason"] is NSNull, "\(on)")
+        let playing = try events.event(named("player.playing"))
+        XCTAssertEqual(try XCTUnwrap(playing["position"] as? Double), stoppedAt, accuracy: 1, "the same episode, from where it stopped")
+        XCTAssertTrue(waitUntil(timeout: 10) { calls() == ["--standby", "--image-view-on"] }, "\(calls())")
+        _ = try watcher.event(named("player.display", "power", "on"))
+        let seen = watcher.events
+        let dark = try XCTUnwrap(seen.firstIndex { $0["event"] as? String == "player.display" })
+        let night = seen[dark...].compactMap { $0["event"] as? String }
+        XCTAssertFalse(night.contains { ["ad.requested", "ad.loaded", "ad.started", "ad.nofill"].contains($0) },
+                       "no ad asked for or shown at night: \(night)")
+        // Ads by their rules again: the overlay at 16 s of the content.
+        _ = try events.event(named("ad.started", "kind", "overlay"))
+
+        // The overrides, through adplayerctl: off until the next boundary (a day away), auto back to on.
+        var (code, output) = try runToEnd(Executables.adplayerctl, ["--socket", daemon.socket, "display", "off"])
+        XCTAssertEqual(code, 0, output)
+        XCTAssertEqual(try events.event(named("player.display"))["reason"] as? String, "override")
+        (code, output) = try runToEnd(Executables.adplayerctl, ["--socket", daemon.socket, "display", "auto"])
+        XCTAssertEqual(code, 0, output)
+        XCTAssertEqual(try events.event(named("player.display"))["power"] as? String, "on")
+        XCTAssertTrue(waitUntil(timeout: 10) { calls() == ["--standby", "--image-view-on", "--standby", "--image-view-on"] }, "\(calls())")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        XCTAssertFalse(daemon.log.contains("no cec-ctl"), daemon.log)
+    }
+
+    /// A box without `cec-ctl` says so once and blanks only; the display still goes off and on.
+    func testWithoutCECItSaysSoOnceAndBlanksOnly() throws {
+        let daemon = try DaemonProcess(extra: ["--cec-command", scratch.appendingPathComponent("no-such-cec-ctl").path])
+        for mode in ["off", "on", "off", "auto"] {
+            let (code, output) = try runToEnd(Executables.adplayerctl, ["--socket", daemon.socket, "display", mode])
+            XCTAssertEqual(code, 0, output)
+        }
+        XCTAssertTrue(waitUntil(timeout: 10) { daemon.log.contains("blanked only") }, daemon.log)
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        XCTAssertEqual(daemon.log.components(separatedBy: "blanked only").count - 1, 1, "once: \(daemon.log)")
+    }
+}
