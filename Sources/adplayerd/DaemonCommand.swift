@@ -190,11 +190,14 @@ struct DaemonCommand {
         // The display's power (operating hours, HDMI-CEC): switched off the loop.
         let cec = configuration.cecCommand.map { CECControl(command: $0, log: log) }
         let displayHours = configuration.displayHours
+        var switchDisplay: (@Sendable (Bool) -> Void)?
+        if let cec { switchDisplay = { (on: Bool) in cec.set(on: on) } }
+        let rotate = configuration.pauseAdRotate, loopOne = configuration.loop, cecSwitch = switchDisplay
         try player.loop.sync {
-            controller.pauseAdRotate = configuration.pauseAdRotate
+            controller.pauseAdRotate = rotate
             controller.start(resuming: saved)
-            if configuration.loop { _ = try? controller.setRepeat(.one) }   // `loop = yes`: each start loops the episode
-            controller.configureDisplay(hours: displayHours, cec: cec.map { cec in { on in cec.set(on: on) } })
+            if loopOne { _ = try? controller.setRepeat(.one) }   // `loop = yes`: each start loops the episode
+            controller.configureDisplay(hours: displayHours, cec: cecSwitch)
         }
 
         // 4. The control socket.

@@ -72,9 +72,9 @@ extension Controller {
         var fields: [String: JSONValue] = ["power": .string(display.on ? "on" : "off"), "reason": display.reason.map { .string($0) } ?? .null]
         if let hours = display.hours {
             fields["hours"] = .string(hours.description)
-            fields["next_change"] = hours.nextChange(after: display.now()).map { .string(ISO8601.format($0)) } ?? .null
+            fields["next_change"] = hours.nextChange(after: display.now()).map { .string(ISO8601.format($0.timeIntervalSince1970)) } ?? .null
         }
-        if let until = display.override?.until { fields["override_until"] = .string(ISO8601.format(until)) }
+        if let until = display.override?.until { fields["override_until"] = .string(ISO8601.format(until.timeIntervalSince1970)) }
         return .object(fields)
     }
 

@@ -40,7 +40,7 @@ public struct DisplayHours: Sendable, Equatable, CustomStringConvertible {
         guard trimmed.utf8.count <= 1024 else { throw Problem(description: "display-hours: longer than 1024 bytes") }
         description = trimmed
         var ranges: [Int: [Range]] = [:]
-        for group in trimmed.split(separator: ",") {
+        for group in trimmed.split(separator: ",", omittingEmptySubsequences: false) {
             let words = group.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
             guard let daysWord = words.first else { throw Problem(description: "display-hours: an empty group between commas") }
             let days = try Self.days(daysWord.lowercased())
