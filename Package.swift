@@ -53,6 +53,8 @@ let package = Package(
         // libmosquitto (Debian's libmosquitto-dev): MQTT 5 for `adplayerd mqtt`, its callbacks
         // and v5 properties wrapped in a few plain C calls.
         .target(name: "CMqtt", path: "Sources/CMqtt", linkerSettings: [.linkedLibrary("mosquitto")]),
+        // Ed25519 signatures of proof-of-play exports (OpenSSL's libcrypto, Debian's libssl-dev).
+        .target(name: "CSign", path: "Sources/CSign", linkerSettings: [.linkedLibrary("crypto")]),
         // `adplayerd mqtt`: the fleet bridge — the control protocol on one side, a broker on the other.
         .target(name: "AdPlayerFleet", dependencies: ["Bounds", "ControlProtocol", "CMqtt"], swiftSettings: strict),
         // The daemon as a library: controller, episode policy, state, control socket, desktop.
@@ -63,7 +65,7 @@ let package = Package(
         .target(name: "AdPlayerMpv", dependencies: ["AdPlayerDaemon", "AdRuntime", "MpvPlayerAdapter", "ControlProtocol"], swiftSettings: strict),
         // main (the services in order) and the tool commands.
         .executableTarget(name: "adplayerd", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdRuntime", "AdSources", "AdTracking",
-                                                            "MpvPlayerAdapter", "ControlProtocol", "AdPlayerWeb", "AdPlayerFleet"],
+                                                            "MpvPlayerAdapter", "ControlProtocol", "AdPlayerWeb", "AdPlayerFleet", "CSign"],
                           swiftSettings: strict),
         // The developer's tools, out of the production executable: play, the benchmarks, the
         // loop-affinity probe.

@@ -33,7 +33,8 @@ packages=(
   libmosquitto-dev  # adplayerd mqtt, the fleet bridge (CMqtt: libmosquitto, MQTT 5)
   mosquitto         # the fleet tests' broker
   mosquitto-clients # ... and the fleet's side (mosquitto_sub, mosquitto_pub, mosquitto_passwd)
-  openssl           # the fleet tests' TLS certificates
+  openssl           # the fleet tests' TLS certificates; a signed proof-of-play export verified as a buyer would
+  libssl-dev        # libcrypto (CSign): Ed25519 signatures of proof-of-play exports
   ca-certificates
 )
 missing=()

@@ -31,6 +31,9 @@ public enum Macro: String, CaseIterable, Sendable {
     case clientUA = "CLIENTUA"
     case deviceUA = "DEVICEUA"
     case appBundle = "APPBUNDLE"
+    case latLong = "LATLONG"
+    case transactionID = "TRANSACTIONID"
+    case adCount = "ADCOUNT"
 
     /// What it is, for the documentation and `ads-check`.
     public var meaning: String {
@@ -54,6 +57,9 @@ public enum Macro: String, CaseIterable, Sendable {
         case .playerSize: "the output's width,height in pixels"
         case .clientUA, .deviceUA: "the player's User-Agent (adplayerd, its version, the OS)"
         case .appBundle: "the configured app-bundle"
+        case .latLong: "the screen's latitude,longitude (latlong; a screen's fixed place, kept with limit-ad-tracking)"
+        case .transactionID: "a UUID for the request chain: the same in the first request, its wrappers and the ad's tracking URLs"
+        case .adCount: "in a request, 1 (the ads this request may fill); in tracking URLs, the ads the answer held for the break"
         }
     }
 }
@@ -68,6 +74,8 @@ public struct MacroPolicy: Sendable, Equatable {
     public var ifaType: String?
     public var appBundle: String?
     public var userAgent = UserAgent.string
+    /// The screen's place, `lat,long` as configured (`latlong`).
+    public var latLong: String?
 
     public init() {}
 }
@@ -84,6 +92,9 @@ public struct MacroContext: Sendable, Equatable {
     public var playerSize: PlayerSize?
     /// When the event happened; nil: now.
     public var timestamp: Date?
+    /// `[TRANSACTIONID]`, `[ADCOUNT]`.
+    public var transactionID: String?
+    public var adCount: Int?
 
     public struct PlayerSize: Sendable, Equatable {
         public var width: Int
@@ -96,7 +107,9 @@ public struct MacroContext: Sendable, Equatable {
 
     public init(contentID: String? = nil, kind: AdKind? = nil, contentPlayhead: Double? = nil, adPlayhead: Double? = nil,
                 errorCode: Int? = nil, adServingID: String? = nil, universalAdID: String? = nil, playerSize: PlayerSize? = nil,
-                timestamp: Date? = nil) {
+                timestamp: Date? = nil, transactionID: String? = nil, adCount: Int? = nil) {
+        self.transactionID = transactionID
+        self.adCount = adCount
         self.contentID = contentID
         self.kind = kind
         self.contentPlayhead = contentPlayhead
@@ -177,6 +190,9 @@ public enum Macros {
         case .playerSize: return known(c.playerSize.map { "\($0.width),\($0.height)" })
         case .clientUA, .deviceUA: return .value(p.userAgent)
         case .appBundle: return known(p.appBundle)
+        case .latLong: return known(p.latLong)
+        case .transactionID: return known(c.transactionID)
+        case .adCount: return known(c.adCount.map(String.init))
         }
     }
 

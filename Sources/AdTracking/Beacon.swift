@@ -39,8 +39,12 @@ public struct Beacon: Sendable, Equatable {
     /// Billable (an impression): when the outbox is full, these are dropped last.
     public var billable: Bool
     public var recorded: RecordedTime
+    /// Seconds after it was queued within which it must be delivered (`pop-deadline`): later,
+    /// it is dropped (`deadline`), never sent late. Nil: no deadline.
+    public var deadline: Double?
 
-    public init(url: String, event: String, play: String? = nil, billable: Bool = false, recorded: RecordedTime) {
+    public init(url: String, event: String, play: String? = nil, billable: Bool = false, recorded: RecordedTime, deadline: Double? = nil) {
+        self.deadline = deadline
         self.url = url
         self.event = event
         self.play = play
@@ -72,6 +76,8 @@ public enum DropReason: String, Sendable, CaseIterable {
     case expired
     /// The disk refused writes and the memory queue was at its bound too.
     case memoryFull = "memory_full"
+    /// Not delivered within its source's `pop-deadline` after the ad showed: not sent late.
+    case deadline
 
     public init(_ refusal: BeaconRefusal) { self = DropReason(rawValue: refusal.rawValue)! }
 }

@@ -25,7 +25,7 @@ extension BeaconOutbox {
             // On-disk beacons whose schedule the disk did not take are due by the schedule kept here.
             let rescheduled = state.schedule.filter { $0.value.nextRun <= now }.map(\.key)
             if let rows = try? state.db.execute("""
-                SELECT id, url, event, play, billable, created_run, wall, mono, boot, synced, attempts, next_run
+                SELECT id, url, event, play, billable, created_run, wall, mono, boot, synced, attempts, next_run, deadline_run
                 FROM beacons WHERE (next_run <= ? AND id NOT IN (SELECT value FROM json_each(?))) OR id IN (SELECT value FROM json_each(?))
                 ORDER BY next_run, id LIMIT ?
                 """, [.real(now), .text(Self.idList(state.schedule.keys)), .text(Self.idList(rescheduled)),
@@ -106,9 +106,11 @@ extension BeaconOutbox {
     }
 
     static func pending(_ row: [SQLiteValue]) -> Pending? {
-        guard row.count == 12, let id = row[0].integer, let url = row[1].text else { return nil }
+        guard row.count == 13, let id = row[0].integer, let url = row[1].text else { return nil }
         let recorded = RecordedTime(wall: row[6].real ?? 0, monotonic: row[7].real ?? 0, boot: row[8].text ?? "", trust: RecordedTime.Trust(rawValue: Int(row[9].integer ?? 0)) ?? .none)
-        let beacon = Beacon(url: url, event: row[2].text ?? "", play: row[3].text, billable: row[4].integer == 1, recorded: recorded)
+        let deadline = row[12].real.map { $0 - (row[5].real ?? 0) }
+        let beacon = Beacon(url: url, event: row[2].text ?? "", play: row[3].text, billable: row[4].integer == 1, recorded: recorded,
+                            deadline: deadline)
         return Pending(id: id, beacon: beacon, createdRun: row[5].real ?? 0, attempts: Int(row[10].integer ?? 0), nextRun: row[11].real ?? 0)
     }
 
@@ -138,7 +140,7 @@ extension BeaconOutbox {
                     state.rows -= 1
                     state.bytes -= url.utf8.count
                     add("dropped:\(DropReason.expired.rawValue)", 1, &state)
-                    if let play = row[2].text { state.unsavedPlays[play, default: (0, 0, 0)].dropped += 1 }
+                    if let play = row[2].text { state.unsavedPlays[play, default: (0, 0, 0, 0)].dropped += 1 }
                     events.append(.dropped(url: url, reason: DropReason.expired.rawValue))
                 }
             } catch {
@@ -152,12 +154,54 @@ extension BeaconOutbox {
             state.memoryBytes -= old.reduce(0) { $0 + $1.beacon.url.utf8.count }
             for pending in old {
                 add("dropped:\(DropReason.expired.rawValue)", 1, &state)
-                if let play = pending.beacon.play { state.unsavedPlays[play, default: (0, 0, 0)].dropped += 1 }
+                if let play = pending.beacon.play { state.unsavedPlays[play, default: (0, 0, 0, 0)].dropped += 1 }
                 events.append(.dropped(url: pending.beacon.url, reason: DropReason.expired.rawValue))
             }
         }
+        events += missDeadlines(now, &state)
         saveCounters(&state)
         savePlays(&state)
+        return events
+    }
+
+    /// Drops the beacons whose `pop-deadline` has passed (run time): a buyer who pays on time
+    /// or not at all is never sent one late. Counted as `deadline`, and on their plays. Under the lock.
+    func missDeadlines(_ now: Double, _ state: inout State) -> [OutboxEvent] {
+        var events: [OutboxEvent] = []
+        func missed(_ url: String, _ play: String?) {
+            add("dropped:\(DropReason.deadline.rawValue)", 1, &state)
+            if let play {
+                state.unsavedPlays[play, default: (0, 0, 0, 0)].dropped += 1
+                state.unsavedPlays[play, default: (0, 0, 0, 0)].deadline += 1
+            }
+            events.append(.dropped(url: url, reason: DropReason.deadline.rawValue))
+        }
+        if !state.diskFailing, let rows = try? state.db.execute(
+            "SELECT id, url, play FROM beacons WHERE deadline_run IS NOT NULL AND deadline_run < ? LIMIT 10000", [.real(now)]), !rows.isEmpty {
+            let doomed = rows.filter { $0[0].integer.map { !state.inFlight.contains($0) } ?? false }
+            do {
+                try state.db.transaction {
+                    for row in doomed { try state.db.execute("DELETE FROM beacons WHERE id = ?", [row[0]]) }
+                }
+                for row in doomed {
+                    let url = row[1].text ?? ""
+                    state.rows -= 1
+                    state.bytes -= url.utf8.count
+                    missed(url, row[2].text)
+                }
+            } catch {
+                events.append(diskFailed(error, &state))
+            }
+        }
+        let late = state.memory.filter { pending in
+            pending.beacon.deadline.map { pending.createdRun + $0 < now } == true && !state.inFlight.contains(pending.id)
+        }
+        if !late.isEmpty {
+            let ids = Set(late.map(\.id))
+            state.memory.removeAll { ids.contains($0.id) }
+            state.memoryBytes -= late.reduce(0) { $0 + $1.beacon.url.utf8.count }
+            for pending in late { missed(pending.beacon.url, pending.beacon.play) }
+        }
         return events
     }
 
@@ -179,7 +223,7 @@ extension BeaconOutbox {
                 state.schedule[pending.id] = nil
                 report.sent += 1
                 add("sent", 1, &state)
-                if let play = pending.beacon.play { state.unsavedPlays[play, default: (0, 0, 0)].sent += 1 }
+                if let play = pending.beacon.play { state.unsavedPlays[play, default: (0, 0, 0, 0)].sent += 1 }
                 if pending.id < 0 {
                     state.memory.removeAll { $0.id == pending.id }
                     state.memoryBytes -= pending.beacon.url.utf8.count

@@ -9,17 +9,23 @@ extension BeaconOutbox {
     public func recordPlayStart(_ play: Play) {
         state.withLock { state in
             do {
-                try state.db.execute("""
-                    INSERT OR IGNORE INTO plays (id, ad_id, kind, source, content_id, started_wall, started_run)
-                    VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """, [.text(play.id), .text(play.adID), .text(play.kind), play.source.map { .text($0) } ?? .null,
-                          .text(play.contentID), .real(play.startedWall), .real(state.run.now())])
+                try Self.insertPlay(state.db, play, run: state.run.now())
                 prunePlays(&state)
             } catch {
                 state.diskFailing = true
                 state.pendingPlays[play.id] = play
             }
         }
+    }
+
+    private static func insertPlay(_ db: SQLiteDatabase, _ play: Play, run: Double) throws {
+        try db.execute("""
+            INSERT OR IGNORE INTO plays (id, ad_id, kind, source, content_id, started_wall, started_run, venue, impressions, latlong, ad_duration)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """, [.text(play.id), .text(play.adID), .text(play.kind), play.source.map { .text($0) } ?? .null,
+                  .text(play.contentID), .real(play.startedWall), .real(run),
+                  play.venue.map { .text($0) } ?? .null, play.impressions.map { .real($0) } ?? .null,
+                  play.latLong.map { .text($0) } ?? .null, play.adDuration.map { .real($0) } ?? .null])
     }
 
     /// It ended: when, why, how long it was on screen, whether it was viewable.
@@ -75,11 +81,7 @@ extension BeaconOutbox {
         do {
             try state.db.transaction {
                 for play in waiting.values {
-                    try state.db.execute("""
-                        INSERT OR IGNORE INTO plays (id, ad_id, kind, source, content_id, started_wall, started_run)
-                        VALUES (?, ?, ?, ?, ?, ?, ?)
-                        """, [.text(play.id), .text(play.adID), .text(play.kind), play.source.map { .text($0) } ?? .null,
-                              .text(play.contentID), .real(play.startedWall), .real(state.run.now())])
+                    try Self.insertPlay(state.db, play, run: state.run.now())
                     if let ended = play.ended {
                         try state.db.execute("""
                             UPDATE plays SET ended_wall = ?, ended_run = ?, seconds = ?, reason = ?, viewable = ? WHERE id = ?
@@ -122,8 +124,7 @@ extension BeaconOutbox {
             savePlays(&state)
             let order = newest ? "rowid DESC" : afterRow == nil ? "started_wall, rowid" : "rowid"
             let rows = (try? state.db.execute("""
-                SELECT id, ad_id, kind, source, content_id, started_wall, ended_wall, seconds, reason, viewable,
-                       beacons_total, beacons_sent, beacons_dropped, rowid FROM plays WHERE started_wall >= ? AND rowid > ?
+                SELECT \(PlayRecord.columns) FROM plays WHERE started_wall >= ? AND rowid > ?
                        ORDER BY \(order) LIMIT ?
                 """, [.real(since ?? -1e18), .integer(afterRow ?? -1), .integer(Int64(max(1, limit)))])) ?? []
             let plays = rows.map(PlayRecord.init(row:))

@@ -77,7 +77,7 @@ public final class BeaconOutbox: Sendable {
         var unsaved: [String: Int] = [:]
         var counters: [String: Int] = [:]
         /// Plays' beacon outcomes not yet on disk.
-        var unsavedPlays: [String: (sent: Int, dropped: Int, total: Int)] = [:]
+        var unsavedPlays: [String: (sent: Int, dropped: Int, total: Int, deadline: Int)] = [:]
         /// Plays the disk did not take yet.
         var pendingPlays: [String: Play] = [:]
         /// Ends and viewability of plays on disk that the disk did not take yet (written with
@@ -205,7 +205,7 @@ public final class BeaconOutbox: Sendable {
         guard count > 0 else { return }
         state.withLock { state in
             add("dropped:\(reason.rawValue)", count, &state)
-            if let play { state.unsavedPlays[play, default: (0, 0, 0)].dropped += count; state.unsavedPlays[play]!.total += count }
+            if let play { state.unsavedPlays[play, default: (0, 0, 0, 0)].dropped += count; state.unsavedPlays[play]!.total += count }
             saveCounters(&state)
         }
     }
@@ -216,7 +216,7 @@ public final class BeaconOutbox: Sendable {
         var events: [OutboxEvent] = []
         let now = state.run.now()
         for beacon in beacons where beacon.play != nil {
-            state.unsavedPlays[beacon.play!, default: (0, 0, 0)].total += 1
+            state.unsavedPlays[beacon.play!, default: (0, 0, 0, 0)].total += 1
         }
         // A failing disk is tried again (at most once a second): what waits in memory first.
         if !state.diskFailing || now - state.lastRecoveryAttempt >= 1 {
@@ -255,11 +255,12 @@ public final class BeaconOutbox: Sendable {
 
     static func insert(_ db: SQLiteDatabase, _ beacon: Beacon, createdRun: Double, attempts: Int, nextRun: Double) throws {
         try db.execute("""
-            INSERT INTO beacons (url, event, play, billable, created_run, wall, mono, boot, synced, attempts, next_run)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO beacons (url, event, play, billable, created_run, wall, mono, boot, synced, attempts, next_run, deadline_run)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, [.text(beacon.url), .text(beacon.event), beacon.play.map { .text($0) } ?? .null, .integer(beacon.billable ? 1 : 0),
                   .real(createdRun), .real(beacon.recorded.wall), .real(beacon.recorded.monotonic), .text(beacon.recorded.boot),
-                  .integer(Int64(beacon.recorded.trust.rawValue)), .integer(Int64(attempts)), .real(nextRun)])
+                  .integer(Int64(beacon.recorded.trust.rawValue)), .integer(Int64(attempts)), .real(nextRun),
+                  beacon.deadline.map { .real(createdRun + $0) } ?? .null])
     }
 
     /// At the bound (rows or bytes), makes room for `incoming`: the oldest non-billable beacons
@@ -274,7 +275,7 @@ public final class BeaconOutbox: Sendable {
             rowsOver -= 1
             bytesOver -= url.utf8.count
             add("dropped:\(DropReason.outboxFull.rawValue)", 1, &state)
-            if let play { state.unsavedPlays[play, default: (0, 0, 0)].dropped += 1 }
+            if let play { state.unsavedPlays[play, default: (0, 0, 0, 0)].dropped += 1 }
             events.append(.dropped(url: url, reason: DropReason.outboxFull.rawValue))
         }
         for billable in [false, true] where rowsOver > 0 || bytesOver > 0 {
@@ -312,7 +313,7 @@ public final class BeaconOutbox: Sendable {
         let size = pending.beacon.url.utf8.count
         guard state.memory.count < configuration.memoryRows, state.memoryBytes + size <= configuration.memoryBytes else {
             add("dropped:\(DropReason.memoryFull.rawValue)", 1, &state)
-            if let play = pending.beacon.play { state.unsavedPlays[play, default: (0, 0, 0)].dropped += 1 }
+            if let play = pending.beacon.play { state.unsavedPlays[play, default: (0, 0, 0, 0)].dropped += 1 }
             return [.dropped(url: pending.beacon.url, reason: DropReason.memoryFull.rawValue)]
         }
         state.memory.append(pending)
@@ -403,8 +404,9 @@ public final class BeaconOutbox: Sendable {
         for (play, counts) in state.unsavedPlays {
             try state.db.execute("""
                 UPDATE plays SET beacons_total = beacons_total + ?, beacons_sent = beacons_sent + ?,
-                                 beacons_dropped = beacons_dropped + ? WHERE id = ?
-                """, [.integer(Int64(counts.total)), .integer(Int64(counts.sent)), .integer(Int64(counts.dropped)), .text(play)])
+                                 beacons_dropped = beacons_dropped + ?, beacons_deadline = beacons_deadline + ? WHERE id = ?
+                """, [.integer(Int64(counts.total)), .integer(Int64(counts.sent)), .integer(Int64(counts.dropped)),
+                      .integer(Int64(counts.deadline)), .text(play)])
         }
     }
 
@@ -451,7 +453,12 @@ public final class BeaconOutbox: Sendable {
             }
             let scheduled = state.schedule.filter { !state.inFlight.contains($0.key) }.map(\.value.nextRun).min()
             let memory = state.memory.filter { !state.inFlight.contains($0.id) }.map(\.nextRun).min()
-            guard let next = [disk, scheduled, memory].compactMap({ $0 }).min() else { return state.memory.isEmpty ? nil : 5 }
+            // A deadline that passes is a drop to count then (not at the beacon's next attempt).
+            let deadline = (try? state.db.execute("SELECT MIN(deadline_run) FROM beacons").first?.first?.real) ?? nil
+            let memoryDeadline = state.memory.compactMap { pending in pending.beacon.deadline.map { pending.createdRun + $0 } }.min()
+            guard let next = [disk, scheduled, memory, deadline, memoryDeadline].compactMap({ $0 }).min() else {
+                return state.memory.isEmpty ? nil : 5
+            }
             // While beacons wait in memory, come back now and then to write them to the disk.
             return min(max(0, next - now), state.memory.isEmpty ? .infinity : 5)
         }

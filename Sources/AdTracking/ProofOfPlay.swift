@@ -13,6 +13,12 @@ public struct Play: Sendable, Equatable {
     public var contentID: String
     /// Wall-clock seconds since 1970 when it went on screen.
     public var startedWall: Double
+    /// Where and to whom (digital out of home): the venue's id, the audience a play counts
+    /// for (`impressions-per-play`), the screen's `lat,long`; the ad's declared length.
+    public var venue: String?
+    public var impressions: Double?
+    public var latLong: String?
+    public var adDuration: Double?
     /// Set while the disk refuses writes: the end, waiting to be written with the start.
     var ended: (wall: Double, run: Double, seconds: Double?, reason: String, viewable: String?)?
     var viewable: String?
@@ -49,8 +55,20 @@ public struct PlayRecord: Sendable, Equatable {
     public var beaconsSent: Int
     public var beaconsFailed: Int
     public var beaconsPending: Int
+    /// Billable beacons dropped at their `pop-deadline` (not sent late).
+    public var beaconsDeadline: Int
     /// The play's row number: it only grows (a cursor: `plays` after it). 0 where not read.
     public var row: Int64
+    public var venue: String?
+    public var impressions: Double?
+    public var latLong: String?
+    public var adDuration: Double?
+
+    /// The columns `init(row:)` reads, in order.
+    static let columns = """
+        id, ad_id, kind, source, content_id, started_wall, ended_wall, seconds, reason, viewable,
+        beacons_total, beacons_sent, beacons_dropped, rowid, beacons_deadline, venue, impressions, latlong, ad_duration
+        """
 
     init(row: [SQLiteValue]) {
         id = row[0].text ?? ""
@@ -68,6 +86,11 @@ public struct PlayRecord: Sendable, Equatable {
         beaconsFailed = Int(row[12].integer ?? 0)
         beaconsPending = max(0, total - beaconsSent - beaconsFailed)
         self.row = row.count > 13 ? row[13].integer ?? 0 : 0
+        beaconsDeadline = row.count > 14 ? Int(row[14].integer ?? 0) : 0
+        venue = row.count > 15 ? row[15].text : nil
+        impressions = row.count > 16 ? row[16].real : nil
+        latLong = row.count > 17 ? row[17].text : nil
+        adDuration = row.count > 18 ? row[18].real : nil
     }
 
     /// Reads a live daemon's database read only (a WAL reader: it does not stop or block the
@@ -75,8 +98,7 @@ public struct PlayRecord: Sendable, Equatable {
     public static func read(path: String, since: Double?, limit: Int = 1_000_000) throws -> [PlayRecord] {
         let db = try SQLiteDatabase(path: path, readOnly: true)
         let rows = try db.execute("""
-            SELECT id, ad_id, kind, source, content_id, started_wall, ended_wall, seconds, reason, viewable,
-                   beacons_total, beacons_sent, beacons_dropped, rowid FROM plays WHERE started_wall >= ? ORDER BY started_wall, rowid LIMIT ?
+            SELECT \(columns) FROM plays WHERE started_wall >= ? ORDER BY started_wall, rowid LIMIT ?
             """, [.real(since ?? -1e18), .integer(Int64(limit))])
         return rows.map(PlayRecord.init(row:))
     }
@@ -95,6 +117,13 @@ enum OutboxSchema {
                 beacons_dropped INTEGER NOT NULL DEFAULT 0)
             """)
         try db.execute("CREATE INDEX IF NOT EXISTS plays_started ON plays(started_wall)")
+        // Added since: the screen's place and audience, the ad's declared length, beacons
+        // dropped at their deadline (issue 27). Older files gain them, empty.
+        let columns = Set(try db.execute("PRAGMA table_info(plays)").compactMap { $0.count > 1 ? $0[1].text : nil })
+        for (name, type) in [("venue", "TEXT"), ("impressions", "REAL"), ("ad_duration", "REAL"), ("latlong", "TEXT"),
+                             ("beacons_deadline", "INTEGER NOT NULL DEFAULT 0")] where !columns.contains(name) {
+            try db.execute("ALTER TABLE plays ADD COLUMN \(name) \(type)")
+        }
     }
 
     static let beaconsTable = """
@@ -111,7 +140,8 @@ enum OutboxSchema {
             synced INTEGER NOT NULL,
             attempts INTEGER NOT NULL DEFAULT 0,
             next_run REAL NOT NULL,
-            last_error TEXT)
+            last_error TEXT,
+            deadline_run REAL)
         """
 
     /// The beacons table, from an earlier version's (URL, wall-clock creation time) if there is
@@ -131,7 +161,11 @@ enum OutboxSchema {
             }
         }
         try db.execute(beaconsTable)
+        if !(try db.execute("PRAGMA table_info(beacons)").contains { $0.count > 1 && $0[1].text == "deadline_run" }) {
+            try db.execute("ALTER TABLE beacons ADD COLUMN deadline_run REAL")
+        }
         try db.execute("CREATE INDEX IF NOT EXISTS beacons_next ON beacons(next_run)")
+        try db.execute("CREATE INDEX IF NOT EXISTS beacons_deadline ON beacons(deadline_run) WHERE deadline_run IS NOT NULL")
         try db.execute("CREATE INDEX IF NOT EXISTS beacons_billable ON beacons(billable, id)")
     }
 }

@@ -31,7 +31,22 @@ public final class TrackingReporter: @unchecked Sendable {
         var viewability: AdViewability?
     }
 
+    /// The screen's place and audience, and the default proof-of-play deadline (digital out of
+    /// home buyers: docs/reporting.md, "Proof of play for DOOH buyers").
+    public struct Placement: Sendable, Equatable {
+        public var venueID: String?
+        /// The audience one play counts for (the multiplier the operator was given).
+        public var impressionsPerPlay: Double?
+        /// `lat,long`.
+        public var latLong: String?
+        /// Seconds after an ad showed within which its billable beacons are delivered or
+        /// dropped, for every source without its own (`pop-deadline`).
+        public var popDeadline: Double?
+        public init() {}
+    }
+
     private let outbox: BeaconOutbox
+    private let placement: Placement
     private let policy: MacroPolicy
     private let clock: any TrackingClock
     private let metrics: Metrics?
@@ -40,7 +55,8 @@ public final class TrackingReporter: @unchecked Sendable {
     private var playerSize: MacroContext.PlayerSize?
 
     public init(outbox: BeaconOutbox, policy: MacroPolicy = MacroPolicy(), clock: any TrackingClock = SystemTrackingClock(),
-                metrics: Metrics? = nil) {
+                metrics: Metrics? = nil, placement: Placement = Placement()) {
+        self.placement = placement
         self.outbox = outbox
         self.policy = policy
         self.clock = clock
@@ -132,8 +148,13 @@ public final class TrackingReporter: @unchecked Sendable {
 
     /// Proof of play: the row of an ad that went on screen, on disk when this returns.
     private func startPlay(_ info: AdInfo) {
-        outbox.recordPlayStart(Play(id: Self.playID(info), adID: info.creativeID, kind: info.kind.protocolName,
-                                    source: ads[info.id]?.creative.source, contentID: info.contentID, startedWall: wall(at: info.at)))
+        var play = Play(id: Self.playID(info), adID: info.creativeID, kind: info.kind.protocolName,
+                        source: ads[info.id]?.creative.source, contentID: info.contentID, startedWall: wall(at: info.at))
+        play.venue = placement.venueID
+        play.impressions = placement.impressionsPerPlay
+        play.latLong = placement.latLong
+        play.adDuration = ads[info.id]?.creative.duration
+        outbox.recordPlayStart(play)
     }
 
     private func sendStart(_ info: AdInfo) {
@@ -154,10 +175,13 @@ public final class TrackingReporter: @unchecked Sendable {
         guard let shown = ads[info.id] else { return }
         let context = MacroContext(contentID: info.contentID, kind: info.kind, contentPlayhead: info.contentPosition, adPlayhead: adPlayhead,
                                    errorCode: errorCode, adServingID: shown.creative.adServingID,
-                                   universalAdID: shown.creative.universalAdID, playerSize: playerSize)
+                                   universalAdID: shown.creative.universalAdID, playerSize: playerSize,
+                                   transactionID: shown.creative.transactionID, adCount: shown.creative.adCount ?? 1)
+        let deadline = shown.creative.popDeadline ?? placement.popDeadline
         // Every URL of the events one runtime event causes, queued together: one synced write.
         let beacons = events.flatMap { event in
-            beaconsFor(shown.creative.tracking[event] ?? [], event: event, play: Self.playID(info), context: context, at: info.at, ad: info.id)
+            beaconsFor(shown.creative.tracking[event] ?? [], event: event, play: Self.playID(info), context: context, at: info.at, ad: info.id,
+                       deadline: deadline)
         }
         enqueue(beacons)
     }
@@ -175,7 +199,7 @@ public final class TrackingReporter: @unchecked Sendable {
 
     /// One event's URLs filled, within the bounds an event and an ad (the rest counted).
     private func beaconsFor(_ templates: [String], event: String, play: String?, context: MacroContext, at instant: UInt64?,
-                            ad: UInt64?) -> [Beacon] {
+                            ad: UInt64?, deadline: Double? = nil) -> [Beacon] {
         guard !templates.isEmpty else { return [] }
         var allowed = min(templates.count, Self.maxURLsPerEvent)
         if let ad, let used = ads[ad]?.urls {
@@ -184,16 +208,20 @@ public final class TrackingReporter: @unchecked Sendable {
         }
         outbox.countDrop(.tooMany, play: play, count: templates.count - allowed)
         var recorded = RecordedTime.now(clock)
+        var lag = 0.0
         if let instant, instant > 0 {
-            let lag = recorded.monotonic - Double(instant) / 1e9
-            if lag >= 0 && lag < 3600 {   // the event's own time, not when this thread got to it
+            let behind = recorded.monotonic - Double(instant) / 1e9
+            if behind >= 0 && behind < 3600 {   // the event's own time, not when this thread got to it
+                lag = behind
                 recorded.monotonic -= lag
                 recorded.wall -= lag
             }
         }
+        // The deadline runs from the event (the ad on screen), not from when it was queued.
+        let billable = event == "impression"
         return templates.prefix(allowed).map { template in
             Beacon(url: Macros.expand(template, context, policy, keepingTimestamp: true), event: event, play: play,
-                   billable: event == "impression", recorded: recorded)
+                   billable: billable, recorded: recorded, deadline: billable ? deadline.map { max(0, $0 - lag) } : nil)
         }
     }
 }

@@ -95,7 +95,13 @@ struct AdsCheckCommand {
     }
 
     /// What `source` would serve for a content id, or why not.
-    func report(for source: String, content: String) throws -> Report {
+    func report(for line: String, content: String) throws -> Report {
+        let source: String
+        do {
+            source = try AdSourceFactory.parse(line).source   // `SOURCE pop-deadline=…`: the source
+        } catch {
+            throw UsageError("\(error)")
+        }
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: source, isDirectory: &isDirectory), isDirectory.boolValue {
             return checkCatalog(source)

@@ -134,7 +134,12 @@ struct DaemonCommand {
         let courier = OutboxCourier(outbox: outbox) { log.error($0) }
         outbox.onEnqueued { [weak courier] in courier?.wake() }   // weak: the courier holds the outbox
         courier.start()
-        let reporter = TrackingReporter(outbox: outbox, policy: configuration.macroPolicy, metrics: metrics)
+        var placement = TrackingReporter.Placement()
+        placement.venueID = configuration.venueID
+        placement.impressionsPerPlay = configuration.impressionsPerPlay
+        placement.latLong = configuration.macroPolicy.latLong
+        placement.popDeadline = configuration.popDeadline
+        let reporter = TrackingReporter(outbox: outbox, policy: configuration.macroPolicy, metrics: metrics, placement: placement)
         let outputSize = OutputSize()
         let source = Locked<AdSourceFactory.Made?>(nil)
         // Without a state folder, creatives are cached in one private temporary folder for the
@@ -158,6 +163,7 @@ struct DaemonCommand {
             options.cacheFolder = durable ? configuration.creativeCacheFolder : temporaryCache
             options.cacheMaxBytes = configuration.cacheMaxBytes
             options.vast.offlineLifetime = configuration.offlineAdLifetime
+            options.popDeadline = configuration.popDeadline
             options.outputSize = outputSize
             options.onProblem = { log.warning("ads: \($0)") }
             options.onErrorURLs = { urls, context in reporter.recordErrorURLs(urls, context) }

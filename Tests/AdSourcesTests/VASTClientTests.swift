@@ -25,8 +25,9 @@ final class VASTClientTests: XCTestCase {
     }
 
     private func client(_ tag: String, firstTimeout: Double = 8, wrapperTimeout: Double = 1, offlineLifetime: Double = 86_400,
-                        cache: CreativeCache? = nil) -> VASTClient {
+                        cache: CreativeCache? = nil, popDeadline: Double? = nil) -> VASTClient {
         var configuration = VASTClient.Configuration()
+        configuration.popDeadline = popDeadline
         configuration.firstTimeout = firstTimeout
         configuration.wrapperTimeout = wrapperTimeout
         configuration.offlineLifetime = offlineLifetime
@@ -224,6 +225,28 @@ final class VASTClientTests: XCTestCase {
         do {
             _ = try await client("inline-both-4.1.xml", offlineLifetime: 0, cache: other).ad(for: request(.pauseAd))
             XCTFail("no ad may stand in")
+        } catch let error as VASTError {
+            XCTAssertEqual(error.code, .undefined)
+        }
+    }
+
+    /// A source with a proof-of-play deadline (`pop-deadline`): its ads carry it (their
+    /// impressions are delivered within it or dropped), and an ad it served is not shown from
+    /// the cache once the deadline has passed since it was fetched — though its Expires would
+    /// allow it (an hour).
+    func testAnAdOfADeadlineSourceIsNotShownOnceItsDeadlineHasPassedSinceItWasFetched() async throws {
+        let online = try await XCTUnwrapAsync(await client("overlay-expiring.xml", popDeadline: 1).ad(for: request(.overlay)))
+        XCTAssertEqual(online.popDeadline, 1)
+        XCTAssertNotNil(online.transactionID)
+        try server.get("/_down")
+        let soon = try await XCTUnwrapAsync(await client("overlay-expiring.xml", popDeadline: 1).ad(for: request(.overlay)))
+        XCTAssertEqual(soon.source, "vast-cache", "within its deadline: it may stand in")
+        XCTAssertEqual(soon.popDeadline, 1)
+        // Wait past the deadline (a bound on the wait, not a timed assertion).
+        XCTAssertTrue(waitUntil(timeout: 5) { Date() > online.expires ?? .distantFuture })
+        do {
+            _ = try await client("overlay-expiring.xml", popDeadline: 1).ad(for: request(.overlay))
+            XCTFail("past its deadline: never shown")
         } catch let error as VASTError {
             XCTAssertEqual(error.code, .undefined)
         }

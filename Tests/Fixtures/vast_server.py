@@ -9,6 +9,8 @@
   /redirect-loop        an HTTP redirect to itself
   /huge                 a 20 MB body (streamed; a client must stop reading at its limit)
   /b/...                a beacon: counted; /_counts returns {path: count}
+  /_beacons_down, /_beacons_up  while down, a beacon (/b/...) is answered 503 and not counted
+                        (the ad server's tracking endpoint failing, its ad serving fine)
   /_down, /_up          while down, every other request is cut off unanswered (the network
                         gone, as a client sees it); /_requests returns {path: count} of the
                         /vast/ and /media/ requests answered (and with its query too, when it has one)
@@ -26,7 +28,7 @@ MEDIA = os.path.join(HERE, "..", "..", "media")
 lock = threading.Lock()
 counts = {}
 requests = {}
-state = {"down": False}
+state = {"down": False, "beacons_down": False}
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -51,6 +53,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path in ("/_down", "/_up"):
             with lock:
                 state["down"] = path == "/_down"
+            return self.reply(200)
+        if path in ("/_beacons_down", "/_beacons_up"):
+            with lock:
+                state["beacons_down"] = path == "/_beacons_down"
             return self.reply(200)
         if path == "/_requests":
             with lock:
@@ -110,8 +116,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         if path.startswith("/b/"):
             with lock:
-                counts[self.path] = counts.get(self.path, 0) + 1
-            return self.reply(200)
+                if state["beacons_down"]:
+                    failing = True
+                else:
+                    failing = False
+                    counts[self.path] = counts.get(self.path, 0) + 1
+            return self.reply(503 if failing else 200)
         if path == "/_counts":
             with lock:
                 return self.reply(200, json.dumps(counts).encode(), "application/json")

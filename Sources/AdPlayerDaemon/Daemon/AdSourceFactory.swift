@@ -28,6 +28,8 @@ public enum AdSourceFactory {
         /// The output's size, for `[PLAYERSIZE]` in VAST requests.
         public var outputSize: OutputSize?
         public var onProblem: @Sendable (String) -> Void = { _ in }
+        /// `pop-deadline` for every source without its own.
+        public var popDeadline: Double?
         public var onErrorURLs: @Sendable ([String], MacroContext) -> Void = { _, _ in }
 
         public init(fetcher: any BoundedFetcher, counters: any FrequencyCounters) {
@@ -76,7 +78,35 @@ public enum AdSourceFactory {
         return Made(source: source, chain: chain, cleanup: cleanup)
     }
 
-    private static func member(_ spec: String, _ options: Options, _ cache: () throws -> CreativeCache) throws -> (any AdSource, String) {
+    /// `SOURCE [pop-deadline=SECONDS]`: the source and its options (`ads = https://… pop-deadline=900`).
+    public static func parse(_ line: String) throws -> (source: String, popDeadline: Double?) {
+        let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        guard let source = words.first else { throw UsageError("--ads: empty") }
+        var deadline: Double?
+        for option in words.dropFirst() {
+            let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, parts[0] == "pop-deadline" else {
+                throw UsageError("--ads \(source): \"\(option)\" is not an option of a source (pop-deadline=SECONDS)")
+            }
+            do {
+                deadline = try Seconds.parse(parts[1], .duration, field: "pop-deadline")
+            } catch {
+                throw UsageError("--ads \(source): \(error)")
+            }
+        }
+        return (source, deadline)
+    }
+
+    private static func member(_ line: String, _ options: Options, _ cache: () throws -> CreativeCache) throws -> (any AdSource, String) {
+        let (spec, ownDeadline) = try parse(line)
+        let deadline = ownDeadline ?? options.popDeadline
+        let (source, what) = try plainMember(spec, deadline, options, cache)
+        guard let deadline else { return (source, what) }
+        return (DeadlineSource(source, deadline: deadline), what + " (pop-deadline \(String(format: "%g", deadline)) s)")
+    }
+
+    private static func plainMember(_ spec: String, _ deadline: Double?, _ options: Options,
+                                    _ cache: () throws -> CreativeCache) throws -> (any AdSource, String) {
         if spec.hasPrefix("http://") || spec.hasPrefix("https://") {
             guard let url = URL(string: spec), url.host != nil else { throw UsageError("--ads: \(spec) is not a URL") }
             if url.path.hasSuffix("/v1/ads") {
@@ -86,10 +116,33 @@ public enum AdSourceFactory {
                 return (SlotsAPIClient(endpoint: components.url!, token: options.token ?? "", fetcher: options.fetcher,
                                        onProblem: options.onProblem), "slots API \(spec)")
             }
-            let client = VASTClient(tag: spec, cache: try cache(), configuration: options.vast, fetcher: options.fetcher,
+            var vast = options.vast
+            vast.popDeadline = deadline
+            let client = VASTClient(tag: spec, cache: try cache(), configuration: vast, fetcher: options.fetcher,
                                     policy: options.policy, outputSize: options.outputSize, onErrorURLs: options.onErrorURLs)
             return (client, "VAST \(spec) (creatives in \(client.cache.folder))")
         }
         return (try LocalCatalog(folder: URL(fileURLWithPath: spec), counters: options.counters), "catalog \(spec)")
     }
+}
+
+/// A source whose ads carry a proof-of-play deadline (`pop-deadline`): their billable beacons
+/// are delivered within it after the ad showed, or dropped (`deadline`).
+final class DeadlineSource: AdSource {
+    private let base: any AdSource
+    private let deadline: Double
+
+    init(_ base: any AdSource, deadline: Double) {
+        self.base = base
+        self.deadline = deadline
+    }
+
+    func ad(for request: AdRequest) async throws -> AdCreative? {
+        guard var creative = try await base.ad(for: request) else { return nil }
+        creative.popDeadline = creative.popDeadline ?? deadline
+        return creative
+    }
+
+    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { base.mayFill(kind, content: content, at: position) }
+    func prefetch(_ request: AdRequest) { base.prefetch(request) }
 }

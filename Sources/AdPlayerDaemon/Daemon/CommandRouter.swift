@@ -228,8 +228,10 @@ public final class CommandRouter: Sendable {
          "content_id": .string(play.contentID), "started": .string(ISO8601.format(play.started)),
          "ended": play.ended.map { .string(ISO8601.format($0)) } ?? .null, "seconds": play.seconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null,
          "reason": play.reason.map { .string($0) } ?? .null, "viewable": play.viewable.map { .string($0) } ?? .null,
-         "beacons": ["sent": .int(play.beaconsSent), "pending": .int(play.beaconsPending), "failed": .int(play.beaconsFailed)],
-         "row": .int(play.row)]
+         "beacons": ["sent": .int(play.beaconsSent), "pending": .int(play.beaconsPending), "failed": .int(play.beaconsFailed),
+                     "deadline": .int(play.beaconsDeadline)],
+         "row": .int(play.row), "venue_id": play.venue.map { .string($0) } ?? .null, "impressions": play.impressions.map { .number($0) } ?? .null,
+         "latlong": play.latLong.map { .string($0) } ?? .null, "ad_duration": play.adDuration.map { .number($0) } ?? .null]
     }
 
     /// Runs `body` on the loop and replies with what it returned or threw.

@@ -23,6 +23,11 @@ public struct Configuration: Sendable {
     public var vo = "null"
     public var ao = "null"
     public var pauseAdDelay = 1.0
+    /// Digital out of home: the screen's venue, the audience a play counts for, the default
+    /// proof-of-play deadline (`latlong` is in `macroPolicy`).
+    public var venueID: String?
+    public var impressionsPerPlay: Double?
+    public var popDeadline: Double?
     /// The longest a pause ad stays on screen (burn-in care); nil: the whole pause.
     public var pauseAdMax: Double?
     /// At `pauseAdMax` the next pause ad takes its place (else the output rests, black).
@@ -116,7 +121,8 @@ public struct Configuration: Sendable {
                                         "web-listen", "web-token-file",
                                         "mqtt-broker", "mqtt-box-id", "mqtt-prefix", "mqtt-groups", "mqtt-username", "mqtt-password-file",
                                         "mqtt-ca-file", "mqtt-cert-file", "mqtt-key-file", "mqtt-keepalive", "mqtt-commands", "mqtt-events",
-                                        "display-hours", "timezone", "cec-command", "pause-ad-max", "pause-ad-rotate"]
+                                        "display-hours", "timezone", "cec-command", "pause-ad-max", "pause-ad-rotate",
+                                        "latlong", "venue-id", "impressions-per-play", "pop-deadline"]
 
     /// What a key's value is, as `adplayerd --help` shows it (a key not named here takes `S`).
     static let placeholders: [String: String] = [
@@ -129,7 +135,8 @@ public struct Configuration: Sendable {
         "mqtt-broker": "URL", "mqtt-box-id": "ID", "mqtt-prefix": "PREFIX", "mqtt-groups": "G,G", "mqtt-username": "NAME",
         "mqtt-password-file": "FILE", "mqtt-ca-file": "FILE", "mqtt-cert-file": "FILE", "mqtt-key-file": "FILE", "mqtt-keepalive": "S",
         "mqtt-commands": "none|read|control|admin", "mqtt-events": "NAMES",
-        "display-hours": "HOURS", "timezone": "ZONE", "cec-command": "COMMAND", "pause-ad-max": "S|none",
+        "display-hours": "HOURS", "timezone": "ZONE", "cec-command": "COMMAND", "pause-ad-max": "S|none", "latlong": "LAT,LONG", "venue-id": "ID", "impressions-per-play": "N",
+        "pop-deadline": "S",
     ]
     /// Keys that may be given more than once.
     static let repeatable: Set<String> = ["library", "ads", "mpv-option"]
@@ -181,7 +188,12 @@ public struct Configuration: Sendable {
             library.append(value)
         case "ads":
             // Repeatable: a fallback chain in order. An empty value clears the list.
-            if value.isEmpty { ads = [] } else { ads.append(value) }
+            if value.isEmpty {
+                ads = []
+            } else {
+                do { _ = try AdSourceFactory.parse(value) } catch { throw fail("\(error)") }
+                ads.append(value)
+            }
         case "state-dir":
             guard !value.isEmpty else { throw fail("state-dir: empty") }
             stateDir = value
@@ -261,6 +273,29 @@ public struct Configuration: Sendable {
                 throw fail("cec-command: give a program and its arguments, or none")
             }
             cecCommand = words == ["none"] ? nil : words
+        case "latlong":
+            let parts = value.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard parts.count == 2, let lat = Double(parts[0]), let long = Double(parts[1]), lat.isFinite, long.isFinite,
+                  (-90...90).contains(lat), (-180...180).contains(long) else {
+                throw fail("latlong: \"\(value)\" is not LATITUDE,LONGITUDE in degrees (-90 to 90, -180 to 180)")
+            }
+            macroPolicy.latLong = String(format: "%.6f,%.6f", lat, long)
+        case "venue-id":
+            guard (1...128).contains(value.utf8.count), value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.:/".contains($0)) }) else {
+                throw fail("venue-id: 1 to 128 letters, digits and - _ . : /")
+            }
+            venueID = value
+        case "impressions-per-play":
+            guard let number = Double(value), number.isFinite, number > 0, number <= 1_000_000 else {
+                throw fail("impressions-per-play: a number above 0 and at most 1,000,000 (the audience one play counts for)")
+            }
+            impressionsPerPlay = number
+        case "pop-deadline":
+            do {
+                popDeadline = value == "none" ? nil : try Seconds.parse(value, .duration, field: "pop-deadline")
+            } catch {
+                throw fail("\(error) (or none)")
+            }
         case "pause-ad-max":
             if value == "none" {
                 pauseAdMax = nil

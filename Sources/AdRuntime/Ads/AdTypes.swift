@@ -84,6 +84,15 @@ public struct AdCreative: Sendable, Equatable {
     /// Post-rolls: how many ads of its pod follow it (VAST `sequence`); the app asks for the
     /// next with `AdRequest.podPosition` one more.
     public var podRemaining = 0
+    /// Proof of play for buyers who pay on time or not at all (`pop-deadline`): seconds after
+    /// the ad went on screen within which its billable beacons must be delivered — later, they
+    /// are dropped (`deadline`), never sent late. Nil: no deadline.
+    public var popDeadline: Double?
+    /// The request chain's id (`[TRANSACTIONID]`): the same from the first request through its
+    /// wrappers to the ad's tracking URLs.
+    public var transactionID: String?
+    /// How many ads the answer held for the break (`[ADCOUNT]` in tracking URLs).
+    public var adCount: Int?
 
     public init(id: String, kind: AdKind, content: AdCreativeContent, duration: Double? = nil,
                 slotStart: Double? = nil, tracking: [String: [String]] = [:], adServingID: String? = nil,

@@ -44,6 +44,11 @@ public final class VASTClient: AdSource {
         public var offlineLifetime = 86_400.0
         /// How long a prefetched answer is used (at most its `<Expires>`).
         public var prefetchLifetime = 600.0
+        /// Proof of play on time or not at all (`pop-deadline`): an ad's billable beacons are
+        /// delivered within this many seconds of its showing or dropped, and an ad fetched from
+        /// this source is not shown (prefetched, or from the cache) once that long has passed
+        /// since it was fetched. Nil: none.
+        public var popDeadline: Double?
         public init() {}
     }
 
@@ -72,6 +77,7 @@ public final class VASTClient: AdSource {
         var buffet: [VASTDocument.Ad]
         var chain: [String]
         var served: Int
+        var values: MacroContext
     }
 
     private struct Prefetched {
@@ -122,7 +128,8 @@ public final class VASTClient: AdSource {
         prefetched.withLock { kept in
             if let current = kept[request.kind], current.content == request.content.id, current.until > now { return }
             let task = Task { [self] in try await resolve(request, prefetching: true) }
-            kept[request.kind] = Prefetched(content: request.content.id, task: task, until: now + configuration.prefetchLifetime)
+            kept[request.kind] = Prefetched(content: request.content.id, task: task,
+                                            until: now + min(configuration.prefetchLifetime, configuration.popDeadline ?? .infinity))
         }
     }
 
@@ -141,8 +148,9 @@ public final class VASTClient: AdSource {
 
     /// Follows the tag to an ad (or from `document`, a VAST file already read).
     public func resolve(_ request: AdRequest, document: Data? = nil, prefetching: Bool = false) async throws -> Resolution? {
-        let values = MacroContext(contentID: request.content.id, kind: request.kind, contentPlayhead: request.position,
-                                  playerSize: outputSize?.current)
+        // One id for the chain: this request, its wrappers, the ad's tracking URLs.
+        var values = MacroContext(contentID: request.content.id, kind: request.kind, contentPlayhead: request.position,
+                                  playerSize: outputSize?.current, transactionID: UUID().uuidString.lowercased(), adCount: 1)
         let url = Macros.expand(tag, values, policy)
         let data: Data
         if let document {
@@ -153,6 +161,7 @@ public final class VASTClient: AdSource {
             } catch let error as FetchError {
                 if error.serverUnreachable, !prefetching, var creative = offline.take(request.kind) {
                     creative.podRemaining = 0
+                    creative.popDeadline = configuration.popDeadline
                     return Resolution(creative: creative, chain: [url], media: nil, offline: true)
                 }
                 throw Self.vastError(error, wrapper: false)
@@ -166,11 +175,12 @@ public final class VASTClient: AdSource {
             fire(vast.errors, code: .noAdsAfterWrapper, values)
             return nil   // no fill
         }
+        values.adCount = request.kind == .postroll && !pod.isEmpty ? pod.count : 1
         if request.kind == .postroll, !pod.isEmpty {
             var rest = pod
             let first = rest.removeFirst()
             let resolution = try await resolveSlot(first, buffet: &buffet, chain: [url], request, values, prefetching: prefetching)
-            pods.withLock { $0[request.content.id] = Pod(ads: rest, buffet: buffet, chain: [url], served: 1) }
+            pods.withLock { $0[request.content.id] = Pod(ads: rest, buffet: buffet, chain: [url], served: 1, values: values) }
             var answer = resolution
             answer.creative.podRemaining = rest.count
             return answer
@@ -184,8 +194,9 @@ public final class VASTClient: AdSource {
     /// nil when the pod is done.
     private func nextInPod(_ request: AdRequest) async throws -> Resolution? {
         guard var pod = pods.withLock({ $0.removeValue(forKey: request.content.id) }), !pod.ads.isEmpty else { return nil }
-        let values = MacroContext(contentID: request.content.id, kind: request.kind, contentPlayhead: request.position,
-                                  playerSize: outputSize?.current)
+        var values = pod.values
+        values.contentPlayhead = request.position
+        values.playerSize = outputSize?.current
         let next = pod.ads.removeFirst()
         let resolution = try await resolveSlot(next, buffet: &pod.buffet, chain: pod.chain, request, values, prefetching: false)
         pod.served += 1
@@ -250,6 +261,14 @@ public final class VASTClient: AdSource {
             creative.universalAdID = ad.creatives.compactMap(\.universalAdID).first
             creative.source = "vast"
             creative.expires = ad.expires.flatMap { Double($0) }.flatMap { $0 > 0 && $0 < 366 * 86_400 ? Date().addingTimeInterval($0) : nil }
+            creative.transactionID = values.transactionID
+            creative.adCount = values.adCount
+            if let deadline = configuration.popDeadline {
+                creative.popDeadline = deadline
+                // Fetched now: not to be shown once the deadline has passed since.
+                let limit = Date().addingTimeInterval(deadline)
+                creative.expires = min(creative.expires ?? limit, limit)
+            }
             return Resolution(creative: creative, chain: inherited.chain, media: media)
         } catch let error as VASTError {
             // Errors deeper down were reported there, with their wrappers' URLs.
@@ -262,8 +281,9 @@ public final class VASTClient: AdSource {
     private func remember(_ resolution: Resolution) {
         let creative = resolution.creative
         guard let media = resolution.media else { return }
-        let expires = creative.expires?.timeIntervalSince1970
+        var expires = creative.expires?.timeIntervalSince1970
             ?? (configuration.offlineLifetime > 0 ? Date().timeIntervalSince1970 + configuration.offlineLifetime : nil)
+        if configuration.popDeadline != nil, let limit = creative.expires?.timeIntervalSince1970 { expires = min(expires ?? limit, limit) }
         guard let expires else { return }
         var size: (Int?, Int?) = (nil, nil)
         var video = false
