@@ -99,6 +99,52 @@ public final class XDisplay {
         return Capture(width: width, height: height, rgb: [UInt8](output))
     }
 
+    /// A region of the screen grabbed continuously (`ffmpeg -f x11grab` at `fps`) into a file,
+    /// for `seconds`; `frames()` once it is done (`wait`). Each frame is the region's mean colour.
+    public final class Recording {
+        public let fps: Int
+        private let process = Process()
+        private let file: String
+        private let size: Int
+
+        init(display: String, x: Int, y: Int, width: Int, height: Int, fps: Int, seconds: Double, file: String) throws {
+            self.fps = fps
+            self.file = file
+            size = width * height * 3
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["ffmpeg", "-hide_banner", "-loglevel", "error", "-y", "-f", "x11grab", "-draw_mouse", "0",
+                                 "-framerate", String(fps), "-video_size", "\(width)x\(height)", "-i", "\(display)+\(x),\(y)",
+                                 "-t", String(seconds), "-f", "rawvideo", "-pix_fmt", "rgb24", file]
+            var environment = ProcessInfo.processInfo.environment
+            environment["DISPLAY"] = display
+            process.environment = environment
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+        }
+
+        /// Waits for the recording's end: the frames, each as its mean (r, g, b).
+        public func wait() throws -> [(r: Int, g: Int, b: Int)] {
+            process.waitUntilExit()
+            let data = try Data(contentsOf: URL(fileURLWithPath: file))
+            let bytes = [UInt8](data)
+            let pixels = size / 3
+            return stride(from: 0, to: bytes.count - size + 1, by: size).map { start in
+                var sum = (0, 0, 0)
+                for i in stride(from: start, to: start + size, by: 3) {
+                    sum.0 += Int(bytes[i])
+                    sum.1 += Int(bytes[i + 1])
+                    sum.2 += Int(bytes[i + 2])
+                }
+                return (sum.0 / pixels, sum.1 / pixels, sum.2 / pixels)
+            }
+        }
+    }
+
+    public func record(x: Int, y: Int, width: Int, height: Int, fps: Int = 60, seconds: Double, into file: String) throws -> Recording {
+        try Recording(display: name, x: x, y: y, width: width, height: height, fps: fps, seconds: seconds, file: file)
+    }
+
     /// Presses `key` in the window titled `title`, as a person at the keyboard would.
     public func press(_ key: String, inWindowTitled title: String) throws {
         let ids = String(decoding: try Self.run("xdotool", ["search", "--sync", "--name", title], display: name), as: UTF8.self)

@@ -511,7 +511,9 @@ final class PlayerCore: @unchecked Sendable {
     func playAd(_ location: String, completion: @escaping (Result<Int64, MpvError>) -> Void) {
         handle.requireInLoop()
         // Per-file options: mpv restores the content's after the ad's file.
-        var options = "speed=1,pause=no,keep-open=no,loop-file=no"
+        // keep-open: its last frame stays until the next file replaces it (no black frame
+        // between the post-roll and the next episode); its end is told at `eof-reached`.
+        var options = "speed=1,pause=no,keep-open=yes,keep-open-pause=no,loop-file=no"
         options += String(format: ",volume=%.3f", contentVolume * adVolumeShare)
         if adLoudnorm { options += ",af=lavfi=[loudnorm=I=-24:TP=-2]" }
         handle.commandAsync(["loadfile", location, "replace", options]) { [weak self] result in

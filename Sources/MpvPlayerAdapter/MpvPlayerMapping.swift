@@ -151,6 +151,10 @@ struct MpvPlayerMapping {
     private var adPlaying: Int64?
     /// The ad's video has started playing: from here a pause change is the viewer's.
     private var adSettled = false
+    /// The ad's video played to its end and holds its last frame (it is played with
+    /// `keep-open`, so that the next file replaces that frame, not a black window): its end is
+    /// told at `eof-reached`, and its `END_FILE` later, when the next file comes, is not.
+    private var adHeld = false
     /// The viewer's own pause or play while the ad's video was still opening: it holds once
     /// the video plays, and is told then (a pause before that has nothing to pause yet).
     private var adViewerPause: Bool?
@@ -373,16 +377,21 @@ struct MpvPlayerMapping {
             seek = nil
             adPlaying = entry
             adSettled = false
+            adHeld = false
             adViewerPause = nil
             adDuration = nil
             adEvents.append(.started(entry: entry))
             return true
         case .endFile(let entry, let reason) where adEntries.contains(entry):
             adEntries.remove(entry)
+            var told = false
             if adPlaying == entry {
+                told = adHeld
                 adPlaying = nil
+                adHeld = false
                 currentEntry = nil
             }
+            if told { return true }   // its end was told when it reached it
             switch reason {
             case .eof: adEvents.append(.ended(entry: entry, .finished))
             case .error(let error): adEvents.append(.ended(entry: entry, .failed(error.message)))
@@ -393,6 +402,13 @@ struct MpvPlayerMapping {
             break
         }
         guard let entry = adPlaying else { return false }
+        if adHeld {
+            // Ended, its last frame on screen: nothing more of it is told; mpv's flag is followed.
+            if case .property(let id, _, let value) = event, Observed(rawValue: id) == .pause, let reported = value.flag {
+                pause = resolvePause(reported, query)
+            }
+            return true
+        }
         switch event {
         case .playbackRestart where !adSettled:
             // It plays: mpv was told `pause=no` for it (per-file), whatever the content's flag
@@ -419,7 +435,13 @@ struct MpvPlayerMapping {
                 }
             case .duration:
                 adDuration = value.double
-            case .eofReached, .path, .loopFile:
+            case .eofReached:
+                // Played to its end (keep-open holds the last frame until the next file).
+                if value.flag == true, adSettled {
+                    adHeld = true
+                    adEvents.append(.ended(entry: entry, .finished))
+                }
+            case .path, .loopFile:
                 break
             case .pause:
                 guard let reported = value.flag else { break }

@@ -201,11 +201,14 @@ final class MpvAdSurfaceTests: MpvTestCase {
         XCTAssertFalse(recorder.changes.dropFirst(afterEnd).contains { $0.isPlaying })
         let quartiles = log.all.compactMap { if case .quartile(_, let q) = $0 { q } else { nil } }
         XCTAssertEqual(quartiles, [1, 2, 3])
-        XCTAssertTrue(waitUntil { (try? mpv.get("speed", as: .double))?.double == 2 }, "the content's speed is restored")
-        // The next episode is an item as usual.
+        // Its last frame stays on screen (keep-open) until the next episode replaces it: the
+        // next episode is an item as usual, and plays at the content's speed again.
+        XCTAssertEqual((try? mpv.get("eof-reached", as: .flag))?.flag, true, "held at its last frame")
         let before = recorder.count
         try player.load(Media.path("episode-1.mp4"))
         XCTAssertNotNil(recorder.next(after: before) { ($0.newItem ?? nil) != nil })
+        XCTAssertTrue(waitUntil { (try? mpv.get("speed", as: .double))?.double == 2 }, "the content's speed is restored")
+        XCTAssertEqual(log.endReasons(postroll.id), [.completed], "its end told once, not again when the next file replaced it")
     }
 
     func testAPostrollThatDoesNotDecodeFails() throws {
