@@ -75,6 +75,7 @@ bench: deps media
 	/usr/bin/python3 scripts/bench_slowdisk.py 30
 	/usr/bin/python3 scripts/bench_web.py 50
 	/usr/bin/python3 scripts/bench_mqtt.py 100
+	/usr/bin/python3 scripts/bench_transitions.py 5
 
 # The release binaries, both systemd units, the documentation and (if there is none yet)
 # /etc/adplayerd.conf from the example. DESTDIR stages it elsewhere. The system unit runs
