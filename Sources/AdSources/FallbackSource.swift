@@ -66,4 +66,9 @@ public final class FallbackSource: AdSource {
     public func prefetch(_ request: AdRequest) {
         members.first { $0.source.mayFill(request.kind, content: request.content, at: request.position) }?.source.prefetch(request)
     }
+
+    /// Every member hears of it (each counts only what it served).
+    public func didShow(_ creative: AdCreative, content: ContentInfo) {
+        for member in members { member.source.didShow(creative, content: content) }
+    }
 }

@@ -23,14 +23,29 @@ public struct CatalogError: Error, Sendable, Equatable, CustomStringConvertible 
 public protocol FrequencyCounters: Sendable {
     func count(content: String, entry: String) -> Int
     func increment(content: String, entry: String)
+    /// When an entry showed, most recent last (at most `maxShows` kept an entry): the hourly
+    /// and daily caps and their spacing are measured from these.
+    func shows(entry: String) -> [ShowTime]
+    func recordShow(entry: String, at time: ShowTime)
 }
+
+/// Shows kept an entry (a day's cap can be no larger).
+public let maxShows = 10_000
 
 /// `FrequencyCounters` for the life of the process.
 public final class MemoryFrequencyCounters: FrequencyCounters {
     private let counts = Locked<[String: Int]>([:])
+    private let log = Locked<[String: [ShowTime]]>([:])
     public init() {}
     public func count(content: String, entry: String) -> Int { counts.withLock { $0["\(content)\u{1}\(entry)", default: 0] } }
     public func increment(content: String, entry: String) { counts.withLock { $0["\(content)\u{1}\(entry)", default: 0] += 1 } }
+    public func shows(entry: String) -> [ShowTime] { log.withLock { $0[entry] ?? [] } }
+    public func recordShow(entry: String, at time: ShowTime) {
+        log.withLock { log in
+            log[entry, default: []].append(time)
+            if log[entry]!.count > maxShows { log[entry]!.removeFirst(log[entry]!.count - maxShows) }
+        }
+    }
 }
 
 /// The embedded default ad source (SPEC §4.1): a folder with `catalog.json` and creative
@@ -69,6 +84,8 @@ public final class LocalCatalog: AdSource {
         public let maxPerEpisode: Int?
         /// Tracking URLs by VAST event name (`impression`, `start`, `complete`, …), with VAST's macros.
         public let tracking: [String: [String]]
+        /// Version 2: when, how often, how much and beside whom it may show.
+        public var schedule = EntrySchedule()
 
         func isFor(_ contentID: String) -> Bool { content.map { $0.contains(contentID) } ?? true }
     }
@@ -86,12 +103,25 @@ public final class LocalCatalog: AdSource {
     /// Pause ads and post-rolls, by kind (overlays are in `index`).
     private let rotated: [AdKind: [Entry]]
     private let counters: any FrequencyCounters
-    private let rotation = Locked<[String: Int]>([:])  // "content|kind" → next index
+    /// Smooth weighted rotation: each entry's running weight, by "content|kind".
+    private let rotation = Locked<[String: [String: Int]]>([:])
+    public let version: Int
+    private let clock: any ScheduleClock
+    private let separation: AdSeparation?
+    private let onIneligible: @Sendable (AdKind, String) -> Void
+    private let byID: [String: Entry]
 
-    /// Reads and validates `folder/catalog.json`.
-    public init(folder: URL, counters: any FrequencyCounters = MemoryFrequencyCounters()) throws {
+    /// Reads and validates `folder/catalog.json`. `timeZone`: the box's, for dayparts and
+    /// local flight times; `separation`: competitive separation across every source;
+    /// `onIneligible` hears why a request found nothing (`flight`, `daypart`, `cap`, `separation`).
+    public init(folder: URL, counters: any FrequencyCounters = MemoryFrequencyCounters(), timeZone: TimeZone = .current,
+                clock: any ScheduleClock = SystemScheduleClock(), separation: AdSeparation? = nil,
+                onIneligible: @escaping @Sendable (AdKind, String) -> Void = { _, _ in }) throws {
         self.folder = folder
         self.counters = counters
+        self.clock = clock
+        self.separation = separation
+        self.onIneligible = onIneligible
         let file = folder.appendingPathComponent("catalog.json").path
         let data: Data
         do {
@@ -99,7 +129,8 @@ public final class LocalCatalog: AdSource {
         } catch {
             throw CatalogError(file: file, field: "(file)", reason: error.reason)
         }
-        entries = try Self.parse(data, file: file)
+        (version, entries) = try Self.parse(data, file: file, timeZone: timeZone)
+        byID = Dictionary(entries.map { ($0.id, $0) }) { first, _ in first }
         index = SlotIndex(entries)
         rotated = Dictionary(grouping: entries.filter { $0.kind != .overlay }, by: \.kind)
     }
@@ -129,10 +160,43 @@ public final class LocalCatalog: AdSource {
         let impression: [String]?
         let tracking: [String: [String]]?
         let click: String?
+        // Version 2.
+        let flight: FlightJSON?
+        let daypart: [DaypartJSON]?
+        let cap: CapJSON?
+        let weight: Int?
+        let advertiser: String?
+        let categories: [String]?
 
         enum CodingKeys: String, CodingKey {
-            case id, image, text, video, slots, content, impression, tracking, click
+            case id, image, text, video, slots, content, impression, tracking, click, flight, daypart, cap, weight, advertiser, categories
             case maxPerEpisode = "max_per_episode"
+        }
+
+        var hasVersion2Fields: Bool {
+            flight != nil || daypart != nil || cap != nil || weight != nil || advertiser != nil || categories != nil
+        }
+    }
+
+    private struct FlightJSON: Decodable {
+        let start: String?
+        let end: String?
+    }
+
+    private struct DaypartJSON: Decodable {
+        let days: [String]
+        let from: String
+        let to: String
+    }
+
+    private struct CapJSON: Decodable {
+        let perHour: Int?
+        let perDay: Int?
+        let perEpisode: Int?
+        let minInterval: Double?
+
+        enum CodingKeys: String, CodingKey {
+            case perHour = "per_hour", perDay = "per_day", perEpisode = "per_episode", minInterval = "min_interval"
         }
     }
 
@@ -141,7 +205,7 @@ public final class LocalCatalog: AdSource {
         let duration: Double
     }
 
-    static func parse(_ data: Data, file: String) throws -> [Entry] {
+    static func parse(_ data: Data, file: String, timeZone: TimeZone = .current) throws -> (Int, [Entry]) {
         func fail(_ field: String, _ reason: String) -> CatalogError { CatalogError(file: file, field: field, reason: reason) }
         let manifest: Manifest
         do {
@@ -149,7 +213,9 @@ public final class LocalCatalog: AdSource {
         } catch let error as DecodingError {
             throw Self.describe(error, data: data, file: file)
         }
-        guard manifest.version == 1 else { throw fail("version", "\(manifest.version) is not supported (this is version 1)") }
+        guard manifest.version == 1 || manifest.version == 2 else {
+            throw fail("version", "\(manifest.version) is not supported (1, or 2 with schedules)")
+        }
         var entries: [Entry] = []
         var ids = Set<String>()
         var slotCount = 0
@@ -204,11 +270,81 @@ public final class LocalCatalog: AdSource {
                         throw fail("\(path).tracking.\(event)", "\"\(bad.prefix(80))\" is not an http(s) URL of at most 16 KiB")
                     }
                 }
-                entries.append(Entry(id: entry.id, kind: kind, creative: creative, slots: slots.sorted { $0.start < $1.start },
-                                     content: entry.content, maxPerEpisode: entry.maxPerEpisode, tracking: tracking))
+                var made = Entry(id: entry.id, kind: kind, creative: creative, slots: slots.sorted { $0.start < $1.start },
+                                 content: entry.content, maxPerEpisode: entry.maxPerEpisode, tracking: tracking)
+                if entry.hasVersion2Fields {
+                    guard manifest.version == 2 else {
+                        throw fail(path, "flight, daypart, cap, weight, advertiser and categories need \"version\": 2")
+                    }
+                    made.schedule = try Self.schedule(entry, path: path, timeZone: timeZone, fail: fail)
+                }
+                entries.append(made)
             }
         }
-        return entries
+        return (manifest.version, entries)
+    }
+
+    /// A version 2 entry's schedule, every field checked.
+    private static func schedule(_ entry: EntryJSON, path: String, timeZone: TimeZone,
+                                 fail: (String, String) -> CatalogError) throws -> EntrySchedule {
+        var schedule = EntrySchedule()
+        if let flight = entry.flight {
+            func time(_ text: String?, _ field: String) throws -> Date? {
+                guard let text else { return nil }
+                guard let date = EntrySchedule.date(text, timeZone: timeZone) else {
+                    throw fail("\(path).flight.\(field)", "\"\(text.prefix(64))\" is not an ISO 8601 time (2026-12-01T09:00:00+01:00, or local: 2026-12-01T09:00)")
+                }
+                return date
+            }
+            schedule.flightStart = try time(flight.start, "start")
+            schedule.flightEnd = try time(flight.end, "end")
+            if let start = schedule.flightStart, let end = schedule.flightEnd, end <= start {
+                throw fail("\(path).flight", "ends before it starts")
+            }
+        }
+        if let daypart = entry.daypart {
+            guard !daypart.isEmpty, daypart.count <= 64 else { throw fail("\(path).daypart", "1 to 64 parts") }
+            var groups: [String] = []
+            for (i, part) in daypart.enumerated() {
+                guard !part.days.isEmpty, part.days.count <= 7 else { throw fail("\(path).daypart[\(i)].days", "1 to 7 days (mon … sun)") }
+                groups += part.days.map { "\($0) \(part.from)-\(part.to)" }
+            }
+            do {
+                schedule.daypart = try WeeklyHours(groups.joined(separator: ", "), timeZone: timeZone, key: "\(path).daypart")
+            } catch {
+                throw fail("\(path).daypart", "\(error)".replacingOccurrences(of: "\(path).daypart: ", with: ""))
+            }
+        }
+        if let cap = entry.cap {
+            for (value, name) in [(cap.perHour, "per_hour"), (cap.perDay, "per_day"), (cap.perEpisode, "per_episode")] {
+                if let value, !(1...maxShows).contains(value) { throw fail("\(path).cap.\(name)", "1 to \(maxShows)") }
+            }
+            schedule.perHour = cap.perHour
+            schedule.perDay = cap.perDay
+            schedule.perEpisode = cap.perEpisode
+            if let interval = cap.minInterval {
+                do {
+                    schedule.minInterval = try Seconds.check(interval, .delay, field: "\(path).cap.min_interval")
+                } catch {
+                    throw fail(error.field, error.reason)
+                }
+            }
+        }
+        if let weight = entry.weight {
+            guard (1...1000).contains(weight) else { throw fail("\(path).weight", "an integer from 1 to 1000") }
+            schedule.weight = weight
+        }
+        if let advertiser = entry.advertiser {
+            guard !advertiser.isEmpty, advertiser.count <= 256 else { throw fail("\(path).advertiser", "1 to 256 characters") }
+            schedule.advertiser = advertiser
+        }
+        if let categories = entry.categories {
+            guard categories.count <= 32, categories.allSatisfy({ !$0.isEmpty && $0.count <= 128 }) else {
+                throw fail("\(path).categories", "at most 32 non-empty names of at most 128 characters")
+            }
+            schedule.categories = categories
+        }
+        return schedule
     }
 
     /// A decoding error as a field and a reason in words; a syntax error with its line and column.
@@ -277,22 +413,73 @@ public final class LocalCatalog: AdSource {
 
     public func ad(for request: AdRequest) async throws -> AdCreative? {
         let contentID = request.content.id
+        let now = clock.now()
+        var passedOver: [String: Int] = [:]
+        let allowed: (Entry) -> Bool = { entry in
+            guard let reason = self.ineligible(entry, contentID, now) else { return true }
+            passedOver[reason, default: 0] += 1
+            return false
+        }
         let chosen: (Entry, Slot?)?
         if request.kind == .overlay {
-            chosen = index.first(for: contentID, atOrAfter: request.position - 0.001) { !capped($0, contentID) }
+            chosen = index.first(for: contentID, atOrAfter: request.position - 0.001, allowed: allowed)
         } else {
-            let eligible = (rotated[request.kind] ?? []).filter { $0.isFor(contentID) && !capped($0, contentID) }
+            let eligible = (rotated[request.kind] ?? []).filter { $0.isFor(contentID) && allowed($0) }
             chosen = rotate(eligible, key: "\(contentID)|\(request.kind.rawValue)").map { ($0, nil) }
         }
-        guard let (entry, slot) = chosen else { return nil }
-        counters.increment(content: contentID, entry: entry.id)
+        guard let (entry, slot) = chosen else {
+            // Nothing eligible: said with the reason that held back the most entries.
+            if let reason = passedOver.max(by: { ($0.value, $1.key) < ($1.value, $0.key) })?.key { onIneligible(request.kind, reason) }
+            return nil
+        }
         return try creative(entry, slot)
+    }
+
+    /// Counted when it shows, not when it is served (a pause that ends before its pause ad
+    /// appears uses up nothing): the episode's count and the entry's show log.
+    public func didShow(_ creative: AdCreative, content: ContentInfo) {
+        guard creative.source == "catalog", let entry = byID[creative.id] else { return }
+        counters.increment(content: content.id, entry: entry.id)
+        if entry.schedule.perHour != nil || entry.schedule.perDay != nil || entry.schedule.minInterval != nil {
+            counters.recordShow(entry: entry.id, at: clock.now())
+        }
+    }
+
+    /// Why `entry` may not show now over `contentID`, or nil: outside its flight or daypart
+    /// (the wall clock as it is now), capped (per episode, per hour, per day, its spacing:
+    /// measured so that a clock set back does not re-allow it), separated from an ad shown.
+    private func ineligible(_ entry: Entry, _ contentID: String, _ now: ShowTime) -> String? {
+        let schedule = entry.schedule
+        let wall = Date(timeIntervalSince1970: now.wall)
+        if let start = schedule.flightStart, wall < start { return "flight" }
+        if let end = schedule.flightEnd, wall >= end { return "flight" }
+        if let daypart = schedule.daypart, !daypart.isOpen(at: wall) { return "daypart" }
+        if let cap = entry.maxPerEpisode ?? schedule.perEpisode, counters.count(content: contentID, entry: entry.id) >= cap { return "cap" }
+        if schedule.perHour != nil || schedule.perDay != nil || schedule.minInterval != nil {
+            let shows = counters.shows(entry: entry.id)
+            let ages = shows.suffix(max(schedule.perHour ?? 0, schedule.perDay ?? 0, 1)).map { $0.elapsed(until: now) }
+            if let perHour = schedule.perHour, ages.filter({ $0 < 3600 }).count >= perHour { return "cap" }
+            if let perDay = schedule.perDay, shows.suffix(perDay).filter({ $0.elapsed(until: now) < 86_400 }).count >= perDay { return "cap" }
+            // Spread, not a burst at the top of the hour: `min_interval`, else an even spacing.
+            let spacing = schedule.minInterval ?? schedule.perHour.map { 3600 / Double($0) } ?? 0
+            if spacing > 0, let last = shows.last, last.elapsed(until: now) < spacing { return "cap" }
+        }
+        if let separation, !separation.allows(advertiser: schedule.advertiser, categories: schedule.categories) { return "separation" }
+        return nil
     }
 
     /// Whether `ad(for:)` could serve something: a slot at or after `position` (overlays), an
     /// entry for this episode (pause ads, post-rolls), under their caps. A binary search and
     /// a lock: cheap enough for the player's loop.
+    /// A version 1 catalog answers by its slots and caps alone; with schedules (version 2)
+    /// whether an entry is in its flight, daypart, caps and separation is asked at the request,
+    /// so this says yes when an entry is there at all (an empty answer is `ad.nofill` with its
+    /// reason).
     public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
+        if version == 2 {
+            if kind == .overlay { return index.first(for: content.id, atOrAfter: position - 0.001) { _ in true } != nil }
+            return (rotated[kind] ?? []).contains { $0.isFor(content.id) }
+        }
         if kind == .overlay {
             return index.first(for: content.id, atOrAfter: position - 0.001) { !capped($0, content.id) } != nil
         }
@@ -304,12 +491,22 @@ public final class LocalCatalog: AdSource {
         return counters.count(content: contentID, entry: entry.id) >= cap
     }
 
+    /// Smooth weighted rotation (as nginx's upstreams): each eligible entry's running weight
+    /// grows by its weight, the largest is chosen and loses the total — 3 against 1 gives
+    /// A A B A, A A B A…, never a streak of chance. Equal weights: round-robin in order.
     private func rotate(_ entries: [Entry], key: String) -> Entry? {
         guard !entries.isEmpty else { return nil }
-        return rotation.withLock { next in
-            let index = next[key, default: 0] % entries.count
-            next[key] = index + 1
-            return entries[index]
+        return rotation.withLock { state in
+            var current = state[key, default: [:]]
+            let total = entries.reduce(0) { $0 + $1.schedule.weight }
+            var best: Entry?
+            for entry in entries {
+                current[entry.id, default: 0] += entry.schedule.weight
+                if best == nil || current[entry.id]! > current[best!.id]! { best = entry }
+            }
+            current[best!.id]! -= total
+            state[key] = current
+            return best
         }
     }
 
@@ -333,8 +530,11 @@ public final class LocalCatalog: AdSource {
         case .text(let text): .text(text)
         case .video(let name): .video(location: try file(name, "video"))
         }
-        return AdCreative(id: entry.id, kind: entry.kind, content: content, duration: slot?.duration, slotStart: slot?.start,
-                          tracking: entry.tracking, source: "catalog")
+        var made = AdCreative(id: entry.id, kind: entry.kind, content: content, duration: slot?.duration, slotStart: slot?.start,
+                              tracking: entry.tracking, source: "catalog")
+        made.advertiser = entry.schedule.advertiser
+        made.categories = entry.schedule.categories
+        return made
     }
 }
 
@@ -392,5 +592,42 @@ private struct SlotIndex: Sendable {
             if refs[mid].start < position { low = mid + 1 } else { high = mid }
         }
         return low
+    }
+}
+
+/// A version 2 catalog entry's schedule (docs/catalog.md): its flight, its daypart in the
+/// box's time zone, its caps (counted when it shows), its share of voice, its advertiser and
+/// categories (competitive separation).
+public struct EntrySchedule: Sendable, Equatable {
+    public var flightStart: Date?
+    public var flightEnd: Date?
+    public var daypart: WeeklyHours?
+    public var perHour: Int?
+    public var perDay: Int?
+    public var perEpisode: Int?
+    public var minInterval: Double?
+    public var weight = 1
+    public var advertiser: String?
+    public var categories: [String] = []
+
+    public init() {}
+
+    /// ISO 8601 with an offset (`2026-12-01T09:00:00+01:00`, `…Z`), or without one: local
+    /// time in `timeZone` (`2026-12-01T09:00`, `2026-12-01T09:00:00`, `2026-12-01`).
+    public static func date(_ text: String, timeZone: TimeZone) -> Date? {
+        guard text.utf8.count <= 64 else { return nil }
+        let withOffset = ISO8601DateFormatter()
+        withOffset.formatOptions = [.withInternetDateTime]
+        if let date = withOffset.date(from: text) { return date }
+        withOffset.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = withOffset.date(from: text) { return date }
+        let local = DateFormatter()
+        local.locale = Locale(identifier: "en_US_POSIX")
+        local.timeZone = timeZone
+        for format in ["yyyy-MM-dd'T'HH:mm:ss", "yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd"] {
+            local.dateFormat = format
+            if let date = local.date(from: text) { return date }
+        }
+        return nil
     }
 }

@@ -31,4 +31,6 @@ public final class SlotCursor: AdSource {
     }
 
     public func prefetch(_ request: AdRequest) { base.prefetch(request) }
+
+    public func didShow(_ creative: AdCreative, content: ContentInfo) { base.didShow(creative, content: content) }
 }

@@ -41,6 +41,7 @@ public final class Metrics: Sendable {
         "adplayerd_ads_requested_total": ("counter", "Ad requests made to the ad source, by kind."),
         "adplayerd_ads_filled_total": ("counter", "Ad requests the source filled, by kind."),
         "adplayerd_ads_nofill_total": ("counter", "Ad requests the source had nothing for, by kind."),
+        "adplayerd_ads_passed_over_total": ("counter", "Requests a source found nothing eligible for, by kind and the reason (flight, daypart, cap, separation)."),
         "adplayerd_ads_started_total": ("counter", "Ads that went on screen (or whose video started), by kind."),
         "adplayerd_ads_ended_total": ("counter", "Ads that ended, by kind and reason."),
         "adplayerd_ads_viewability_total": ("counter", "Ads by viewability (viewable, notViewable, undetermined) and kind."),

@@ -154,6 +154,8 @@ struct DaemonCommand {
             }
         }
         defer { if let temporaryCache { try? FileManager.default.removeItem(atPath: temporaryCache) } }
+        // Competitive separation across every source, for the daemon's life (read at start).
+        let separation = configuration.adSeparation > 0 ? AdSeparation(seconds: configuration.adSeparation) : nil
         /// The ad source of `configuration`: nil without `ads`; throws when it cannot be made.
         func makeSource(_ configuration: Configuration) throws -> AdSourceFactory.Made? {
             guard !configuration.ads.isEmpty else { return nil }
@@ -164,6 +166,9 @@ struct DaemonCommand {
             options.cacheMaxBytes = configuration.cacheMaxBytes
             options.vast.offlineLifetime = configuration.offlineAdLifetime
             options.popDeadline = configuration.popDeadline
+            options.timeZone = configuration.timeZone
+            options.separation = separation
+            options.onPassedOver = { kind, reason in metrics.increment("adplayerd_ads_passed_over_total", ["kind": kind.protocolName, "reason": reason]) }
             options.outputSize = outputSize
             options.onProblem = { log.warning("ads: \($0)") }
             options.onErrorURLs = { urls, context in reporter.recordErrorURLs(urls, context) }
@@ -201,6 +206,7 @@ struct DaemonCommand {
         let rotate = configuration.pauseAdRotate, loopOne = configuration.loop, cecSwitch = switchDisplay
         try player.loop.sync {
             controller.pauseAdRotate = rotate
+            controller.separation = separation
             controller.start(resuming: saved)
             if loopOne { _ = try? controller.setRepeat(.one) }   // `loop = yes`: each start loops the episode
             controller.configureDisplay(hours: displayHours, cec: cecSwitch)

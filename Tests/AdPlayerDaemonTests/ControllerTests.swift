@@ -495,7 +495,7 @@ private struct WatchingSource: AdSource {
         let now: @Sendable () -> Date = { base.addingTimeInterval(Double(loop.now() - t0) / 1e9) }
         let cec = Locked<[Bool]>([])
         ScriptedLabels.blanked.withLock { $0 = [] }
-        h.onLoop { h.controller.configureDisplay(hours: try! DisplayHours("daily 09:00-17:00", timeZone: paris),
+        h.onLoop { h.controller.configureDisplay(hours: try! WeeklyHours("daily 09:00-17:00", timeZone: paris),
                                                  cec: { on in cec.withLock { $0.append(on) } }, now: now) }
         XCTAssertEqual(cec.withLock { $0 }, [], "on already: nothing to switch")
         _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/long.mp4")]) }
@@ -561,7 +561,7 @@ private struct WatchingSource: AdSource {
         let t0 = h.loop.now()
         let loop = h.loop
         let cec = Locked<[Bool]>([])
-        h.onLoop { h.controller.configureDisplay(hours: try! DisplayHours("daily 08:00-20:00", timeZone: TimeZone(identifier: "UTC")!),
+        h.onLoop { h.controller.configureDisplay(hours: try! WeeklyHours("daily 08:00-20:00", timeZone: TimeZone(identifier: "UTC")!),
                                                  cec: { on in cec.withLock { $0.append(on) } },
                                                  now: { base.addingTimeInterval(Double(loop.now() - t0) / 1e9 + offset.withLock { $0 }) }) }
         _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/long.mp4")]) }
@@ -617,5 +617,34 @@ private struct WatchingSource: AdSource {
                 XCTAssertEqual(ScriptedLabels.blanked.withLock { $0 }, [true, false], "the content plays: shown again")
             }
         }
+    }
+
+    /// A cap counts shows, not servings (issue 26): a pause that ends before its pause ad
+    /// appears uses up nothing of `max_per_episode` — the next pause has it; once it has shown,
+    /// the cap holds.
+    func testAPauseAdThatNeverShowedUsesUpNothingOfItsCap() throws {
+        let h = try ControllerHarness { store in
+            try textCatalog(#"{"version": 1, "pause_ads": [{"id": "pa", "text": "Paused", "max_per_episode": 1}]}"#, counters: store)
+        }
+        h.player.setMedia("/lib/ep.mp4", duration: 600)
+        h.start()
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.advance(2)
+        _ = try h.onLoop { try h.controller.pause() }
+        h.wait(for: .adLoaded)
+        h.advance(0.5)   // within the 1 s delay: never on screen
+        _ = try h.onLoop { try h.controller.play() }
+        h.advance(1)
+        XCTAssertFalse(h.eventNames.contains(.adStarted))
+        _ = try h.onLoop { try h.controller.pause() }
+        h.wait(for: .adLoaded) { _ in h.events.filter { $0.name == .adLoaded }.count == 2 }
+        h.advance(1.1)
+        h.wait(for: .adStarted)
+        _ = try h.onLoop { try h.controller.play() }
+        h.advance(1)
+        _ = try h.onLoop { try h.controller.pause() }
+        h.advance(2)
+        h.onLoop {}
+        XCTAssertEqual(h.events.filter { $0.name == .adStarted }.count, 1, "shown once: capped now \(h.eventNames)")
     }
 }

@@ -1,4 +1,5 @@
 import AdPlayerDaemon
+import AdRuntime
 import Foundation
 import XCTest
 
@@ -26,7 +27,7 @@ final class DisplayHoursTests: XCTestCase {
             ("mon 08:00-10:00,, tue 08:00-09:00", "empty group"), (String(repeating: "mon 08:00-09:00, ", count: 100), "1024"),
         ]
         for (text, expected) in bad {
-            XCTAssertThrowsError(try DisplayHours(text, timeZone: paris), text) { error in
+            XCTAssertThrowsError(try WeeklyHours(text, timeZone: paris), text) { error in
                 XCTAssertTrue("\(error)".contains(expected), "\(text): \(error)")
                 XCTAssertTrue("\(error)".hasPrefix("display-hours:"), "\(error)")
             }
@@ -35,14 +36,14 @@ final class DisplayHoursTests: XCTestCase {
 
     /// The example of docs/configuration.md, on an ordinary week (CET, UTC+1).
     func testTheDocumentedExample() throws {
-        let hours = try DisplayHours("mon-fri 08:00-20:00, sat 10:00-18:00", timeZone: paris)
+        let hours = try WeeklyHours("mon-fri 08:00-20:00, sat 10:00-18:00", timeZone: paris)
         XCTAssertFalse(hours.isOpen(at: date("2026-01-05T06:59:59Z")), "Monday 07:59:59")
         XCTAssertTrue(hours.isOpen(at: date("2026-01-05T07:00:00Z")), "Monday 08:00")
         XCTAssertTrue(hours.isOpen(at: date("2026-01-09T18:59:59Z")), "Friday 19:59:59")
         XCTAssertFalse(hours.isOpen(at: date("2026-01-09T19:00:00Z")), "Friday 20:00")
         XCTAssertEqual(hours.nextChange(after: date("2026-01-09T19:00:00Z")), date("2026-01-10T09:00:00Z"), "Saturday 10:00")
         XCTAssertEqual(hours.nextChange(after: date("2026-01-10T17:00:00Z")), date("2026-01-12T07:00:00Z"), "Sunday closed: Monday 08:00")
-        let always = try DisplayHours("daily 00:00-24:00", timeZone: paris)
+        let always = try WeeklyHours("daily 00:00-24:00", timeZone: paris)
         XCTAssertTrue(always.isOpen(at: date("2026-03-29T01:30:00Z")))
         XCTAssertNil(always.nextChange(after: date("2026-03-29T01:30:00Z")), "never changes")
     }
@@ -50,7 +51,7 @@ final class DisplayHoursTests: XCTestCase {
     /// Every edge over 10 days around each change falls at 09:00 or 17:00 local time, the
     /// days alternate open and closed as the hours say, and the UTC instants move by the hour.
     func testNineToFiveIsNineToFiveLocalAcrossBothDaylightSavingChanges() throws {
-        let hours = try DisplayHours("daily 09:00-17:00", timeZone: paris)
+        let hours = try WeeklyHours("daily 09:00-17:00", timeZone: paris)
         for start in ["2026-03-25T00:00:00Z", "2026-10-21T00:00:00Z"] {
             var at = date(start)
             var edges: [Date] = []
@@ -75,7 +76,7 @@ final class DisplayHoursTests: XCTestCase {
     /// the night the clocks go forward the night is an hour shorter in UTC, and where they go
     /// back, an hour longer.
     func testNightsWrapAndFollowTheClocks() throws {
-        let hours = try DisplayHours("fri-mon 22:00-02:00", timeZone: paris)
+        let hours = try WeeklyHours("fri-mon 22:00-02:00", timeZone: paris)
         XCTAssertTrue(hours.isOpen(at: date("2026-03-27T21:30:00Z")), "Friday 22:30 CET")
         XCTAssertTrue(hours.isOpen(at: date("2026-03-28T00:30:00Z")), "Saturday 01:30: Friday's night")
         XCTAssertFalse(hours.isOpen(at: date("2026-03-28T01:00:00Z")), "Saturday 02:00")
@@ -84,7 +85,7 @@ final class DisplayHoursTests: XCTestCase {
         XCTAssertEqual(hours.nextChange(after: date("2026-03-28T21:00:00Z")), date("2026-03-29T01:00:00Z"))
         // Saturday 24 October 22:00 CEST (20:00Z) to Sunday 02:00, the first of the two (CEST: 00:00Z).
         XCTAssertEqual(hours.nextChange(after: date("2026-10-24T20:00:00Z")), date("2026-10-25T00:00:00Z"))
-        let other = try DisplayHours("daily 08:00-12:00 13:00-18:00, sat 10:00-12:00", timeZone: TimeZone(identifier: "UTC")!)
+        let other = try WeeklyHours("daily 08:00-12:00 13:00-18:00, sat 10:00-12:00", timeZone: TimeZone(identifier: "UTC")!)
         XCTAssertFalse(other.isOpen(at: date("2026-01-05T12:30:00Z")), "the lunch break")
         XCTAssertEqual(other.nextChange(after: date("2026-01-05T12:30:00Z")), date("2026-01-05T13:00:00Z"))
         XCTAssertEqual(other.nextChange(after: date("2026-01-10T07:00:00Z")), date("2026-01-10T08:00:00Z"), "Saturday: daily and sat together")

@@ -73,8 +73,17 @@ final class LocalCatalogTests: XCTestCase {
         let catalog = try write("""
         {"version": 1, "pause_ads": [{"id": "a", "image": "pause.png"}, {"id": "b", "image": "pause2.png", "max_per_episode": 1}]}
         """)
+        // Served but never shown (the pause ended before its pause ad appeared): nothing used up.
         var served: [String?] = []
         for _ in 0..<4 { served.append(try await ad(catalog, .pauseAd)?.id) }
+        XCTAssertEqual(served, ["a", "b", "a", "b"], "a cap counts shows, not servings")
+        // Each one shown: b once an episode.
+        served = []
+        for _ in 0..<4 {
+            let creative = try await ad(catalog, .pauseAd)
+            served.append(creative?.id)
+            if let creative { catalog.didShow(creative, content: ContentInfo(id: "episode-1")) }
+        }
         XCTAssertEqual(served, ["a", "b", "a", "a"])
         let other = try await ad(catalog, .pauseAd, "episode-9")
         XCTAssertNotNil(other, "caps count per episode")
@@ -112,7 +121,7 @@ final class LocalCatalogTests: XCTestCase {
         expectError("{\"version\": 1,\n  \"overlays\": [1,,2]}", field: "line 2, column …", reason: "not valid JSON")
         expectError("[1]", field: "(document)", reason: "object")
         expectError("{}", field: "version", reason: "missing")
-        expectError(#"{"version": 2}"#, field: "version", reason: "not supported")
+        expectError(#"{"version": 3}"#, field: "version", reason: "not supported")
         expectError(#"{"version": 1, "overlays": {}}"#, field: "overlays", reason: "array")
         expectError(#"{"version": 1, "overlays": [7]}"#, field: "overlays[0]", reason: "object")
         expectError(#"{"version": 1, "overlays": [{"image": "overlay.png", "slots": [{"start": 1, "duration": 1}]}]}"#,

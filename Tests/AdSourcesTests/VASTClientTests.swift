@@ -25,9 +25,12 @@ final class VASTClientTests: XCTestCase {
     }
 
     private func client(_ tag: String, firstTimeout: Double = 8, wrapperTimeout: Double = 1, offlineLifetime: Double = 86_400,
-                        cache: CreativeCache? = nil, popDeadline: Double? = nil) -> VASTClient {
+                        cache: CreativeCache? = nil, popDeadline: Double? = nil, separation: AdSeparation? = nil,
+                        onSeparated: (@Sendable (AdKind) -> Void)? = nil) -> VASTClient {
         var configuration = VASTClient.Configuration()
         configuration.popDeadline = popDeadline
+        configuration.separation = separation
+        configuration.onSeparated = onSeparated
         configuration.firstTimeout = firstTimeout
         configuration.wrapperTimeout = wrapperTimeout
         configuration.offlineLifetime = offlineLifetime
@@ -250,6 +253,31 @@ final class VASTClientTests: XCTestCase {
         } catch let error as VASTError {
             XCTAssertEqual(error.code, .undefined)
         }
+    }
+
+    /// Competitive separation across sources (issue 26): a catalog entry of the advertiser
+    /// "Autos" shows (the daemon records it); the VAST answer's Autos ad is then passed over
+    /// like a failed buffet ad — the next stand-alone ad serves, and it is counted — until
+    /// `ad-separation` has passed on the monotonic clock.
+    func testAVASTAdOfAnAdvertiserWithinItsSeparationIsPassedOver() async throws {
+        let clock = VirtualScheduleClock(wall: Date())
+        let separation = AdSeparation(seconds: 300, clock: clock)
+        let separated = Locked(0)
+        let vast = client("separation-buffet.xml", separation: separation, onSeparated: { _ in separated.withLock { $0 += 1 } })
+        var served = try await XCTUnwrapAsync(await vast.ad(for: request(.overlay)))
+        XCTAssertEqual(served.id, "autos-ad")
+        XCTAssertEqual(served.advertiser, "Autos")
+        XCTAssertEqual(served.categories, ["IAB2"])
+        separation.record(advertiser: "autos", categories: [])   // a catalog entry of Autos went on screen
+        served = try await XCTUnwrapAsync(await vast.ad(for: request(.overlay)))
+        XCTAssertEqual(served.id, "drinks-ad", "passed over for separation")
+        XCTAssertEqual(separated.withLock { $0 }, 1)
+        clock.jumpWall(3600)   // the wall clock jumping does not end a separation
+        served = try await XCTUnwrapAsync(await vast.ad(for: request(.overlay)))
+        XCTAssertEqual(served.id, "drinks-ad")
+        clock.advance(301)
+        served = try await XCTUnwrapAsync(await vast.ad(for: request(.overlay)))
+        XCTAssertEqual(served.id, "autos-ad", "after ad-separation")
     }
 
     /// A prefetched answer serves the request that follows: no document or creative is fetched

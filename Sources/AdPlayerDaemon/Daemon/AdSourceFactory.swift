@@ -30,6 +30,11 @@ public enum AdSourceFactory {
         public var onProblem: @Sendable (String) -> Void = { _ in }
         /// `pop-deadline` for every source without its own.
         public var popDeadline: Double?
+        /// The box's time zone (catalog dayparts and local flight times), competitive
+        /// separation across every source, and who hears why a request found nothing.
+        public var timeZone = TimeZone.current
+        public var separation: AdSeparation?
+        public var onPassedOver: @Sendable (AdKind, String) -> Void = { _, _ in }
         public var onErrorURLs: @Sendable ([String], MacroContext) -> Void = { _, _ in }
 
         public init(fetcher: any BoundedFetcher, counters: any FrequencyCounters) {
@@ -118,11 +123,16 @@ public enum AdSourceFactory {
             }
             var vast = options.vast
             vast.popDeadline = deadline
+            vast.separation = options.separation
+            let passedOver = options.onPassedOver
+            vast.onSeparated = { kind in passedOver(kind, "separation") }
             let client = VASTClient(tag: spec, cache: try cache(), configuration: vast, fetcher: options.fetcher,
                                     policy: options.policy, outputSize: options.outputSize, onErrorURLs: options.onErrorURLs)
             return (client, "VAST \(spec) (creatives in \(client.cache.folder))")
         }
-        return (try LocalCatalog(folder: URL(fileURLWithPath: spec), counters: options.counters), "catalog \(spec)")
+        let catalog = try LocalCatalog(folder: URL(fileURLWithPath: spec), counters: options.counters, timeZone: options.timeZone,
+                                       separation: options.separation, onIneligible: options.onPassedOver)
+        return (catalog, "catalog \(spec)" + (catalog.version == 2 ? " (version 2: schedules)" : ""))
     }
 }
 
@@ -145,4 +155,5 @@ final class DeadlineSource: AdSource {
 
     func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { base.mayFill(kind, content: content, at: position) }
     func prefetch(_ request: AdRequest) { base.prefetch(request) }
+    func didShow(_ creative: AdCreative, content: ContentInfo) { base.didShow(creative, content: content) }
 }

@@ -28,6 +28,9 @@ public struct Configuration: Sendable {
     public var venueID: String?
     public var impressionsPerPlay: Double?
     public var popDeadline: Double?
+    /// Competitive separation (seconds; 0: none): two ads of one advertiser, or sharing a
+    /// category, never within it of each other, across every source.
+    public var adSeparation = 0.0
     /// The longest a pause ad stays on screen (burn-in care); nil: the whole pause.
     public var pauseAdMax: Double?
     /// At `pauseAdMax` the next pause ad takes its place (else the output rests, black).
@@ -77,8 +80,8 @@ public struct Configuration: Sendable {
     /// The screen's operating hours (`display-hours`, docs/configuration.md); nil: always on.
     /// Kept as text until the time zone is known (keys come in any order).
     public var displayHoursText: String?
-    public var displayHours: DisplayHours? {
-        displayHoursText.flatMap { try? DisplayHours($0, timeZone: timeZone) }
+    public var displayHours: WeeklyHours? {
+        displayHoursText.flatMap { try? WeeklyHours($0, timeZone: timeZone) }
     }
     /// What puts the display in standby and wakes it (HDMI-CEC): this program and its
     /// arguments, then `--standby` or `--image-view-on`; `none`: blank only.
@@ -122,7 +125,7 @@ public struct Configuration: Sendable {
                                         "mqtt-broker", "mqtt-box-id", "mqtt-prefix", "mqtt-groups", "mqtt-username", "mqtt-password-file",
                                         "mqtt-ca-file", "mqtt-cert-file", "mqtt-key-file", "mqtt-keepalive", "mqtt-commands", "mqtt-events",
                                         "display-hours", "timezone", "cec-command", "pause-ad-max", "pause-ad-rotate",
-                                        "latlong", "venue-id", "impressions-per-play", "pop-deadline"]
+                                        "latlong", "venue-id", "impressions-per-play", "pop-deadline", "ad-separation"]
 
     /// What a key's value is, as `adplayerd --help` shows it (a key not named here takes `S`).
     static let placeholders: [String: String] = [
@@ -259,12 +262,12 @@ public struct Configuration: Sendable {
                 throw fail("timezone: \"\(value)\" is not a time zone this system knows (an IANA name such as Europe/Paris; tzdata)")
             }
             timeZone = zone
-            if let text = displayHoursText { do { _ = try DisplayHours(text, timeZone: zone) } catch { throw fail("\(error)") } }
+            if let text = displayHoursText { do { _ = try WeeklyHours(text, timeZone: zone) } catch { throw fail("\(error)") } }
         case "display-hours":
             if value.trimmingCharacters(in: .whitespaces).isEmpty {
                 displayHoursText = nil
             } else {
-                do { _ = try DisplayHours(value, timeZone: timeZone) } catch { throw fail("\(error)") }
+                do { _ = try WeeklyHours(value, timeZone: timeZone) } catch { throw fail("\(error)") }
                 displayHoursText = value
             }
         case "cec-command":
@@ -290,6 +293,12 @@ public struct Configuration: Sendable {
                 throw fail("impressions-per-play: a number above 0 and at most 1,000,000 (the audience one play counts for)")
             }
             impressionsPerPlay = number
+        case "ad-separation":
+            do {
+                adSeparation = try Seconds.parse(value, .delay, field: "ad-separation")
+            } catch {
+                throw fail("\(error)")
+            }
         case "pop-deadline":
             do {
                 popDeadline = value == "none" ? nil : try Seconds.parse(value, .duration, field: "pop-deadline")

@@ -20,7 +20,7 @@ import Foundation
 /// timer only says when to ask again — at the next boundary, and at least every 30 s, so a
 /// jump is followed within 30 s and acted on once (the state is compared, not the edges).
 struct DisplayPower {
-    var hours: DisplayHours?
+    var hours: WeeklyHours?
     /// `display on|off`, held until `until` (the next boundary; nil: until `display auto`).
     var override: (on: Bool, until: Date?)?
     var on = true
@@ -39,7 +39,7 @@ struct DisplayPower {
 extension Controller {
     /// Starts following the operating hours (nil: always on, overrides still work); `cec` puts
     /// the display in standby and wakes it. On the loop, once, after `start`.
-    public func configureDisplay(hours: DisplayHours?, cec: (@Sendable (Bool) -> Void)?, now: @escaping @Sendable () -> Date = { Date() }) {
+    public func configureDisplay(hours: WeeklyHours?, cec: (@Sendable (Bool) -> Void)?, now: @escaping @Sendable () -> Date = { Date() }) {
         player.loop.requireInLoop()
         display.hours = hours
         display.cec = cec
@@ -49,7 +49,7 @@ extension Controller {
     }
 
     /// New operating hours (a reload): an override stays until its boundary in the new hours.
-    public func setDisplayHours(_ hours: DisplayHours?) {
+    public func setDisplayHours(_ hours: WeeklyHours?) {
         player.loop.requireInLoop()
         display.hours = hours
         evaluateDisplay()

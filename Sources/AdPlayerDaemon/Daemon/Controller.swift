@@ -60,6 +60,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     /// At `pause-ad-max` the next pause ad takes the place of the last (else the output rests).
     /// Set on the loop before `start`.
     public var pauseAdRotate = false
+    /// Competitive separation (`ad-separation`): every ad on screen is recorded there. Set before `start`.
+    public var separation: AdSeparation?
     /// A post-roll plays (it cannot be skipped or seeked), and whether the viewer paused it.
     var postroll: (id: UInt64, paused: Bool)?
     /// The content's speed (the snapshot's rate is 0 while paused).
@@ -557,7 +559,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         let serial = self.serial
         let policy = source.map { source in
             EpisodePolicy(content: ContentInfo(id: entry.contentID), source: source, surface: surface, loop: player.loop,
-                          pauseAdDelay: pauseAdDelay, pauseAdRotate: pauseAdRotate, configuration: adsConfiguration,
+                          pauseAdDelay: pauseAdDelay, pauseAdRotate: pauseAdRotate, separation: separation, configuration: adsConfiguration,
                           onEvent: { [weak self] event in self?.queueAdEvent(event) },
                           onFinished: { [weak self] in self?.episodeFinished(serial) })
         }

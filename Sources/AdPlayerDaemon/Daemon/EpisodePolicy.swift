@@ -42,10 +42,13 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     /// At `pause-ad-max` (`VideoAdsConfiguration.pauseAdMaxShowing`) the next pause ad is asked
     /// for at once, for the same pause.
     private let pauseAdRotate: Bool
+    /// Competitive separation across every source: each ad on screen is recorded here.
+    private let separation: AdSeparation?
 
     public init(content: ContentInfo, source: any AdSource, surface: any AdSurface, loop: any PlayerLoop, pauseAdDelay: Double,
-                pauseAdRotate: Bool = false, configuration: VideoAdsConfiguration, onEvent: @escaping @Sendable (AdEvent) -> Void,
-                onFinished: @escaping @Sendable () -> Void) {
+                pauseAdRotate: Bool = false, separation: AdSeparation? = nil, configuration: VideoAdsConfiguration,
+                onEvent: @escaping @Sendable (AdEvent) -> Void, onFinished: @escaping @Sendable () -> Void) {
+        self.separation = separation
         self.content = content
         self.pauseAdDelay = pauseAdDelay
         self.pauseAdRotate = pauseAdRotate
@@ -173,9 +176,10 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             guard case .success(let pauseAd) = result else { return }
             let id = pauseAd.id
             do {
+                shown[id] = pauseAd   // before: its start may be told within `show`
                 try pauseAd.show(afterPausedFor: delay ?? pauseAdDelay) { [weak self] reason in self?.pauseAdEnded(id, reason) }
-                shown[id] = pauseAd
             } catch {
+                shown[id] = nil
                 // The content played again meanwhile: nothing to show.
             }
         }
@@ -204,6 +208,11 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         case .started(let info):
             visible.insert(info.id)
             if waiting?.id == info.id { waiting = nil }
+            // On screen: caps are counted, and competitive separation starts, now.
+            if let creative = shown[info.id]?.creative {
+                source.didShow(creative, content: content)
+                separation?.record(advertiser: creative.advertiser, categories: creative.categories)
+            }
         case .ended(let info, _, _): visible.remove(info.id)
         default: break
         }
@@ -261,18 +270,18 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
                 }
             }
             do {
+                shown[id] = overlay   // before: its start may be told within `show`
                 if let start = overlay.creative.slotStart {
                     try overlay.show(atContentTime: start, didEnd: then)
-                    shown[id] = overlay
                     waiting = (id, start)
                     withdrawSkippedSlot(at: player?.snapshot().position ?? 0)   // the playhead may be past it already
                 } else {
                     // No slot (VAST): now, over playing content — or, loaded in the moment
                     // between the episode coming in and its first frame, as soon as it plays.
                     try overlay.showWhenPlaying(didEnd: then)
-                    shown[id] = overlay
                 }
             } catch {
+                shown[id] = nil
                 // Refused (another item is in, or the content is paused): the next request
                 // comes with the next change that allows one.
             }
@@ -293,6 +302,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             guard case .success(let postroll) = result else { return finish() }
             let more = postroll.creative.podRemaining > 0
             do {
+                shown[postroll.id] = postroll   // before: its start may be told within `show`
                 try postroll.show { [weak self] reason in
                     guard let self, !finished else { return }
                     if more, reason != .destroyed, reason != .contentChanged {
@@ -301,8 +311,8 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
                         finish()
                     }
                 }
-                shown[postroll.id] = postroll
             } catch {
+                shown[postroll.id] = nil
                 finish()
             }
         }

@@ -75,6 +75,7 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
     private let database: SQLiteDatabase
     private let writer = Workers(name: "adplayerd-state")
     private let counters = Locked<[String: Int]>([:])
+    private let showLog = Locked<[String: [ShowTime]]>([:])
     private let log: Logger
 
     public init(path: String, log: Logger) throws {
@@ -87,6 +88,17 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
             CREATE TABLE IF NOT EXISTS frequency (content_id TEXT NOT NULL, entry TEXT NOT NULL, count INTEGER NOT NULL,
                                                   PRIMARY KEY (content_id, entry))
             """)
+        // A catalog entry's shows, for its hourly and daily caps (kept across restarts).
+        try database.execute("""
+            CREATE TABLE IF NOT EXISTS shows (entry TEXT NOT NULL, wall REAL NOT NULL, mono REAL NOT NULL, boot TEXT NOT NULL)
+            """)
+        try database.execute("CREATE INDEX IF NOT EXISTS shows_entry ON shows(entry)")
+        var log: [String: [ShowTime]] = [:]
+        for row in try database.execute("SELECT entry, wall, mono, boot FROM shows ORDER BY rowid") {
+            guard let entry = row[0].text else { continue }
+            log[entry, default: []].append(ShowTime(wall: row[1].real ?? 0, monotonic: row[2].real ?? 0, boot: row[3].text ?? ""))
+        }
+        showLog.withLock { $0 = log.mapValues { Array($0.suffix(maxShows)) } }
         let rows = try database.execute("SELECT content_id, entry, count FROM frequency")
         counters.withLock { counters in
             for row in rows {
@@ -304,6 +316,26 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
         write { db in
             try db.execute("INSERT OR REPLACE INTO frequency (content_id, entry, count) VALUES (?, ?, ?)",
                            [.text(content), .text(entry), .integer(Int64(count))])
+        }
+    }
+
+    public func shows(entry: String) -> [ShowTime] { showLog.withLock { $0[entry] ?? [] } }
+
+    public func recordShow(entry: String, at time: ShowTime) {
+        let prune = showLog.withLock { log -> Bool in
+            log[entry, default: []].append(time)
+            guard log[entry]!.count > maxShows else { return false }
+            log[entry]!.removeFirst(log[entry]!.count - maxShows)
+            return true
+        }
+        write { db in
+            try db.execute("INSERT INTO shows (entry, wall, mono, boot) VALUES (?, ?, ?, ?)",
+                           [.text(entry), .real(time.wall), .real(time.monotonic), .text(time.boot)])
+            if prune {
+                try db.execute("""
+                    DELETE FROM shows WHERE entry = ? AND rowid NOT IN (SELECT rowid FROM shows WHERE entry = ? ORDER BY rowid DESC LIMIT ?)
+                    """, [.text(entry), .text(entry), .integer(Int64(maxShows))])
+            }
         }
     }
 

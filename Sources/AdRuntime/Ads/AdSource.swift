@@ -35,9 +35,15 @@ public protocol AdSource: Sendable {
     /// that the request itself, when it comes, does not wait for the network. Called on the
     /// player's loop: it returns at once and does the work elsewhere. Default: nothing.
     func prefetch(_ request: AdRequest)
+
+    /// `creative`, which this source (or one it stands for) served, went on screen over
+    /// `content`: caps are counted here — when the ad shows, not when it is served. Any thread;
+    /// returns at once. Default: nothing.
+    func didShow(_ creative: AdCreative, content: ContentInfo)
 }
 
 extension AdSource {
     public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { true }
     public func prefetch(_ request: AdRequest) {}
+    public func didShow(_ creative: AdCreative, content: ContentInfo) {}
 }

@@ -93,6 +93,10 @@ public struct AdCreative: Sendable, Equatable {
     public var transactionID: String?
     /// How many ads the answer held for the break (`[ADCOUNT]` in tracking URLs).
     public var adCount: Int?
+    /// Who advertises, and the ad's categories (VAST `<Advertiser>`, `<Category>`; a catalog
+    /// entry's `advertiser`, `categories`): for competitive separation (`AdSeparation`).
+    public var advertiser: String?
+    public var categories: [String] = []
 
     public init(id: String, kind: AdKind, content: AdCreativeContent, duration: Double? = nil,
                 slotStart: Double? = nil, tracking: [String: [String]] = [:], adServingID: String? = nil,

@@ -49,6 +49,11 @@ public final class VASTClient: AdSource {
         /// this source is not shown (prefetched, or from the cache) once that long has passed
         /// since it was fetched. Nil: none.
         public var popDeadline: Double?
+        /// Competitive separation across every source: an ad that would break it is passed
+        /// over like a failed buffet ad (the next stand-alone ad is tried).
+        public var separation: AdSeparation?
+        /// Hears an ad passed over for separation (the metrics count it).
+        public var onSeparated: (@Sendable (AdKind) -> Void)?
         public init() {}
     }
 
@@ -116,8 +121,16 @@ public final class VASTClient: AdSource {
     public func ad(for request: AdRequest) async throws -> AdCreative? {
         if request.podPosition > 0 { return try await nextInPod(request)?.creative }
         if let kept = takePrefetched(request) {
-            // A prefetch that failed is forgotten: the request asks the server itself.
-            if let resolution = try? await kept.value { return resolution.creative }
+            // A prefetch that failed is forgotten: the request asks the server itself — and so is
+            // one whose advertiser has shown since, within the separation.
+            if let resolution = try? await kept.value {
+                let creative = resolution.creative
+                if let separation = configuration.separation, !separation.allows(advertiser: creative.advertiser, categories: creative.categories) {
+                    configuration.onSeparated?(request.kind)
+                } else {
+                    return creative
+                }
+            }
         }
         return try await resolve(request)?.creative
     }
@@ -249,7 +262,14 @@ public final class VASTClient: AdSource {
                 }
                 return try await resolveAd(inner, inherited, depth: depth + 1, request, values, prefetching: prefetching)
             }
+            if let separation = configuration.separation, !separation.allows(advertiser: ad.advertiser, categories: ad.categories) {
+                configuration.onSeparated?(request.kind)
+                throw VASTError(code: .undefined, message: "passed over: \(ad.advertiser ?? ad.categories.joined(separator: ", ")) "
+                                + "showed less than \(String(format: "%g", separation.seconds)) s ago (ad-separation)").markedReported()
+            }
             var (creative, media) = try await choose(ad, for: request, prefetching: prefetching)
+            creative.advertiser = ad.advertiser
+            creative.categories = ad.categories
             creative.tracking.merge(inherited.tracking) { $0 + $1 }
             creative.tracking["impression", default: []] += inherited.impressions
             creative.tracking["error", default: []] += inherited.errors

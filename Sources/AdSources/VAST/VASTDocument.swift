@@ -105,6 +105,9 @@ public struct VASTDocument: Sendable, Equatable {
         public var adServingID: String?
         /// `Expires` (VAST 4.1), seconds as written: how long the ad may be cached.
         public var expires: String?
+        /// `Advertiser` and `Category` (of an InLine ad): for competitive separation.
+        public var advertiser: String?
+        public var categories: [String] = []
         /// `ViewableImpression`'s URLs.
         public var viewable: [String] = []
         public var notViewable: [String] = []
@@ -234,6 +237,10 @@ private final class Builder: NSObject, XMLParserDelegate {
             ad?.adServingID = String(value.prefix(256))
         case "Expires" where !value.isEmpty:
             ad?.expires = String(value.prefix(32))
+        case "Advertiser" where !value.isEmpty && parent == "InLine":
+            ad?.advertiser = String(value.prefix(256))
+        case "Category" where !value.isEmpty && parent == "InLine" && (ad?.categories.count ?? 0) < 32:
+            ad?.categories.append(String(value.prefix(128)))
         case "Viewable" where !value.isEmpty && parent == "ViewableImpression":
             ad?.viewable.append(value)
         case "NotViewable" where !value.isEmpty && parent == "ViewableImpression":

@@ -1,6 +1,7 @@
 import Foundation
 
-/// The screen's operating hours (`display-hours`), in the box's time zone (`timezone`):
+/// Hours of the week in a time zone: the screen's operating hours (`display-hours`) and a
+/// catalog entry's daypart (docs/catalog.md), in the box's time zone (`timezone`):
 ///
 /// ```
 /// display-hours = mon-fri 08:00-20:00, sat 10:00-18:00 12:00-14:00, daily 22:00-02:00
@@ -16,7 +17,7 @@ import Foundation
 ///
 /// Pure: `isOpen(at:)` and `nextChange(after:)` are asked for any instant (the wall clock may
 /// jump; the caller asks again, it keeps no state).
-public struct DisplayHours: Sendable, Equatable, CustomStringConvertible {
+public struct WeeklyHours: Sendable, Equatable, CustomStringConvertible {
     public struct Range: Sendable, Equatable {
         /// Seconds from the day's midnight (wall clock); `end` may exceed a day (into the next).
         public var start: Int
@@ -34,32 +35,36 @@ public struct DisplayHours: Sendable, Equatable, CustomStringConvertible {
         public let description: String
     }
 
-    public init(_ text: String, timeZone: TimeZone) throws(Problem) {
+    /// The key the text came from, for the errors (`display-hours`, `overlays[0].daypart`).
+    public let key: String
+
+    public init(_ text: String, timeZone: TimeZone, key: String = "display-hours") throws(Problem) {
         self.timeZone = timeZone
+        self.key = key
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        guard trimmed.utf8.count <= 1024 else { throw Problem(description: "display-hours: longer than 1024 bytes") }
+        guard trimmed.utf8.count <= 1024 else { throw Problem(description: "\(key): longer than 1024 bytes") }
         description = trimmed
         var ranges: [Int: [Range]] = [:]
         for group in trimmed.split(separator: ",", omittingEmptySubsequences: false) {
             let words = group.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-            guard let daysWord = words.first else { throw Problem(description: "display-hours: an empty group between commas") }
-            let days = try Self.days(daysWord.lowercased())
-            guard words.count > 1 else { throw Problem(description: "display-hours: \"\(group.trimmingCharacters(in: .whitespaces))\" names days but no hours (HH:MM-HH:MM)") }
+            guard let daysWord = words.first else { throw Problem(description: "\(key): an empty group between commas") }
+            let days = try Self.days(daysWord.lowercased(), key)
+            guard words.count > 1 else { throw Problem(description: "\(key): \"\(group.trimmingCharacters(in: .whitespaces))\" names days but no hours (HH:MM-HH:MM)") }
             for word in words.dropFirst() {
-                let range = try Self.range(word)
+                let range = try Self.range(word, key)
                 for day in days { ranges[day, default: []].append(range) }
             }
         }
-        guard !ranges.isEmpty else { throw Problem(description: "display-hours: empty (leave the key out for always on)") }
+        guard !ranges.isEmpty else { throw Problem(description: "\(key): empty (leave the key out for always on)") }
         self.ranges = ranges.mapValues { $0.sorted { $0.start < $1.start } }
     }
 
-    private static func days(_ word: String) throws(Problem) -> [Int] {
+    private static func days(_ word: String, _ key: String) throws(Problem) -> [Int] {
         if word == "daily" || word == "all" { return Array(1...7) }
         let parts = word.split(separator: "-", omittingEmptySubsequences: false).map(String.init)
         func number(_ name: String) throws(Problem) -> Int {
             guard let index = dayNames.firstIndex(of: String(name.prefix(3))), name.count == 3 else {
-                throw Problem(description: "display-hours: \"\(name)\" is not a day (mon, tue, wed, thu, fri, sat, sun, daily)")
+                throw Problem(description: "\(key): \"\(name)\" is not a day (mon, tue, wed, thu, fri, sat, sun, daily)")
             }
             return index + 1
         }
@@ -75,28 +80,28 @@ public struct DisplayHours: Sendable, Equatable, CustomStringConvertible {
             }
             return days
         default:
-            throw Problem(description: "display-hours: \"\(word)\" is not a day or a range of days (mon-fri)")
+            throw Problem(description: "\(key): \"\(word)\" is not a day or a range of days (mon-fri)")
         }
     }
 
-    private static func range(_ word: String) throws(Problem) -> Range {
+    private static func range(_ word: String, _ key: String) throws(Problem) -> Range {
         let parts = word.split(separator: "-", omittingEmptySubsequences: false).map(String.init)
-        guard parts.count == 2 else { throw Problem(description: "display-hours: \"\(word)\" is not a range of hours (HH:MM-HH:MM)") }
-        let start = try time(parts[0], word), end = try time(parts[1], word)
-        guard start < 24 * 3600 else { throw Problem(description: "display-hours: \"\(word)\" starts at 24:00 (a day starts at 00:00)") }
-        guard start != end else { throw Problem(description: "display-hours: \"\(word)\" is empty (use 00:00-24:00 for a whole day)") }
+        guard parts.count == 2 else { throw Problem(description: "\(key): \"\(word)\" is not a range of hours (HH:MM-HH:MM)") }
+        let start = try time(parts[0], word, key), end = try time(parts[1], word, key)
+        guard start < 24 * 3600 else { throw Problem(description: "\(key): \"\(word)\" starts at 24:00 (a day starts at 00:00)") }
+        guard start != end else { throw Problem(description: "\(key): \"\(word)\" is empty (use 00:00-24:00 for a whole day)") }
         return Range(start: start, end: end > start ? end : end + 24 * 3600)
     }
 
-    private static func time(_ text: String, _ word: String) throws(Problem) -> Int {
+    private static func time(_ text: String, _ word: String, _ key: String) throws(Problem) -> Int {
         let fields = text.split(separator: ":", omittingEmptySubsequences: false)
         guard (2...3).contains(fields.count), fields.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isASCII) && $0.allSatisfy(\.isNumber) }),
               let hours = Int(fields[0]), let minutes = Int(fields[1]), minutes < 60 else {
-            throw Problem(description: "display-hours: \"\(text)\" in \"\(word)\" is not a time (HH:MM or HH:MM:SS)")
+            throw Problem(description: "\(key): \"\(text)\" in \"\(word)\" is not a time (HH:MM or HH:MM:SS)")
         }
         let seconds = fields.count == 3 ? Int(fields[2]) ?? 60 : 0
         guard seconds < 60, hours < 24 || (hours == 24 && minutes == 0 && seconds == 0) else {
-            throw Problem(description: "display-hours: \"\(text)\" in \"\(word)\" is not a time of day (00:00 to 24:00)")
+            throw Problem(description: "\(key): \"\(text)\" in \"\(word)\" is not a time of day (00:00 to 24:00)")
         }
         return hours * 3600 + minutes * 60 + seconds
     }
