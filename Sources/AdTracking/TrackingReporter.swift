@@ -29,6 +29,8 @@ public final class TrackingReporter: @unchecked Sendable {
         let creative: AdCreative
         var urls = 0
         var viewability: AdViewability?
+        /// It went on screen (else its end is VAST 4's `notUsed`: the slot can be sold again).
+        var started = false
     }
 
     /// The screen's place and audience, and the default proof-of-play deadline (digital out of
@@ -98,6 +100,11 @@ public final class TrackingReporter: @unchecked Sendable {
         writer.execute { self.queue(templates, event: "error", play: nil, context: context, at: nil) }
     }
 
+    /// A source's `notUsed` URLs for an ad it fetched and never handed out.
+    public func recordNotUsedURLs(_ templates: [String], _ context: MacroContext) {
+        writer.execute { self.queue(templates, event: "notUsed", play: nil, context: context, at: nil) }
+    }
+
     /// Waits until every event recorded so far is handled (or failed), at most `timeout`
     /// seconds (nil: as long as it takes — tests). Not on the loop. False when it timed out
     /// (a disk that hangs at stop): what was not written is in memory only, and said so.
@@ -132,6 +139,9 @@ public final class TrackingReporter: @unchecked Sendable {
             outbox.recordViewability(id: Self.playID(info), viewability.rawValue)
             send(info, [viewability == .viewable ? "viewable" : viewability == .notViewable ? "notViewable" : "viewUndetermined"])
         case .ended(let info, let reason, _):
+            // Fetched, never shown (the episode changed, `next`, withdrawn, the pause too short):
+            // VAST 4's `notUsed`, once, so that the ad server can sell the slot again.
+            if ads[info.id]?.started == false, reason != .failed { send(info, ["notUsed"]) }
             switch reason {
             case .completed: send(info, info.kind == .postroll ? ["complete"] : [])
             case .closed: send(info, info.kind == .postroll ? ["skip", "closeLinear"] : ["close"])
@@ -148,6 +158,7 @@ public final class TrackingReporter: @unchecked Sendable {
 
     /// Proof of play: the row of an ad that went on screen, on disk when this returns.
     private func startPlay(_ info: AdInfo) {
+        ads[info.id]?.started = true   // (both ways in: `write` and `recordStart`)
         var play = Play(id: Self.playID(info), adID: info.creativeID, kind: info.kind.protocolName,
                         source: ads[info.id]?.creative.source, contentID: info.contentID, startedWall: wall(at: info.at))
         play.venue = placement.venueID

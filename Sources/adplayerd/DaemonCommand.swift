@@ -172,6 +172,7 @@ struct DaemonCommand {
             options.outputSize = outputSize
             options.onProblem = { log.warning("ads: \($0)") }
             options.onErrorURLs = { urls, context in reporter.recordErrorURLs(urls, context) }
+            options.onNotUsed = { urls, context in reporter.recordNotUsedURLs(urls, context) }
             let made = try AdSourceFactory.make(configuration.ads, options)
             log.notice("ads from " + made.chain.joined(separator: ", then "))
             return made

@@ -137,6 +137,33 @@ final class AdsPipelineTests: XCTestCase {
                        "released at exit")
     }
 
+    /// VAST 4's `notUsed` (issue 26): a pause ad fetched for a pause that ended before it
+    /// appeared fires its `notUsed` URL once — the ad server sells the slot again — and no
+    /// impression; a pause long enough shows the next one, billed, with no `notUsed`.
+    func testAPauseAdFetchedAndNeverShownFiresNotUsedOnce() throws {
+        let daemon = try DaemonProcess(extra: ["--ads", server.base + "/vast/notused-pause.xml", "--pause-ad-delay", "2",
+                                               "--time-sync-wait", "0", "--beacon-max-delay", "1"])
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.*", "player.playing"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-long.mp4")])
+        _ = try events.event(named("player.playing"))
+        _ = try daemon.connect().call("pause")
+        _ = try events.event(named("ad.loaded", "kind", "pause"))
+        _ = try daemon.connect().call("play")
+        let ended = try events.event(named("ad.ended", "kind", "pause"))
+        XCTAssertEqual(ended["reason"] as? String, "played")
+        XCTAssertTrue(waitUntil(timeout: 20) { ((try? self.server.counts()) ?? [:]).keys.contains("/b/notused?cid=episode-long&pos=4") })
+        // A pause long enough: shown and billed.
+        _ = try daemon.connect().call("pause")
+        _ = try events.event(named("ad.started", "kind", "pause"))
+        XCTAssertTrue(waitUntil(timeout: 20) { ((try? self.server.counts()) ?? [:]).keys.contains("/b/imp-pause?pos=4") })
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        // (The tag fills the episode's overlays too — BREAKPOSITION 2 —, counted apart.)
+        let counts = try server.counts()
+        XCTAssertEqual(counts["/b/notused?cid=episode-long&pos=4"], 1, "once: \(counts)")
+        XCTAssertEqual(counts["/b/imp-pause?pos=4"], 1, "\(counts)")
+    }
+
     /// No network at start: the first episode plays at once (its overlay request fails, nothing
     /// waits for it); once the server appears, the next episode has its overlay.
     /// Every VAST failure says its code: a wrapper loop is 302 in `ad.error`'s `vast_error`

@@ -35,6 +35,8 @@ public enum AdSourceFactory {
         public var timeZone = TimeZone.current
         public var separation: AdSeparation?
         public var onPassedOver: @Sendable (AdKind, String) -> Void = { _, _ in }
+        /// A VAST ad fetched and never handed out: its `notUsed` URLs to queue.
+        public var onNotUsed: (@Sendable ([String], MacroContext) -> Void)?
         public var onErrorURLs: @Sendable ([String], MacroContext) -> Void = { _, _ in }
 
         public init(fetcher: any BoundedFetcher, counters: any FrequencyCounters) {
@@ -126,6 +128,7 @@ public enum AdSourceFactory {
             vast.separation = options.separation
             let passedOver = options.onPassedOver
             vast.onSeparated = { kind in passedOver(kind, "separation") }
+            vast.onNotUsed = options.onNotUsed
             let client = VASTClient(tag: spec, cache: try cache(), configuration: vast, fetcher: options.fetcher,
                                     policy: options.policy, outputSize: options.outputSize, onErrorURLs: options.onErrorURLs)
             return (client, "VAST \(spec) (creatives in \(client.cache.folder))")

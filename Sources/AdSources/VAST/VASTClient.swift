@@ -54,6 +54,9 @@ public final class VASTClient: AdSource {
         public var separation: AdSeparation?
         /// Hears an ad passed over for separation (the metrics count it).
         public var onSeparated: (@Sendable (AdKind) -> Void)?
+        /// Gets the `notUsed` URLs (macros not yet filled) of an ad fetched and never handed
+        /// out — a prefetched answer for another episode, expired, or separated — to queue.
+        public var onNotUsed: (@Sendable ([String], MacroContext) -> Void)?
         public init() {}
     }
 
@@ -127,6 +130,7 @@ public final class VASTClient: AdSource {
                 let creative = resolution.creative
                 if let separation = configuration.separation, !separation.allows(advertiser: creative.advertiser, categories: creative.categories) {
                     configuration.onSeparated?(request.kind)
+                    notUsed(kept)
                 } else {
                     return creative
                 }
@@ -146,13 +150,26 @@ public final class VASTClient: AdSource {
         }
     }
 
+    /// A prefetched answer that will not be handed out: its `notUsed` URLs, once it has one (a
+    /// fetch still under way is cancelled and has none).
+    private func notUsed(_ task: Task<Resolution?, any Error>) {
+        guard let onNotUsed = configuration.onNotUsed else { return task.cancel() }
+        Task {
+            guard let resolution = try? await task.value else { return }
+            let creative = resolution.creative
+            guard let urls = creative.tracking["notUsed"], !urls.isEmpty else { return }
+            onNotUsed(urls, MacroContext(kind: creative.kind, adServingID: creative.adServingID, universalAdID: creative.universalAdID,
+                                         transactionID: creative.transactionID, adCount: creative.adCount))
+        }
+    }
+
     /// The prefetched answer for `request`, taken (each serves one request), if it is for this
     /// content and still fresh.
     private func takePrefetched(_ request: AdRequest) -> Task<Resolution?, any Error>? {
         prefetched.withLock { kept in
             guard let current = kept.removeValue(forKey: request.kind) else { return nil }
             guard current.content == request.content.id, current.until > Date().timeIntervalSince1970 else {
-                current.task.cancel()
+                notUsed(current.task)
                 return nil
             }
             return current.task
