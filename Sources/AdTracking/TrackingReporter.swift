@@ -142,6 +142,7 @@ public final class TrackingReporter: @unchecked Sendable {
             // Fetched, never shown (the episode changed, `next`, withdrawn, the pause too short):
             // VAST 4's `notUsed`, once, so that the ad server can sell the slot again.
             if ads[info.id]?.started == false, reason != .failed { send(info, ["notUsed"]) }
+            if ads[info.id]?.started == true { send(info, ["breakEnd"]) }   // a VMAP break's (its last ad)
             switch reason {
             case .completed: send(info, info.kind == .postroll ? ["complete"] : [])
             case .closed: send(info, info.kind == .postroll ? ["skip", "closeLinear"] : ["close"])
@@ -169,7 +170,7 @@ public final class TrackingReporter: @unchecked Sendable {
     }
 
     private func sendStart(_ info: AdInfo) {
-        send(info, ["impression", "creativeView"] + (info.kind == .postroll ? ["start"] : []))
+        send(info, ["impression", "creativeView"] + (info.kind == .postroll ? ["start"] : []) + ["breakStart"])
     }
 
     /// The play's id: the ad's instance, as the socket names it.

@@ -371,6 +371,10 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
 
     // MARK: From the player (on the loop)
 
+    /// How long a post-roll's last frame may wait for the next file (the daemon loads it in
+    /// milliseconds): then the ad's file is stopped and nothing of it stays on screen.
+    static let heldFrameGrace = 0.5
+
     func adPlayback(_ event: MpvPlayerMapping.AdPlayback) {
         loop.requireInLoop()
         guard let current = postroll, let entry = current.entry else { return }
@@ -384,7 +388,11 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         case .ended(let e, let how) where e == entry:
             postroll = nil
             switch how {
-            case .finished: current.reporter.finished()
+            case .finished:
+                current.reporter.finished()
+                // Its last frame stays for the next file to replace (no black frame between
+                // items); when none comes within `heldFrameGrace`, nothing of the ad remains.
+                _ = loop.schedule(after: Self.heldFrameGrace) { [weak self] in self?.player?.stopAd(entry) }
             case .stopped: current.reporter.stopped()
             case .failed(let message): current.reporter.failed(message)
             }

@@ -56,10 +56,11 @@ final class TransitionTests: XCTestCase {
         for c in names { if runs.last?.0 == c { runs[runs.count - 1].1 += 1 } else { runs.append((c, 1)) } }
         let summary = runs.map { "\($0.0)×\($0.1)" }.joined(separator: " ")
         let first = try XCTUnwrap(names.firstIndex(of: "R"), "no red frame: \(summary)")
-        let shown = names[first...]
+        let last = try XCTUnwrap(names.lastIndex { "RGB".contains($0) })
+        let shown = names[first...last]   // (after the last post-roll nothing plays: its frame goes)
         XCTAssertEqual(shown.filter { $0 == "K" }.count, 0, "a black frame between items: \(summary)")
         XCTAssertEqual(shown.filter { $0 == "?" }.count, 0, "a frame of no clip's colour: \(summary)")
-        // Every transition seen, in order: red, the post-roll, green, its post-roll (held at the end).
+        // Every transition seen, in order: red, the post-roll, green, its post-roll.
         let order = runs.map(\.0).filter { $0 != "K" }
         XCTAssertEqual(String(order), "RBGB", summary)
     }

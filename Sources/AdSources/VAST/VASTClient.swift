@@ -104,6 +104,19 @@ public final class VASTClient: AdSource {
     private let onErrorURLs: @Sendable ([String], MacroContext) -> Void
     private let prefetched = Locked<[AdKind: Prefetched]>([:])
     private let pods = Locked<[String: Pod]>([:])
+    /// VMAP: an episode's breaks (requested once an episode), by content id, with the break
+    /// instances already served; and a post-roll pod's `breakEnd`, for its last ad.
+    private let schedules = Locked<[String: Schedule]>([:])
+    private let pendingBreakEnd = Locked<[String: [String]]>([:])
+    /// The tag has answered with VMAP: an episode's first requests then share one fetch of it.
+    private let answersVMAP = Locked(false)
+    private let scheduleLoads = Locked<[String: Task<Void, any Error>]>([:])
+
+    private struct Schedule {
+        var breaks: [VMAPDocument.Break]
+        var served: Set<String> = []
+        var values: MacroContext
+    }
     private let downloads = Locked<Set<String>>([])
 
     /// `onErrorURLs` gets the chain's `Error` URLs (macros not yet filled) with what to fill them
@@ -122,7 +135,15 @@ public final class VASTClient: AdSource {
     }
 
     public func ad(for request: AdRequest) async throws -> AdCreative? {
-        if request.podPosition > 0 { return try await nextInPod(request)?.creative }
+        if request.podPosition > 0 {
+            var creative = try await nextInPod(request)?.creative
+            if creative?.podRemaining == 0, let urls = pendingBreakEnd.withLock({ $0.removeValue(forKey: request.content.id) }) {
+                creative?.tracking["breakEnd", default: []] += urls
+            }
+            return creative
+        }
+        // A VMAP episode: its schedule answers, the tag is not asked again.
+        if schedules.withLock({ $0[request.content.id] != nil }) { return try await fromSchedule(request, prefetching: false)?.creative }
         if let kept = takePrefetched(request) {
             // A prefetch that failed is forgotten: the request asks the server itself — and so is
             // one whose advertiser has shown since, within the separation.
@@ -140,7 +161,7 @@ public final class VASTClient: AdSource {
     }
 
     public func prefetch(_ request: AdRequest) {
-        guard request.podPosition == 0 else { return }
+        guard request.podPosition == 0, !schedules.withLock({ $0[request.content.id] != nil }) else { return }
         let now = Date().timeIntervalSince1970
         prefetched.withLock { kept in
             if let current = kept[request.kind], current.content == request.content.id, current.until > now { return }
@@ -182,6 +203,34 @@ public final class VASTClient: AdSource {
         var values = MacroContext(contentID: request.content.id, kind: request.kind, contentPlayhead: request.position,
                                   playerSize: outputSize?.current, transactionID: UUID().uuidString.lowercased(), adCount: 1)
         let url = Macros.expand(tag, values, policy)
+        if document == nil, answersVMAP.withLock({ $0 }) {
+            // One request of the schedule an episode, whatever asks first.
+            let loadValues = values
+            let load: Task<Void, any Error> = scheduleLoads.withLock { loads in
+                if let running = loads[request.content.id] { return running }
+                let task = Task { [self, loadValues, request, url] in
+                    let data = try await fetcher.fetch(url, limits: HTTPLimits(maxBytes: configuration.maxDocumentBytes, deadline: configuration.firstTimeout))
+                    guard VMAPDocument.looksLikeVMAP(data) else { throw VASTError(code: .schemaValidation, message: "the tag no longer answers VMAP") }
+                    do {
+                        loadSchedule(try VMAPDocument.parse(data), for: request, loadValues)
+                    } catch {
+                        throw VASTError(code: .xmlParsing, message: "\(error)")
+                    }
+                }
+                loads[request.content.id] = task
+                return task
+            }
+            do {
+                try await load.value
+            } catch let error as FetchError {
+                scheduleLoads.withLock { _ = $0.removeValue(forKey: request.content.id) }
+                throw Self.vastError(error, wrapper: false)
+            } catch {
+                scheduleLoads.withLock { _ = $0.removeValue(forKey: request.content.id) }
+                throw error
+            }
+            return try await fromSchedule(request, prefetching: prefetching)
+        }
         let data: Data
         if let document {
             data = document
@@ -196,6 +245,17 @@ public final class VASTClient: AdSource {
                 }
                 throw Self.vastError(error, wrapper: false)
             }
+        }
+        if document == nil, VMAPDocument.looksLikeVMAP(data) {
+            // A schedule for the episode (VMAP 1.0): kept, and this request answered from it.
+            let vmap: VMAPDocument
+            do {
+                vmap = try VMAPDocument.parse(data)
+            } catch {
+                throw VASTError(code: .xmlParsing, message: "\(error)")
+            }
+            loadSchedule(vmap, for: request, values)
+            return try await fromSchedule(request, prefetching: prefetching)
         }
         let vast = try VASTDocument.parse(data)
         // A pod (ads with a sequence, in order), and the buffet (stand-alone ads, in order).
@@ -452,6 +512,128 @@ public final class VASTClient: AdSource {
         } catch {
             throw VASTError(code: .nonLinearFetchFailed, message: "the creative could not be fetched: \(error)")
         }
+    }
+
+    // MARK: VMAP
+
+    /// Keeps `vmap` for the request's episode; the breaks this player does not play are
+    /// reported at once, each through its `error` URLs with VMAP's 1003 (type not supported).
+    private func loadSchedule(_ vmap: VMAPDocument, for request: AdRequest, _ values: MacroContext) {
+        answersVMAP.withLock { $0 = true }
+        let first = schedules.withLock { schedules in
+            guard schedules[request.content.id] == nil else { return false }
+            schedules[request.content.id] = Schedule(breaks: vmap.breaks, values: values)
+            return true
+        }
+        guard first else { return }   // another request of the episode loaded it first
+        for item in vmap.breaks where !Self.playable(item) {
+            fireBreak(item.error, .breakTypeNotSupported, values)
+        }
+    }
+
+    /// Breaks this player plays: nonlinear ones at a time (overlays, with `repeatAfter`), and
+    /// a linear one at the end (the post-roll, a pod if it holds one). Linear breaks before
+    /// the end, `display` breaks and cue-point positions (`#n`) are not.
+    private static func playable(_ item: VMAPDocument.Break) -> Bool {
+        switch item.offset {
+        case .end: return item.types.contains("linear")
+        case .position: return false
+        case .start, .seconds, .percent: return item.types.contains("nonlinear")
+        }
+    }
+
+    /// The ad of the schedule's next break for `request`: an overlay at its break's time (the
+    /// next unserved instance at or after the position), the `end` break's post-roll; nil when
+    /// there is none. A break that cannot be honoured is reported through its `error` URLs.
+    private func fromSchedule(_ request: AdRequest, prefetching: Bool) async throws -> Resolution? {
+        guard let schedule = schedules.withLock({ $0[request.content.id] }) else { return nil }
+        var chosen: (index: Int, key: String, time: Double?)?
+        switch request.kind {
+        case .overlay:
+            let duration = request.content.duration
+            var best: (Int, String, Double)?
+            for (index, item) in schedule.breaks.enumerated() where Self.playable(item) && item.types.contains("nonlinear") {
+                let first: Double? = switch item.offset {
+                case .start: 0
+                case .seconds(let s): s
+                case .percent(let p): duration.map { $0 * p / 100 }
+                default: nil
+                }
+                guard let first else { continue }
+                for k in 0..<(item.repeatAfter == nil ? 1 : 1000) {
+                    let time = first + Double(k) * (item.repeatAfter ?? 0)
+                    if let duration, time >= duration { break }
+                    let key = "\(index)@\(k)"
+                    guard time >= request.position - 0.001, !schedule.served.contains(key) else { continue }
+                    if best == nil || time < best!.2 { best = (index, key, time) }
+                    break
+                }
+            }
+            chosen = best.map { ($0.0, $0.1, $0.2) }
+        case .postroll:
+            if let index = schedule.breaks.indices.first(where: {
+                schedule.breaks[$0].offset == .end && schedule.breaks[$0].types.contains("linear") && !schedule.served.contains("\($0)@end")
+            }) {
+                chosen = (index, "\(index)@end", nil)
+            }
+        case .pauseAd:
+            chosen = nil
+        }
+        guard let chosen else { return nil }
+        if !prefetching { schedules.withLock { $0[request.content.id]?.served.insert(chosen.key) } }
+        let item = schedule.breaks[chosen.index]
+        let data: Data
+        if let inline = item.vast {
+            data = inline
+        } else if let uri = item.tagURI {
+            do {
+                data = try await fetcher.fetch(Macros.expand(uri, schedule.values, policy),
+                                               limits: HTTPLimits(maxBytes: configuration.maxDocumentBytes, deadline: configuration.firstTimeout,
+                                                                  maxRedirects: item.followRedirects ? 5 : 0))
+            } catch let error as FetchError {
+                fireBreak(item.error, error.kind == .timeout ? .retrievalTimeout : .retrievalError, schedule.values)
+                throw Self.vastError(error, wrapper: false)
+            }
+        } else {
+            fireBreak(item.error, .adResponseError, schedule.values)
+            return nil
+        }
+        var resolution: Resolution?
+        do {
+            resolution = try await resolve(request, document: data, prefetching: prefetching)
+        } catch let error as VASTError {
+            let code: VMAPDocument.ErrorCode = switch error.code {
+            case .xmlParsing, .schemaValidation, .unsupportedVersion: .extractionError
+            case .wrapperTimeout: .retrievalTimeout
+            default: .adResponseError
+            }
+            fireBreak(item.error, code, schedule.values)
+            throw error
+        }
+        guard var answer = resolution else {
+            fireBreak(item.error, .adResponseError, schedule.values)
+            return nil
+        }
+        if let time = chosen.time { answer.creative.slotStart = time }
+        if !item.allowMultipleAds, answer.creative.podRemaining > 0 {
+            answer.creative.podRemaining = 0
+            _ = pods.withLock { $0.removeValue(forKey: request.content.id) }
+        }
+        // Once a break: `breakStart` with its first ad, `breakEnd` with its last.
+        answer.creative.tracking["breakStart", default: []] += item.breakStart
+        if answer.creative.podRemaining == 0 {
+            answer.creative.tracking["breakEnd", default: []] += item.breakEnd
+        } else if !item.breakEnd.isEmpty {
+            pendingBreakEnd.withLock { $0[request.content.id] = item.breakEnd }
+        }
+        return answer
+    }
+
+    private func fireBreak(_ urls: [String], _ code: VMAPDocument.ErrorCode, _ values: MacroContext) {
+        guard !urls.isEmpty else { return }
+        var values = values
+        values.errorCode = code.rawValue
+        onErrorURLs(urls, values)
     }
 
     private func fire(_ urls: [String], code: VASTErrorCode, _ values: MacroContext) {
