@@ -280,6 +280,58 @@ final class VASTClientTests: XCTestCase {
         XCTAssertEqual(served.id, "autos-ad", "after ad-separation")
     }
 
+    /// VMAP 1.0 (issue 26): the tag answers an episode's schedule, requested once; overlays
+    /// come at their breaks' times (`HH:MM:SS.mmm`, `repeatAfter`, `n%` of a known length), each
+    /// from inline VAST or its own tag, with `breakStart`/`breakEnd`; the `end` break is the
+    /// post-roll; the breaks this player does not play (a linear break before the end, a
+    /// cue point, a display break) are told through their `error` URLs with 1003, once.
+    func testAVMAPScheduleAnswersTheEpisodesRequests() async throws {
+        let vast = client("vmap-episode.xml")
+        let content = ContentInfo(id: "episode-1", duration: 10)
+        func ask(_ kind: AdKind, at position: Double) async throws -> AdCreative? {
+            try await vast.ad(for: AdRequest(content: content, kind: kind, position: position))
+        }
+        var overlay = try await XCTUnwrapAsync(await ask(.overlay, at: 0))
+        XCTAssertEqual(overlay.id, "vmap-ov")
+        XCTAssertEqual(overlay.slotStart, 1)
+        XCTAssertEqual(overlay.tracking["breakStart"], ["\(server.base)/b/break-start?break=ov"])
+        XCTAssertEqual(overlay.tracking["breakEnd"], ["\(server.base)/b/break-end?break=ov"])
+        var served: [String] = []
+        for position in [1.002, 4.002, 5.002] {
+            overlay = try await XCTUnwrapAsync(await ask(.overlay, at: position))
+            served.append("\(overlay.id)@\(overlay.slotStart ?? -1)")
+        }
+        XCTAssertEqual(served, ["vmap-ov@4.0", "nl-42@5.0", "vmap-ov@7.0"], "repeatAfter 3 s from 1 s, and 50 % of 10 s (its own tag)")
+        let none = try await ask(.overlay, at: 7.002)
+        XCTAssertNil(none, "the next repeat (10 s) is the episode's end")
+        let postroll = try await XCTUnwrapAsync(await ask(.postroll, at: 10))
+        XCTAssertEqual(postroll.id, "lin-30")
+        XCTAssertEqual(postroll.tracking["breakStart"], ["\(server.base)/b/break-start?break=post"])
+        XCTAssertEqual(postroll.tracking["breakEnd"], ["\(server.base)/b/break-end?break=post"])
+        let pause = try await ask(.pauseAd, at: 3)
+        XCTAssertNil(pause, "VMAP has no pause breaks")
+        let requests = try server.requests()
+        XCTAssertEqual(requests["/vast/vmap-episode.xml"], 1, "the schedule is asked for once an episode: \(requests)")
+        let told = errorBeacons.list.withLock { $0 }
+        for name in ["preroll", "cue", "display"] {
+            XCTAssertEqual(told.filter { $0 == "\(server.base)/b/vmap-error?break=\(name)&code=1003" }.count, 1, "\(name): \(told)")
+        }
+        XCTAssertFalse(told.contains { $0.contains("break=post") }, "\(told)")
+    }
+
+    /// A VMAP answer cut short, or nested past the bound, is refused like a bad VAST.
+    func testAMalformedOrDeeplyNestedVMAPIsRefused() async throws {
+        await expectVASTError(.xmlParsing, "vmap-broken.xml")
+        let deep = "<vmap:VMAP xmlns:vmap=\"http://www.iab.net/videosuite/vmap\" version=\"1.0\">" + String(repeating: "<a>", count: 100)
+            + String(repeating: "</a>", count: 100) + "</vmap:VMAP>"
+        XCTAssertThrowsError(try VMAPDocument.parse(Data(deep.utf8))) { XCTAssertTrue("\($0)".contains("deep"), "\($0)") }
+        XCTAssertThrowsError(try VMAPDocument.parse(Data("<vmap:VMAP xmlns:vmap=\"http://www.iab.net/videosuite/vmap\" version=\"2.0\"></vmap:VMAP>".utf8))) {
+            XCTAssertTrue("\($0)".contains("not supported"), "\($0)")
+        }
+        XCTAssertTrue(VMAPDocument.looksLikeVMAP(Data("<?xml version=\"1.0\"?>\n<!-- x --><vmap:VMAP>".utf8)))
+        XCTAssertFalse(VMAPDocument.looksLikeVMAP(Data("<VAST version=\"4.2\"></VAST>".utf8)))
+    }
+
     /// A prefetched answer serves the request that follows: no document or creative is fetched
     /// then; another content's request asks the server itself.
     func testAPrefetchedAnswerServesTheRequest() async throws {

@@ -164,6 +164,39 @@ final class AdsPipelineTests: XCTestCase {
         XCTAssertEqual(counts["/b/imp-pause?pos=4"], 1, "\(counts)")
     }
 
+    /// VMAP through the real daemon (issue 26): the schedule asked for once for the episode
+    /// (however many requests its start makes), the overlay break's instances shown at 1 s and
+    /// 4 s of content time with `breakStart`/`breakEnd` once each, the breaks this player does
+    /// not play told through their `error` URLs once with 1003, and the content plays on.
+    func testAVMAPEpisodeShowsItsBreaksAndReportsWhatItCannotPlayOnce() throws {
+        let daemon = try DaemonProcess(extra: ["--ads", server.base + "/vast/vmap-episode.xml?cid=[CONTENTID]", "--time-sync-wait", "0",
+                                               "--beacon-max-delay", "1"])
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.started", "ad.ended", "player.playing"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-long.mp4")])
+        var starts: [Double] = []
+        for _ in 0..<2 {
+            _ = try events.event(named("ad.started", "kind", "overlay"))
+            let ended = try events.event(named("ad.ended", "kind", "overlay"))
+            XCTAssertEqual(ended["reason"] as? String, "completed")
+            let status = try XCTUnwrap(try daemon.connect().call("status")["result"] as? [String: Any])
+            starts.append(status["position"] as? Double ?? -1)
+        }
+        XCTAssertTrue(waitUntil(timeout: 20) {
+            let counts = (try? self.server.counts()) ?? [:]
+            return counts["/b/break-start?break=ov"] == 2 && counts["/b/break-end?break=ov"] == 2
+        }, "\(String(describing: try? server.counts()))")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        let counts = try server.counts()
+        for name in ["preroll", "cue", "display"] {
+            XCTAssertEqual(counts["/b/vmap-error?break=\(name)&code=1003"], 1, "\(name): \(counts)")
+        }
+        XCTAssertEqual(counts.filter { $0.key.hasPrefix("/b/imp-vmap-ov") }.values.reduce(0, +), 2, "\(counts)")
+        let requested = try server.requests().filter { $0.key.hasPrefix("/vast/vmap-episode.xml?") }
+        XCTAssertEqual(requested.values.reduce(0, +), 1, "the schedule, once for the episode: \(requested)")
+        XCTAssertTrue(starts.allSatisfy { $0 > 1 }, "\(starts)")
+    }
+
     /// No network at start: the first episode plays at once (its overlay request fails, nothing
     /// waits for it); once the server appears, the next episode has its overlay.
     /// Every VAST failure says its code: a wrapper loop is 302 in `ad.error`'s `vast_error`

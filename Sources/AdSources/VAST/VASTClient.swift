@@ -110,6 +110,9 @@ public final class VASTClient: AdSource {
     private let pendingBreakEnd = Locked<[String: [String]]>([:])
     /// The tag has answered with VMAP: an episode's first requests then share one fetch of it.
     private let answersVMAP = Locked(false)
+    /// An episode's first request of the tag goes alone: those made meanwhile (the prefetches
+    /// at its start) wait for it, and use its schedule if it was VMAP (asked for once).
+    private let firstFetches = Locked<[String: FirstFetch]>([:])
     private let scheduleLoads = Locked<[String: Task<Void, any Error>]>([:])
 
     private struct Schedule {
@@ -230,6 +233,27 @@ public final class VASTClient: AdSource {
                 throw error
             }
             return try await fromSchedule(request, prefetching: prefetching)
+        }
+        var opened: FirstFetch?
+        if document == nil, !answersVMAP.withLock({ $0 }) {
+            let (latch, first) = firstFetches.withLock { fetches -> (FirstFetch, Bool) in
+                if let running = fetches[request.content.id] { return (running, false) }
+                let latch = FirstFetch()
+                fetches[request.content.id] = latch
+                return (latch, true)
+            }
+            if first {
+                opened = latch
+            } else {
+                await latch.wait()
+                if schedules.withLock({ $0[request.content.id] != nil }) { return try await fromSchedule(request, prefetching: prefetching) }
+            }
+        }
+        defer {
+            if let opened {
+                firstFetches.withLock { fetches in if fetches[request.content.id] === opened { fetches[request.content.id] = nil } }
+                Task { await opened.open() }
+            }
         }
         let data: Data
         if let document {
@@ -653,5 +677,22 @@ extension FetchError {
         case .http(let status): status >= 500
         default: false
         }
+    }
+}
+
+/// A one-time signal for tasks: `wait` until `open` (at once if it was).
+private actor FirstFetch {
+    private var isOpen = false
+    private var waiters: [CheckedContinuation<Void, Never>] = []
+
+    func wait() async {
+        if isOpen { return }
+        await withCheckedContinuation { waiters.append($0) }
+    }
+
+    func open() {
+        isOpen = true
+        for waiter in waiters { waiter.resume() }
+        waiters = []
     }
 }
