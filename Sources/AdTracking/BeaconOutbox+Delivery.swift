@@ -124,60 +124,35 @@ extension BeaconOutbox {
         "[" + ids.map(String.init).joined(separator: ",") + "]"
     }
 
-    /// Drops what is older than `maxAge` (run time), counting each. Under the lock.
+    /// Drops what is older than `maxAge` (run time), and what has missed its `pop-deadline` (a
+    /// buyer who pays on time or not at all is never sent one late), counting each, on its play
+    /// too. Under the lock.
     func expire(_ now: Double, _ state: inout State) -> [OutboxEvent] {
         let limit = now - configuration.maxAge
-        var events: [OutboxEvent] = []
-        if !state.diskFailing, let rows = try? state.db.execute("SELECT id, url, play FROM beacons WHERE created_run < ? LIMIT 10000",
-                                                               [.real(limit)]), !rows.isEmpty {
-            let doomed = rows.filter { $0[0].integer.map { !state.inFlight.contains($0) } ?? false }
-            do {
-                try state.db.transaction {
-                    for row in doomed { try state.db.execute("DELETE FROM beacons WHERE id = ?", [row[0]]) }
-                }
-                for row in doomed {
-                    let url = row[1].text ?? ""
-                    state.rows -= 1
-                    state.bytes -= url.utf8.count
-                    add("dropped:\(DropReason.expired.rawValue)", 1, &state)
-                    if let play = row[2].text { state.unsavedPlays[play, default: (0, 0, 0, 0)].dropped += 1 }
-                    events.append(.dropped(url: url, reason: DropReason.expired.rawValue))
-                }
-            } catch {
-                events.append(diskFailed(error, &state))
-            }
+        var events = drop(.expired, where: "created_run < ?", [.real(limit)], &state) { pending in pending.createdRun < limit }
+        events += drop(.deadline, where: "deadline_run IS NOT NULL AND deadline_run < ?", [.real(now)], &state) { pending in
+            pending.beacon.deadline.map { pending.createdRun + $0 < now } == true
         }
-        let old = state.memory.filter { $0.createdRun < limit && !state.inFlight.contains($0.id) }
-        if !old.isEmpty {
-            let ids = Set(old.map(\.id))
-            state.memory.removeAll { ids.contains($0.id) }
-            state.memoryBytes -= old.reduce(0) { $0 + $1.beacon.url.utf8.count }
-            for pending in old {
-                add("dropped:\(DropReason.expired.rawValue)", 1, &state)
-                if let play = pending.beacon.play { state.unsavedPlays[play, default: (0, 0, 0, 0)].dropped += 1 }
-                events.append(.dropped(url: pending.beacon.url, reason: DropReason.expired.rawValue))
-            }
-        }
-        events += missDeadlines(now, &state)
         saveCounters(&state)
         savePlays(&state)
         return events
     }
 
-    /// Drops the beacons whose `pop-deadline` has passed (run time): a buyer who pays on time
-    /// or not at all is never sent one late. Counted as `deadline`, and on their plays. Under the lock.
-    func missDeadlines(_ now: Double, _ state: inout State) -> [OutboxEvent] {
+    /// Drops the beacons on disk that `condition` (SQL) selects and those in memory that
+    /// `inMemory` does — none in flight — counting each as `reason`. Under the lock.
+    private func drop(_ reason: DropReason, where condition: String, _ values: [SQLiteValue], _ state: inout State,
+                      inMemory: (Pending) -> Bool) -> [OutboxEvent] {
         var events: [OutboxEvent] = []
-        func missed(_ url: String, _ play: String?) {
-            add("dropped:\(DropReason.deadline.rawValue)", 1, &state)
+        func count(_ url: String, _ play: String?) {
+            add("dropped:\(reason.rawValue)", 1, &state)
             if let play {
                 state.unsavedPlays[play, default: (0, 0, 0, 0)].dropped += 1
-                state.unsavedPlays[play, default: (0, 0, 0, 0)].deadline += 1
+                if reason == .deadline { state.unsavedPlays[play, default: (0, 0, 0, 0)].deadline += 1 }
             }
-            events.append(.dropped(url: url, reason: DropReason.deadline.rawValue))
+            events.append(.dropped(url: url, reason: reason.rawValue))
         }
-        if !state.diskFailing, let rows = try? state.db.execute(
-            "SELECT id, url, play FROM beacons WHERE deadline_run IS NOT NULL AND deadline_run < ? LIMIT 10000", [.real(now)]), !rows.isEmpty {
+        if !state.diskFailing, let rows = try? state.db.execute("SELECT id, url, play FROM beacons WHERE \(condition) LIMIT 10000", values),
+           !rows.isEmpty {
             let doomed = rows.filter { $0[0].integer.map { !state.inFlight.contains($0) } ?? false }
             do {
                 try state.db.transaction {
@@ -187,20 +162,18 @@ extension BeaconOutbox {
                     let url = row[1].text ?? ""
                     state.rows -= 1
                     state.bytes -= url.utf8.count
-                    missed(url, row[2].text)
+                    count(url, row[2].text)
                 }
             } catch {
                 events.append(diskFailed(error, &state))
             }
         }
-        let late = state.memory.filter { pending in
-            pending.beacon.deadline.map { pending.createdRun + $0 < now } == true && !state.inFlight.contains(pending.id)
-        }
-        if !late.isEmpty {
-            let ids = Set(late.map(\.id))
+        let gone = state.memory.filter { inMemory($0) && !state.inFlight.contains($0.id) }
+        if !gone.isEmpty {
+            let ids = Set(gone.map(\.id))
             state.memory.removeAll { ids.contains($0.id) }
-            state.memoryBytes -= late.reduce(0) { $0 + $1.beacon.url.utf8.count }
-            for pending in late { missed(pending.beacon.url, pending.beacon.play) }
+            state.memoryBytes -= gone.reduce(0) { $0 + $1.beacon.url.utf8.count }
+            for pending in gone { count(pending.beacon.url, pending.beacon.play) }
         }
         return events
     }
