@@ -604,7 +604,7 @@ public final class VASTClient: AdSource {
             chosen = nil
         }
         guard let chosen else { return nil }
-        if !prefetching { schedules.withLock { $0[request.content.id]?.served.insert(chosen.key) } }
+        if !prefetching { _ = schedules.withLock { $0[request.content.id]?.served.insert(chosen.key) } }
         let item = schedule.breaks[chosen.index]
         let data: Data
         if let inline = item.vast {
