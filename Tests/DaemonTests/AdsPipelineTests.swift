@@ -141,7 +141,7 @@ final class AdsPipelineTests: XCTestCase {
     /// appeared fires its `notUsed` URL once — the ad server sells the slot again — and no
     /// impression; a pause long enough shows the next one, billed, with no `notUsed`.
     func testAPauseAdFetchedAndNeverShownFiresNotUsedOnce() throws {
-        let daemon = try DaemonProcess(extra: ["--ads", server.base + "/vast/notused-pause.xml", "--pause-ad-delay", "2",
+        let daemon = try DaemonProcess(extra: ["--ads", server.base + "/vast/notused-pause.xml", "--pause-ad-delay", "5",
                                                "--time-sync-wait", "0", "--beacon-max-delay", "1"])
         let events = try daemon.connect()
         _ = try events.call("subscribe", ["events": ["ad.*", "player.playing"]])

@@ -42,7 +42,7 @@ final class DisplayTests: XCTestCase {
              "pause_ads": [{"id": "pa-1", "image": "pause.png"}]}
             """)
         let (bin, calls) = try stubCEC()
-        let close = clock(7), open = clock(15)
+        let close = clock(9), open = clock(17)
         let environment = ["PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")]
         let daemon = try DaemonProcess(catalog: catalog, extra: ["--display-hours", "daily \(open)-\(close)", "--timezone", "UTC",
                                                                  "--pause-ad-delay", "0"], environment: environment)
@@ -80,7 +80,7 @@ final class DisplayTests: XCTestCase {
         let dark = try XCTUnwrap(seen.firstIndex { $0["event"] as? String == "player.display" })
         let night = seen[dark...].compactMap { $0["event"] as? String }
         XCTAssertFalse(night.contains { ["ad.requested", "ad.loaded", "ad.started", "ad.nofill"].contains($0) },
-                       "no ad asked for or shown at night: \(night)")
+                       "no ad asked for or shown at night: \(night) \(seen[dark...].map { "\($0["event"] ?? "") \($0["kind"] ?? "") \($0["position"] ?? "")" })")
         // Ads by their rules again: the overlay at 16 s of the content.
         _ = try events.event(named("ad.started", "kind", "overlay"))
 

@@ -105,6 +105,9 @@ extension Controller {
         display.on = on
         display.reason = reason
         metrics?.set("adplayerd_display_on", [:], on ? 1 : 0)
+        // Told first: what follows (the pause and the overlay it ends; at opening, the play
+        // and the ads asked for again) comes after it.
+        emit(.playerDisplay(on: on, reason: reason))
         if on {
             log.notice("display on\(reason.map { " (\($0))" } ?? ""): woken\(display.playAfter && episode != nil ? ", the episode plays on" : "")")
             display.cec?(true)
@@ -124,7 +127,6 @@ extension Controller {
             updateBlank()
             display.cec?(false)
         }
-        emit(.playerDisplay(on: on, reason: reason))
     }
 }
 
