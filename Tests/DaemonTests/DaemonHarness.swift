@@ -45,6 +45,10 @@ final class DaemonProcess: @unchecked Sendable {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
+        // As `BackgroundProcess`: the handler's dispatch source must not outlive the pipe it
+        // reads (libdispatch's manager thread crashed on a freed source: "Bad pointer
+        // dereference" in `_dispatch_event_loop_drain`, once in a full run).
+        (process.standardError as? Pipe)?.fileHandleForReading.readabilityHandler = nil
         try? FileManager.default.removeItem(at: folder)
     }
 
