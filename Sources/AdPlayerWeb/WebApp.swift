@@ -196,7 +196,7 @@ public final class WebApp: Sendable {
         case "not_found": 404
         case "internal": 500
         case "too_large", "line_too_long": 413
-        case "ad_playing", "not_playing", "empty_queue", "no_previous", "no_ad", "queue_full": 409
+        case "ad_playing", "not_playing", "empty_queue", "no_previous", "no_ad", "not_skippable", "queue_full": 409
         default: 400
         }
     }

@@ -33,6 +33,11 @@ final class AdSession: @unchecked Sendable {
     private var shownAds: [UInt64] = []
     private var requests: [UInt64: PendingRequest] = [:]
     private var nextRequest: UInt64 = 1
+    /// The linear break open now: a pre-roll's (the episode waits), or a mid-roll's, with the
+    /// item it holds and the content time it resumes at.
+    private var openBreak: (kind: AdKind, at: Double, held: PlayerItem?)?
+    /// Ends an open break nobody ended (R16: the content plays on whatever happens).
+    private var breakTimer: LoopTimer?
     private var callbacks: [() -> Void] = []
     private var delivering = false
     private let follower = Follower()
@@ -80,6 +85,7 @@ final class AdSession: @unchecked Sendable {
         for id in shownAds {
             run(id) { lifecycle, _ in lifecycle.stop(.destroyed, cause: nil) }
         }
+        endBreak(resume: true)
         destroyed = true
         observation?.cancel()
         observation = nil
@@ -119,6 +125,7 @@ final class AdSession: @unchecked Sendable {
                 self.bound = item   // our own episode's next pass (R14)
             }
             endedAt = nil
+            if let held = openBreak?.held, held != item { endBreak(resume: false) }   // its item is gone
         case .ended(let item):
             if item == bound {
                 endedAt = event.snapshot.position
@@ -140,7 +147,7 @@ final class AdSession: @unchecked Sendable {
         source.prefetch(AdRequest(content: content, kind: kind, position: position ?? requestPosition()))
     }
 
-    func request(_ kind: AdKind, podPosition: Int = 0, completion: @escaping @Sendable (Result<Ad, AdError>) -> Void) {
+    func request(_ kind: AdKind, podPosition: Int = 0, breakTime: Double? = nil, completion: @escaping @Sendable (Result<Ad, AdError>) -> Void) {
         loop.requireInLoop()
         defer { flush() }
         guard !destroyed else {
@@ -148,7 +155,7 @@ final class AdSession: @unchecked Sendable {
             return
         }
         let position = requestPosition()
-        let request = AdRequest(content: content, kind: kind, position: position, podPosition: max(0, podPosition))
+        let request = AdRequest(content: content, kind: kind, position: position, podPosition: max(0, podPosition), breakTime: breakTime)
         let id = nextRequest
         nextRequest += 1
         var pending = PendingRequest(kind: kind, item: boundItemIfCurrent, position: position, completion: completion)
@@ -224,10 +231,16 @@ final class AdSession: @unchecked Sendable {
             guard !destroyed else { throw .destroyed }
             guard var record = ads[id] else { throw .alreadyShown }
             guard record.lifecycle == nil else { throw .alreadyShown }
-            guard tracking, player != nil else { throw .notTracking }
+            // A pre-roll shows before the episode is tracked (its content not in yet); the
+            // others follow a tracked player.
+            if record.presentation.kind != .preroll { guard tracking, player != nil else { throw .notTracking } }
             try checkBinding(of: record)
             let lifecycle = try makeLifecycle(record.presentation, options)
             let shownEffects = try lifecycle.show(context())
+            if lifecycle is LinearLifecycle, record.presentation.kind != .postroll {
+                breakTimer?.cancel()   // the break goes on with this ad
+                breakTimer = nil
+            }
             record.item = bound
             record.lifecycle = lifecycle
             record.didEnd = didEnd
@@ -261,8 +274,14 @@ final class AdSession: @unchecked Sendable {
                 pauseAd.activationDelay = delay
             }
             return pauseAd
-        case (.postroll, .now):
-            return PostrollLifecycle(declaredDuration: presentation.creative.duration)
+        case (.postroll, .now), (.preroll, .now), (.midroll, .now), (.midroll, .atContentTime):
+            let linear = LinearLifecycle(kind: presentation.kind, declaredDuration: presentation.creative.duration)
+            if presentation.kind != .postroll { linear.startTimeout = configuration.linearStartTimeout }
+            if case .atContentTime(let at) = options {
+                guard at >= 0, at <= Seconds.Bounds.position.maximum else { throw .invalidTime(at) }
+                linear.breakTime = at
+            }
+            return linear
         case (let kind, _):
             throw .wrongKind(kind)
         }
@@ -274,14 +293,45 @@ final class AdSession: @unchecked Sendable {
         run(id) { lifecycle, _ in lifecycle.stop(.closed, cause: nil) }
     }
 
-    /// `Ad.withdraw()`: a waiting overlay ends as `seeked`; anything else is left alone.
+    /// `Ad.withdraw()`: a waiting overlay or mid-roll ends as `seeked`; anything else is left alone.
     func withdraw(_ id: UInt64) {
         loop.requireInLoop()
         defer { flush() }
         run(id) { lifecycle, _ in
-            guard let overlay = lifecycle as? OverlayLifecycle, overlay.isWaiting else { return [] }
-            return overlay.stop(.seeked, cause: nil)
+            if let overlay = lifecycle as? OverlayLifecycle, overlay.isWaiting { return overlay.stop(.seeked, cause: nil) }
+            if let linear = lifecycle as? LinearLifecycle, linear.isWaiting { return linear.stop(.seeked, cause: nil) }
+            return []
         }
+    }
+
+    /// `Ad.skip()`: a linear ad playing past its skip offset ends `skipped`.
+    func skip(_ id: UInt64) -> Result<Void, AdError> {
+        loop.requireInLoop()
+        defer { flush() }
+        guard let record = ads[id], let linear = record.lifecycle as? LinearLifecycle else { return .failure(.notSkippable(after: nil)) }
+        do throws(AdError) {
+            let effects = try linear.skip(skipOffset: record.presentation.creative.skipOffset)
+            perform(effects, for: id)
+            return .success(())
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// The break is over (the app ended it after the last ad of its pod, or it was left open):
+    /// a mid-roll's held content plays again at the time it stopped at — the same item.
+    /// `resume: false`: its item is gone; only the end is told.
+    func endBreak(resume: Bool = true) {
+        loop.assertInLoop()
+        defer { flush() }
+        breakTimer?.cancel()
+        breakTimer = nil
+        guard let open = openBreak else { return }
+        openBreak = nil
+        if resume, let held = open.held, view.item == held, let breakable = player as? any BreakablePlayer {
+            breakable.resumeAfterBreak(at: open.at)
+        }
+        emit(.breakEnded(kind: open.kind, contentID: content.id, position: open.at))
     }
 
     /// An ad object was released: if it was never shown, nothing will ever refer to it.
@@ -293,11 +343,14 @@ final class AdSession: @unchecked Sendable {
     func postrollReport(_ id: UInt64, _ report: PostrollReporter.Report) {
         loop.requireInLoop()
         defer { flush() }
-        guard var record = ads[id], record.lifecycle is PostrollLifecycle else { return }
-        let info = info(id, .postroll, record.presentation.creative.id)
+        guard var record = ads[id], let linear = record.lifecycle as? LinearLifecycle else { return }
+        let kind = record.presentation.kind
+        let info = info(id, kind, record.presentation.creative.id)
         switch report {
         case .progress(let position, let duration):
-            guard duration > 0, position.isFinite, duration.isFinite else { return }
+            guard position.isFinite, position >= 0 else { return }
+            perform(linear.videoProgressed(position, context()), for: id)
+            guard duration > 0, duration.isFinite, ads[id] != nil else { return }
             let quartile = max(0, min(3, Int((position / duration) * 4)))
             while record.quartile < quartile {
                 record.quartile += 1
@@ -313,12 +366,12 @@ final class AdSession: @unchecked Sendable {
             emit(.postrollPaused(info, paused))
             ads[id]?.exposure.videoPaused = paused
             updateExposure(id)
-            run(id) { lifecycle, context in (lifecycle as? PostrollLifecycle)?.videoPaused(paused, context) ?? [] }
+            run(id) { lifecycle, context in (lifecycle as? LinearLifecycle)?.videoPaused(paused, context) ?? [] }
         case .ended(let how, let failure):
             if let failure {
-                emit(.error(kind: .postroll, creativeID: info.creativeID, error: .renderFailed(failure)))
+                emit(.error(kind: kind, creativeID: info.creativeID, error: .renderFailed(failure)))
             }
-            run(id) { lifecycle, _ in (lifecycle as? PostrollLifecycle)?.videoEnded(how) ?? [] }
+            run(id) { lifecycle, _ in (lifecycle as? LinearLifecycle)?.videoEnded(how) ?? [] }
         }
     }
 
@@ -339,13 +392,18 @@ final class AdSession: @unchecked Sendable {
         loop.assertInLoop()
         defer { flush() }
         ads[id]?.timer = nil
-        if let postroll = ads[id]?.lifecycle as? PostrollLifecycle, let creative = ads[id]?.presentation.creative {
-            let effects = postroll.timerFired(context())
-            if postroll.overran {
+        if let linear = ads[id]?.lifecycle as? LinearLifecycle, let presentation = ads[id]?.presentation {
+            let creative = presentation.creative
+            let effects = linear.timerFired(context())
+            if linear.overran {
                 // VAST 202: the video's duration was not what the ad said.
-                emit(.error(kind: .postroll, creativeID: creative.id,
-                            error: .loadFailed("it played past its budget of \(Int(postroll.budget)) s (its declared duration "
+                emit(.error(kind: presentation.kind, creativeID: creative.id,
+                            error: .loadFailed("it played past its budget of \(Int(linear.budget)) s (its declared duration "
                                                + "\(creative.duration.map { "\($0) s" } ?? "none") and a margin): stopped", vastCode: 202)))
+            } else if linear.neverStarted {
+                // VAST 402: the media file did not play in time; the content goes on (R16).
+                emit(.error(kind: presentation.kind, creativeID: creative.id,
+                            error: .loadFailed("its video did not start within \(Int(linear.startTimeout ?? 0)) s: the content plays", vastCode: 402)))
             }
             return perform(effects, for: id)
         }
@@ -383,15 +441,21 @@ final class AdSession: @unchecked Sendable {
             // Requested for another item (another episode, an earlier loop): refused. One
             // requested before `track` (a prefetch, `item == nil`) binds now.
             if let item = record.item, item != current { throw .invalidated(.contentChanged) }
+        case .midroll:
+            guard let current = view.item, current == bound else { throw .invalidated(.contentChanged) }
+            if let item = record.item, item != current { throw .invalidated(.contentChanged) }
         case .postroll:
             if let current = view.item, current != bound { throw .invalidated(.contentChanged) }
             if let item = record.item, item != bound { throw .invalidated(.contentChanged) }
+        case .preroll:
+            break   // before the episode's item: `LinearLifecycle.show` checks the content has not started
         }
     }
 
     private func context() -> LifecycleContext {
         LifecycleContext(now: loop.now(), playing: view.playing, rate: view.rate, background: background,
-                         contentEnded: tracking && endedAt != nil, session: self)
+                         contentEnded: tracking && endedAt != nil, contentStarted: tracking,
+                         heldItem: openBreak?.held, session: self)
     }
 
     func info(_ id: UInt64, _ kind: AdKind, _ creativeID: String) -> AdInfo {
@@ -417,7 +481,7 @@ final class AdSession: @unchecked Sendable {
         if visible, exposure.visibleSince == nil {
             exposure.visibleSince = now
             if !exposure.decided {
-                exposure.viewTimer = loop.schedule(after: kind == .postroll ? 2 : 1) { [weak self] in
+                exposure.viewTimer = loop.schedule(after: kind.isLinear ? 2 : 1) { [weak self] in
                     self?.decideViewability(id, .viewable)
                     self?.flush()
                 }
@@ -454,7 +518,34 @@ final class AdSession: @unchecked Sendable {
         guard let presentation = ads[id]?.presentation else { return }
         for effect in effects {
             switch effect {
+            case .holdContent(let at):
+                guard openBreak == nil else { continue }   // a pod's next ad: the content is held already
+                guard let held = boundItemIfCurrent, let breakable = player as? any BreakablePlayer else {
+                    emit(.error(kind: presentation.kind, creativeID: presentation.creative.id, error: .cannotHold))
+                    run(id) { lifecycle, _ in lifecycle.stop(.failed, cause: nil) }
+                    return
+                }
+                openBreak = (.midroll, at, held)
+                emit(.breakStarted(kind: .midroll, contentID: content.id, position: at))
+                // Its `.held` reaches the observers (the overlays go down, suspended) now, or
+                // after the change being delivered: either way before the ad's start is told.
+                breakable.holdForBreak(at: at)
+            case .restore:
+                do {
+                    try surface.present(presentation)
+                    ads[id]?.exposure.onOutput = true
+                    updateExposure(id)
+                } catch {
+                    emit(.error(kind: presentation.kind, creativeID: presentation.creative.id,
+                                error: .renderFailed(String(describing: error))))
+                    run(id) { lifecycle, _ in lifecycle.stop(.failed, cause: nil) }
+                    return
+                }
             case .present, .playVideo:
+                if effect == .playVideo, presentation.kind == .preroll, openBreak == nil {
+                    openBreak = (.preroll, 0, nil)
+                    emit(.breakStarted(kind: .preroll, contentID: content.id, position: 0))
+                }
                 do {
                     if effect == .present {
                         try surface.present(presentation)
@@ -518,6 +609,12 @@ final class AdSession: @unchecked Sendable {
                 ads[id]?.exposure.viewTimer?.cancel()
                 ads[id] = nil   // ended exactly once (R15)
                 shownAds.removeAll { $0 == id }
+                if openBreak != nil, presentation.kind == .preroll || presentation.kind == .midroll {
+                    // The app ends the break (or shows its pod's next ad); if it does neither, the
+                    // content plays on after a request's time.
+                    breakTimer?.cancel()
+                    breakTimer = loop.schedule(after: configuration.requestTimeout + 1) { [weak self] in self?.endBreak() }
+                }
             }
         }
     }

@@ -16,6 +16,9 @@ public struct VideoAdsConfiguration: Sendable {
     /// The longest a pause ad stays on screen (`pause-ad-max`): then it ends `limitReached`, so
     /// a paused panel never holds one image for hours (OLED burn-in). Nil: as long as the pause.
     public var pauseAdMaxShowing: Double?
+    /// A pre- or mid-roll whose video has not started playing by then fails, and the content
+    /// plays (R16): the viewer never waits longer for a stalled ad.
+    public var linearStartTimeout = 8.0
 
     public init() {}
 }
@@ -104,8 +107,24 @@ public final class VideoAds: Sendable {
     /// position where it ended; R11). The completion runs once, on the loop: with the ad, or
     /// with `noFill`, `timeout`, `loadFailed`, `destroyed` — and the content plays on
     /// whatever happens (R16). The source and the surface's preparation run off the loop.
-    public func request(_ kind: AdKind, podPosition: Int = 0, completion: @escaping @Sendable (Result<Ad, AdError>) -> Void) {
-        loop.run { [session] in session.request(kind, podPosition: podPosition, completion: completion) }
+    public func request(_ kind: AdKind, podPosition: Int = 0, breakTime: Double? = nil,
+                        completion: @escaping @Sendable (Result<Ad, AdError>) -> Void) {
+        loop.run { [session] in session.request(kind, podPosition: podPosition, breakTime: breakTime, completion: completion) }
+    }
+
+    /// Ends the linear break that is open: a mid-roll's content plays again, the same item, at
+    /// the time it stopped at; a pre-roll's episode may start. Call it after the last ad of the
+    /// break's pod (or when a request for the break failed). A break left open ends by itself a
+    /// request's timeout after its last ad. Nothing if none is open.
+    public func endBreak() {
+        loop.run { [session] in session.endBreak() }
+    }
+
+    /// The content times of the source's mid-roll breaks for this episode, as far as it knows
+    /// now (`AdSource.midrollTimes`). On the loop: cheap.
+    public func midrollTimes() -> [Double] {
+        loop.requireInLoop()
+        return session.source.midrollTimes(for: content)
     }
 
     /// Lets the source get ready for a request of `kind` ahead of time (`AdSource.prefetch`):

@@ -43,7 +43,7 @@ public final class FallbackSource: AdSource {
             try Task.checkCancellation()
             do {
                 if let creative = try await member.source.ad(for: request) {
-                    if request.kind == .postroll { podSource.withLock { $0[request.content.id] = index } }
+                    if request.kind.isLinear { podSource.withLock { $0[request.content.id] = index } }
                     return creative
                 }
                 answeredNoFill = true
@@ -65,6 +65,15 @@ public final class FallbackSource: AdSource {
     /// The first source that may fill gets ready (the others are asked only if it fails then).
     public func prefetch(_ request: AdRequest) {
         members.first { $0.source.mayFill(request.kind, content: request.content, at: request.position) }?.source.prefetch(request)
+    }
+
+    /// Every member's breaks, merged (within 0.1 s, one).
+    public func midrollTimes(for content: ContentInfo) -> [Double] {
+        var times: [Double] = []
+        for time in members.flatMap({ $0.source.midrollTimes(for: content) }).sorted() where times.last.map({ time - $0 > 0.1 }) ?? true {
+            times.append(time)
+        }
+        return times
     }
 
     /// Every member hears of it (each counts only what it served).

@@ -86,8 +86,27 @@ public final class LocalCatalog: AdSource {
         public let tracking: [String: [String]]
         /// Version 2: when, how often, how much and beside whom it may show.
         public var schedule = EntrySchedule()
+        /// Mid-rolls: where in the episode.
+        public var at: BreakAt?
+        /// Linear ads: seconds after which the viewer may skip it.
+        public var skipOffset: Double?
 
         func isFor(_ contentID: String) -> Bool { content.map { $0.contains(contentID) } ?? true }
+
+        /// A mid-roll's content time in `content` (a percentage needs its length).
+        func time(in content: ContentInfo) -> Double? {
+            switch at {
+            case .seconds(let seconds)?: seconds
+            case .percent(let percent)?: content.duration.map { $0 * percent / 100 }
+            case nil: nil
+            }
+        }
+    }
+
+    /// A mid-roll's place in the episode.
+    public enum BreakAt: Sendable, Equatable {
+        case seconds(Double)
+        case percent(Double)
     }
 
     /// Limits of a manifest: the file's size and what it may hold.
@@ -142,9 +161,11 @@ public final class LocalCatalog: AdSource {
         let overlays: [EntryJSON]?
         let pauseAds: [EntryJSON]?
         let postrolls: [EntryJSON]?
+        let prerolls: [EntryJSON]?
+        let midrolls: [EntryJSON]?
 
         enum CodingKeys: String, CodingKey {
-            case version, overlays, postrolls
+            case version, overlays, postrolls, prerolls, midrolls
             case pauseAds = "pause_ads"
         }
     }
@@ -167,14 +188,33 @@ public final class LocalCatalog: AdSource {
         let weight: Int?
         let advertiser: String?
         let categories: [String]?
+        // Linear ads.
+        let at: BreakAtJSON?
+        let skipOffset: Double?
 
         enum CodingKeys: String, CodingKey {
-            case id, image, text, video, slots, content, impression, tracking, click, flight, daypart, cap, weight, advertiser, categories
+            case id, image, text, video, slots, content, impression, tracking, click, flight, daypart, cap, weight, advertiser, categories, at
             case maxPerEpisode = "max_per_episode"
+            case skipOffset = "skip_offset"
         }
 
         var hasVersion2Fields: Bool {
             flight != nil || daypart != nil || cap != nil || weight != nil || advertiser != nil || categories != nil
+        }
+    }
+
+    /// A mid-roll's `at`: seconds (a number) or a percentage of the episode (`"25%"`).
+    private enum BreakAtJSON: Decodable {
+        case seconds(Double)
+        case percent(String)
+
+        init(from decoder: any Decoder) throws {
+            let value = try decoder.singleValueContainer()
+            if let seconds = try? value.decode(Double.self) {
+                self = .seconds(seconds)
+            } else {
+                self = .percent(try value.decode(String.self))
+            }
         }
     }
 
@@ -220,7 +260,8 @@ public final class LocalCatalog: AdSource {
         var ids = Set<String>()
         var slotCount = 0
         for (key, kind, list) in [("overlays", AdKind.overlay, manifest.overlays), ("pause_ads", .pauseAd, manifest.pauseAds),
-                                  ("postrolls", .postroll, manifest.postrolls)] {
+                                  ("postrolls", .postroll, manifest.postrolls), ("prerolls", .preroll, manifest.prerolls),
+                                  ("midrolls", .midroll, manifest.midrolls)] {
             for (index, entry) in (list ?? []).enumerated() {
                 let path = "\(key)[\(index)]"
                 guard !entry.id.isEmpty, entry.id.count <= 256 else { throw fail("\(path).id", "must be a non-empty string of at most 256 characters") }
@@ -236,9 +277,27 @@ public final class LocalCatalog: AdSource {
                     } else {
                         throw fail(path, "needs exactly one of \"image\" (a file) or \"text\" (a non-empty string)")
                     }
-                case .postroll:
+                case .postroll, .preroll, .midroll:
                     guard let video = entry.video, !video.isEmpty else { throw fail("\(path).video", "missing, or not a file name") }
                     creative = .video(video)
+                }
+                var at: BreakAt?
+                switch (kind, entry.at) {
+                case (.midroll, nil): throw fail("\(path).at", "a mid-roll needs its time: seconds, or a percentage of the episode (\"25%\")")
+                case (.midroll, .seconds(let seconds)?):
+                    guard seconds > 0, seconds <= Seconds.Bounds.position.maximum else { throw fail("\(path).at", "must be a time in the episode after its start (seconds > 0)") }
+                    at = .seconds(seconds)
+                case (.midroll, .percent(let text)?):
+                    guard text.hasSuffix("%"), let percent = Double(text.dropLast()), percent > 0, percent < 100 else {
+                        throw fail("\(path).at", "\"\(text.prefix(32))\" is not a percentage of the episode between 0 and 100 (\"25%\")")
+                    }
+                    at = .percent(percent)
+                case (_, nil): break
+                case (_, _?): throw fail("\(path).at", "only mid-rolls have a time")
+                }
+                if let skip = entry.skipOffset {
+                    guard kind.isLinear else { throw fail("\(path).skip_offset", "only linear ads (pre-, mid-, post-rolls) can be skipped") }
+                    guard skip >= 0, skip <= Seconds.Bounds.duration.maximum else { throw fail("\(path).skip_offset", "must be seconds ≥ 0") }
                 }
                 var slots: [Slot] = []
                 if kind == .overlay {
@@ -272,6 +331,8 @@ public final class LocalCatalog: AdSource {
                 }
                 var made = Entry(id: entry.id, kind: kind, creative: creative, slots: slots.sorted { $0.start < $1.start },
                                  content: entry.content, maxPerEpisode: entry.maxPerEpisode, tracking: tracking)
+                made.at = at
+                made.skipOffset = entry.skipOffset
                 if entry.hasVersion2Fields {
                     guard manifest.version == 2 else {
                         throw fail(path, "flight, daypart, cap, weight, advertiser and categories need \"version\": 2")
@@ -423,6 +484,18 @@ public final class LocalCatalog: AdSource {
         let chosen: (Entry, Slot?)?
         if request.kind == .overlay {
             chosen = index.first(for: contentID, atOrAfter: request.position - 0.001, allowed: allowed)
+        } else if request.kind == .midroll {
+            // The break asked for (or the next after the position): among its entries, rotated.
+            let wanted = request.breakTime ?? request.position
+            let time = midrollTimes(for: request.content).first { $0 >= wanted - 0.001 }
+            let eligible = (rotated[.midroll] ?? []).filter { entry in
+                entry.isFor(contentID) && time != nil && entry.time(in: request.content).map { abs($0 - time!) <= 0.001 } == true && allowed(entry)
+            }
+            chosen = rotate(eligible, key: "\(contentID)|midroll@\(time ?? 0)").map { ($0, nil) }
+            if let time, var made = try chosen.map({ try creative($0.0, nil) }) {
+                made.slotStart = time
+                return made
+            }
         } else {
             let eligible = (rotated[request.kind] ?? []).filter { $0.isFor(contentID) && allowed($0) }
             chosen = rotate(eligible, key: "\(contentID)|\(request.kind.rawValue)").map { ($0, nil) }
@@ -475,7 +548,16 @@ public final class LocalCatalog: AdSource {
     /// whether an entry is in its flight, daypart, caps and separation is asked at the request,
     /// so this says yes when an entry is there at all (an empty answer is `ad.nofill` with its
     /// reason).
+    /// The episode's mid-roll times: every `midrolls` entry for it (a percentage once its length is known).
+    public func midrollTimes(for content: ContentInfo) -> [Double] {
+        let times = (rotated[.midroll] ?? []).filter { $0.isFor(content.id) }.compactMap { $0.time(in: content) }
+        var distinct: [Double] = []
+        for time in times.sorted() where distinct.last.map({ time - $0 > 0.001 }) ?? true { distinct.append(time) }
+        return distinct
+    }
+
     public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
+        if kind == .midroll { return midrollTimes(for: content).contains { $0 >= position - 0.001 } }
         if version == 2 {
             if kind == .overlay { return index.first(for: content.id, atOrAfter: position - 0.001) { _ in true } != nil }
             return (rotated[kind] ?? []).contains { $0.isFor(content.id) }
@@ -534,6 +616,7 @@ public final class LocalCatalog: AdSource {
                               tracking: entry.tracking, source: "catalog")
         made.advertiser = entry.schedule.advertiser
         made.categories = entry.schedule.categories
+        made.skipOffset = entry.skipOffset
         return made
     }
 }

@@ -172,6 +172,8 @@ public enum Macros {
             case .overlay?: return .value("2")
             case .pauseAd?: return .value("4")
             case .postroll?: return .value("3")
+            case .preroll?: return .value("1")
+            case .midroll?: return .value("2")
             case nil: return .unknown
             }
         case .contentPlayhead, .mediaPlayhead: return known(c.contentPlayhead.map(playhead))

@@ -33,4 +33,6 @@ public final class SlotCursor: AdSource {
     public func prefetch(_ request: AdRequest) { base.prefetch(request) }
 
     public func didShow(_ creative: AdCreative, content: ContentInfo) { base.didShow(creative, content: content) }
+
+    public func midrollTimes(for content: ContentInfo) -> [Double] { base.midrollTimes(for: content) }
 }

@@ -57,6 +57,10 @@ public final class SlotsAPIClient: AdSource {
         self.onProblem = onProblem
     }
 
+    /// Overlays only; pause ads and post-rolls are asked and get no fill (as always), linear
+    /// breaks are not asked at all.
+    public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { kind != .preroll && kind != .midroll }
+
     public func ad(for request: AdRequest) async throws -> AdCreative? {
         guard request.kind == .overlay else { return nil }
         let slots = try await fetchSlots(titleID: request.content.id)

@@ -32,6 +32,24 @@ public final class TestAdSource: AdSource {
 
     public func set(_ kind: AdKind, _ behaviour: Behaviour) { behaviours.withLock { $0[kind] = behaviour } }
 
+    /// Pre-rolls and mid-rolls only when the test scripted them (and mid-rolls at `midrolls`);
+    /// other kinds always (their requests are part of what tests watch).
+    public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
+        switch kind {
+        case .preroll: behaviours.withLock { $0[kind] != nil }
+        case .midroll: midrollTimes(for: content).contains { $0 >= position - 0.001 }
+        default: true
+        }
+    }
+
+    /// The mid-roll breaks the test scripted.
+    private let midrolls = Locked<[Double]>([])
+    public func setMidrolls(_ times: [Double]) { midrolls.withLock { $0 = times } }
+
+    public func midrollTimes(for content: ContentInfo) -> [Double] {
+        behaviours.withLock { $0[.midroll] } == nil ? [] : midrolls.withLock { $0 }.sorted()
+    }
+
     public var requests: [AdRequest] { log.withLock { $0 } }
     public var cancelledCount: Int { cancellations.withLock { $0 } }
 

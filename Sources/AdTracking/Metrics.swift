@@ -187,7 +187,8 @@ extension Metrics {
             let note = AdErrorNote(wall: Date().timeIntervalSince1970, code: error.code, vastCode: error.vastCode,
                                    message: String(error.message.prefix(300)))
             state.withLock { $0.lastAdError = note }
-        case .quartile, .progress, .postrollPaused, .contentEnded:
+        case .breakStarted(let kind, _, _): increment("adplayerd_ad_breaks_total", ["kind": kind.protocolName])
+        case .quartile, .progress, .postrollPaused, .contentEnded, .breakEnded:
             break
         }
     }

@@ -121,7 +121,7 @@ public final class TrackingReporter: @unchecked Sendable {
     private func write(_ event: AdEvent) {
         metrics?.count(event)
         switch event {
-        case .requested, .noFill, .error, .contentEnded:
+        case .requested, .noFill, .error, .contentEnded, .breakStarted, .breakEnded:
             break
         case .loaded(let info, let creative):
             ads[info.id] = Shown(creative: creative)
@@ -144,8 +144,9 @@ public final class TrackingReporter: @unchecked Sendable {
             if ads[info.id]?.started == false, reason != .failed { send(info, ["notUsed"]) }
             if ads[info.id]?.started == true { send(info, ["breakEnd"]) }   // a VMAP break's (its last ad)
             switch reason {
-            case .completed: send(info, info.kind == .postroll ? ["complete"] : [])
-            case .closed: send(info, info.kind == .postroll ? ["skip", "closeLinear"] : ["close"])
+            case .completed: send(info, info.kind.isLinear ? ["complete"] : [])
+            case .closed: send(info, info.kind.isLinear ? ["skip", "closeLinear"] : ["close"])
+            case .skipped: send(info, ["skip"])
             case .failed: send(info, ["error"], errorCode: 405)
             default: break
             }
@@ -170,7 +171,7 @@ public final class TrackingReporter: @unchecked Sendable {
     }
 
     private func sendStart(_ info: AdInfo) {
-        send(info, ["impression", "creativeView"] + (info.kind == .postroll ? ["start"] : []) + ["breakStart"])
+        send(info, ["impression", "creativeView"] + (info.kind.isLinear ? ["start"] : []) + ["breakStart"])
     }
 
     /// The play's id: the ad's instance, as the socket names it.

@@ -151,6 +151,8 @@ extension Commands {
                 cli: ("shuffle on|off", "play the queue in a new random order each pass"), parse: { input throws(UsageError) in
                     .shuffle(try input.onOff("shuffle"))
                 }) { args throws(ControlError) in .shuffle(try args.bool("on")) },
+        Command("skip", .control, .loop,
+                cli: ("skip", "the viewer skips the linear ad that plays (pre-, mid-, post-roll), once\npast its skip offset")) { _ in .skip },
         Command("speed", .control, .loop, .fields([.required("value", .number(0.01...100))]),
                 cli: ("speed X", "playback speed (0.01 to 100)"), parse: { input throws(UsageError) in
                     try input.expect(1, "speed takes X")

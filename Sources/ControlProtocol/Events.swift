@@ -23,6 +23,8 @@ public enum EventName: String, CaseIterable, Sendable {
     case adPaused = "ad.paused"
     case adResumed = "ad.resumed"
     case adEnded = "ad.ended"
+    case adBreakStarted = "ad.break_started"
+    case adBreakEnded = "ad.break_ended"
     case adError = "ad.error"
     case adHTML = "ad.html"
     case beaconSent = "beacon.sent"

@@ -21,7 +21,7 @@ public enum ControlProtocol {
     public static let maxLogLines = 1000
     /// The ad kinds as the protocol names them (`kind` fields, `metrics`): the runtime's
     /// `AdKind.protocolName`, checked equal by a test (this module knows no runtime).
-    public static let adKinds = ["overlay", "pause", "postroll"]
+    public static let adKinds = ["overlay", "pause", "preroll", "midroll", "postroll"]
 }
 
 /// What a program matches in an error reply.
@@ -42,6 +42,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case adPlaying = "ad_playing"
     case noPrevious = "no_previous"
     case noAd = "no_ad"
+    case notSkippable = "not_skippable"
     case player
     case unavailable
     case lineTooLong = "line_too_long"
@@ -111,6 +112,8 @@ public enum Request: Sendable, Equatable {
     case loop(Bool)
     case background, foreground
     case closeAd
+    /// The viewer skips the linear ad that plays, past its skip offset.
+    case skip
     /// Which events this client gets: names or prefixes (`ad.*`); nil: all.
     case subscribe(events: [String]?)
     case metrics
@@ -268,6 +271,7 @@ extension Request {
         case .background: "background"
         case .foreground: "foreground"
         case .closeAd: "close-ad"
+        case .skip: "skip"
         case .subscribe: "subscribe"
         case .metrics: "metrics"
         case .plays: "plays"

@@ -201,8 +201,13 @@ public final class MpvPlayer: TrackablePlayer {
         try onLoop("set loop-file") { try core.handle.set("loop-file", loop ? "inf" : "no") }
     }
 
-    /// Takes the item out (mpv's `stop`).
-    public func stop() throws { try onLoop("stop") { core.handle.commandAsync(["stop"]) } }
+    /// Takes the item out (mpv's `stop`); an item a break holds leaves too.
+    public func stop() throws {
+        try onLoop("stop") {
+            core.releaseHold()
+            core.handle.commandAsync(["stop"])
+        }
+    }
 
     // MARK: Audio, tracks, the screen
 
@@ -360,6 +365,7 @@ public final class MpvPlayer: TrackablePlayer {
     /// Stops an ad's video if it has not ended yet (it replaced everything, so it is what plays).
     func stopAd(_ entry: Int64) { core.stopAd(entry) }
 
+
     /// On the loop: the mpv handle, for the surface's drawing commands.
     var drawingHandle: MpvHandle { handle }
 
@@ -400,6 +406,22 @@ public final class MpvPlayer: TrackablePlayer {
             throw PlayerFailure(entry: -1, path: path, code: code, message: error.description)
         }
         guard checked.size > 0 else { throw PlayerFailure(entry: -1, path: path, code: "empty", message: "empty file: \(path)") }
+    }
+}
+
+extension MpvPlayer: BreakablePlayer {
+    /// On the loop: the item stops for a linear break at `position` (`.held`). The ad's video,
+    /// loaded next, replaces its file in mpv; the item stays in (R10).
+    public func holdForBreak(at position: Double) {
+        loop.requireInLoop()
+        core.holdForBreak(at: position)
+    }
+
+    /// On the loop: the held item's file is loaded again at `position` (`start=`, a precise
+    /// seek): the same item comes back and plays (`.playing`).
+    public func resumeAfterBreak(at position: Double) {
+        loop.requireInLoop()
+        core.resumeAfterBreak(at: position)
     }
 }
 
@@ -525,6 +547,32 @@ final class PlayerCore: @unchecked Sendable {
                 return .success(entry)
             })
         }
+    }
+
+    func holdForBreak(at position: Double) {
+        handle.requireInLoop()
+        guard let (_, events) = mapping.hold(at: position, now: handle.now()) else { return }
+        publish(events)
+    }
+
+    func resumeAfterBreak(at position: Double) {
+        handle.requireInLoop()
+        guard mapping.heldPosition != nil, let path = mapping.item?.path else { return }
+        let at = position.isFinite ? position : mapping.heldPosition!
+        // Per-file: a precise start at the break's time (`hr-seek`), the rest as the content had it.
+        let start = String(format: "%.6f", max(0, at))
+        handle.commandAsync(["loadfile", path, "replace", "start=\(start),hr-seek=yes"]) { [weak self] result in
+            guard let self, case .success(let value) = result, let entry = value["playlist_entry_id"]?.int else {
+                self?.releaseHold()   // mpv refused the load: the item cannot come back
+                return
+            }
+            mapping.noteResume(entry: entry, path: path)
+        }
+    }
+
+    func releaseHold() {
+        handle.requireInLoop()
+        publish(mapping.releaseHold(now: handle.now()))
     }
 
     func stopAd(_ entry: Int64) {

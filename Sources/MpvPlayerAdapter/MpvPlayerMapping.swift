@@ -37,6 +37,12 @@ import AdRuntime
 /// File start: a `SEEK` between `FILE_LOADED` and the first `PLAYBACK_RESTART` is mpv
 /// applying a start position (`start=`), part of loading, not a seek; the item plays from
 /// the first `PLAYBACK_RESTART`.
+///
+/// Linear breaks (mid-rolls): `hold(at:)` keeps the item in, not playing, at the break's
+/// time (`.held`, never `.paused`); the ad's video then replaces the content's file in mpv
+/// without the item leaving (no `.item(nil)`), and the content's file loaded again at that time
+/// (`noteResume`) is the same item coming back (`.playing` once it plays), not a new one — R10's
+/// binding holds across the break. A failure of that reload is the item's, under its own entry.
 struct MpvPlayerMapping {
     /// Properties the adapter observes, with their observation ids. `eof-reached` comes
     /// before `pause`, so that when both changed mpv reports the end first (R2).
@@ -175,6 +181,12 @@ struct MpvPlayerMapping {
     /// The changes of the current step, each with the facts right after it.
     private var out: [PlayerEvent] = []
     private var now: UInt64 = 0
+    /// A linear break holds the item, to resume at this content time.
+    private var holdAt: Double?
+    /// The entry that loads the held item's file again, once mpv answered the load.
+    private var resumeEntry: Int64?
+    /// mpv entries that reloaded an item (a break's resume), by the item's own entry.
+    private var aliases: [Int64: Int64] = [:]
 
     var playing: Bool { publishedPlaying }
     /// An item is in (START_FILE) and mpv is still opening it: a seek now would be refused.
@@ -208,6 +220,43 @@ struct MpvPlayerMapping {
 
     /// `entry` is an ad's video: it is never an item of the player model (R8).
     mutating func noteAdLoad(entry: Int64) { adEntries.insert(entry) }
+
+    /// A linear break stops the item at `position` (the content's file is about to be replaced
+    /// by the ad's): it stays in, not playing (`.held`). Nil when no item is in (nothing held);
+    /// else the path to load again at the end of the break.
+    mutating func hold(at position: Double, now: UInt64) -> (path: String, events: [PlayerEvent])? {
+        begin(now)
+        guard let item, holdAt == nil else { return nil }
+        holdAt = position
+        resumeEntry = nil
+        self.position = position
+        positionAt = now
+        if !publishedPlaying { emit(.held) }   // not playing already (a snapback while paused): said all the same
+        recompute()
+        return (item.path, finish())
+    }
+
+    /// The held item is let go of without coming back (`stop` during a break): it leaves.
+    mutating func releaseHold(now: UInt64) -> [PlayerEvent] {
+        begin(now)
+        guard holdAt != nil else { return [] }
+        holdAt = nil
+        resumeEntry = nil
+        if currentEntry == nil { leaveItem() }   // its file is gone already (the ad's replaced it)
+        return finish()
+    }
+
+    /// The held item's position to resume at, while a break holds it.
+    var heldPosition: Double? { holdAt }
+
+    /// mpv answered the reload of the held item's file: `entry` brings the same item back.
+    mutating func noteResume(entry: Int64, path: String) {
+        guard holdAt != nil, let item else { return }
+        resumeEntry = entry
+        knownPaths[entry] = path
+        aliases[entry] = item.entry
+        Self.bound(&aliases)
+    }
 
     /// The ad's video was loaded and has not ended.
     func isAdPending(_ entry: Int64) -> Bool { adEntries.contains(entry) }
@@ -275,7 +324,23 @@ struct MpvPlayerMapping {
             return finish()
         }
         switch event {
+        case .startFile(let entry) where entry == resumeEntry && holdAt != nil && item != nil:
+            // The held item's file again, at the break's time: the same item, not a new one.
+            currentEntry = entry
+            loaded = false
+            started = false
+            eof = nil
+            seek = nil
+            endedItem = nil
+            ownSeeksPending = 0
+            position = holdAt ?? position
+            positionAt = now
+            duration = nil
+            holdAt = nil
+            resumeEntry = nil
         case .startFile(let entry):
+            holdAt = nil
+            resumeEntry = nil
             leaveItem()
             videoTrack = nil
             currentEntry = entry
@@ -301,6 +366,12 @@ struct MpvPlayerMapping {
             started = false
             currentEntry = nil
             endedItem = nil
+            if holdAt != nil, item != nil {
+                // Replaced by the break's ad (or stopped meanwhile): the item stays held; a failure
+                // of its reload is still said.
+                if case .error(let error) = reason, let item { emit(.failed(failure(item.entry, path, error))) }
+                break
+            }
             switch reason {
             case .eof:
                 if let item { end(item) }
@@ -367,8 +438,9 @@ struct MpvPlayerMapping {
     private mutating func applyAd(_ event: MpvEvent, _ query: Query) -> Bool {
         switch event {
         case .startFile(let entry) where adEntries.contains(entry):
-            // The content (played to its end, or stopped) is gone from mpv; no item comes in.
-            leaveItem()
+            // The content (played to its end, or stopped) is gone from mpv; no item comes in —
+            // unless a break holds it: then it stays in, held, until its file comes back.
+            if holdAt == nil { leaveItem() }
             currentEntry = entry
             loaded = false
             started = false
@@ -614,15 +686,15 @@ struct MpvPlayerMapping {
     static let endTolerance = 2.0
 
     private func failure(_ entry: Int64, _ path: String, _ error: MpvError) -> PlayerFailure {
-        PlayerFailure(entry: entry, path: path, code: error.name, message: error.message)
+        PlayerFailure(entry: aliases[entry] ?? entry, path: path, code: error.name, message: error.message)
     }
 
     /// Publishes `.playing` / `.paused` / `.rate` when the derived facts changed.
     private mutating func recompute() {
-        let playing = item != nil && loaded && started && !pause && eof != true
+        let playing = item != nil && loaded && started && !pause && eof != true && holdAt == nil
         if playing != publishedPlaying {
             publishedPlaying = playing
-            emit(playing ? .playing(rate: speed) : .paused)
+            emit(playing ? .playing(rate: speed) : holdAt != nil ? .held : .paused)
         } else if playing && speed != publishedRate {
             emit(.rate(speed))
         }

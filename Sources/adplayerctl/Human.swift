@@ -123,6 +123,8 @@ enum Human {
         case .playerTrack?: text = "\(s("type")) track \(e["id"]?.integer.map(String.init) ?? e["id"]?.string ?? "off")"
         case .adRequested?: text = "ad requested: \(s("kind")) at \(n("position")) s"
         case .adNoFill?: text = "ad no fill: \(s("kind")) at \(n("position")) s"
+        case .adBreakStarted?: text = "ad break: \(s("kind")) at \(n("position")) s (the content waits)"
+        case .adBreakEnded?: text = "ad break over: \(s("kind")), the content from \(n("position")) s"
         case .adLoaded?: text = "ad loaded: \(s("kind")) \(s("ad_id"))"
         case .adStarted?: text = "ad started: \(s("kind")) \(s("ad_id"))"
         case .adQuartile?: text = "ad \(s("ad_id")): quartile \(e["quartile"]?.integer.map(String.init) ?? "?")/4"

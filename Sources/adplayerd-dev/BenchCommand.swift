@@ -206,6 +206,7 @@ private struct BenchSource: AdSource {
     func ad(for request: AdRequest) async throws -> AdCreative? {
         AdCreative(id: "bench", kind: .overlay, content: content, duration: 60)
     }
+    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { !kind.isLinear || kind == .postroll }
 }
 
 /// `request` for synchronous tools (never on the loop).

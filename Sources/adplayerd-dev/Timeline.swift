@@ -36,6 +36,8 @@ final class TimelinePrinter: Sendable {
         case .ended(let info, let reason, let latency):
             text = "ad ended    \(info.kind.rawValue) \(info.creativeID): \(reason.rawValue)" + (latency.map { " (\($0) µs after the player's change)" } ?? "")
         case .contentEnded(let content): text = "ad          \(content) played to its end: post-roll time"
+        case .breakStarted(let kind, _, let position): text = "ad break    \(kind.rawValue) at \(format(position))s: the content waits"
+        case .breakEnded(let kind, _, let position): text = "ad break    \(kind.rawValue) over: the content from \(format(position))s"
         case .error(let kind, let creative, let error): text = "ad error    \(kind.rawValue) \(creative ?? ""): \(error)"
         }
         write("\(format(t, width: 7))s  \(Logger.escape(text))")
@@ -54,6 +56,7 @@ final class TimelinePrinter: Sendable {
         case .item(nil): "item      none"
         case .playing(let rate): "playing   at \(format(rate))x"
         case .paused: "paused"
+        case .held: "held      for a linear break"
         case .rate(let rate): "rate      \(format(rate))x"
         case .seeked(let from, let to): "seeked    \(format(from))s -> \(format(to))s"
         case .ended(let item): "ended     \(item.path)"

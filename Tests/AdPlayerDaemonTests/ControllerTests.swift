@@ -442,7 +442,7 @@ private final class PodSource: AdSource, @unchecked Sendable {
 
     func ad(for request: AdRequest) async throws -> AdCreative? {
         switch request.kind {
-        case .overlay: return nil
+        case .overlay, .preroll, .midroll: return nil
         case .pauseAd: return AdCreative(id: "pa", kind: .pauseAd, content: .text("Paused"))
         case .postroll:
             positions.withLock { $0.append(request.podPosition) }
@@ -452,7 +452,7 @@ private final class PodSource: AdSource, @unchecked Sendable {
         }
     }
 
-    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { kind != .overlay }
+    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { kind == .pauseAd || kind == .postroll }
     func prefetch(_ request: AdRequest) { prefetched.withLock { $0.append(request.kind) } }
 }
 

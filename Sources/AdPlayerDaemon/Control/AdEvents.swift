@@ -44,6 +44,13 @@ extension ControlEvent {
                                 "on_screen": info.onScreenSeconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null])
     }
 
+    /// A linear break began (`midroll`: the content stopped at `position` for it, not a pause;
+    /// `preroll`: the episode waits for it) or ended (the content resumes at `position`).
+    public static func adBreak(_ kind: AdKind, started: Bool, contentID: String, position: Double) -> ControlEvent {
+        ControlEvent(started ? .adBreakStarted : .adBreakEnded, ["kind": .string(kind.protocolName), "content_id": .string(contentID),
+                                                                 "position": .number(position)])
+    }
+
     public static func adError(_ kind: AdKind, adID: String?, error: AdError) -> ControlEvent {
         var fields: [String: JSONValue] = ["kind": .string(kind.protocolName), "ad_id": adID.map { .string($0) } ?? .null,
                                            "code": .string(error.code), "message": .string(error.message)]

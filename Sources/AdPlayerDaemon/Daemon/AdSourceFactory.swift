@@ -159,4 +159,5 @@ final class DeadlineSource: AdSource {
     func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { base.mayFill(kind, content: content, at: position) }
     func prefetch(_ request: AdRequest) { base.prefetch(request) }
     func didShow(_ creative: AdCreative, content: ContentInfo) { base.didShow(creative, content: content) }
+    func midrollTimes(for content: ContentInfo) -> [Double] { base.midrollTimes(for: content) }
 }

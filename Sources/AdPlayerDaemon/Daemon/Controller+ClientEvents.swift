@@ -31,6 +31,7 @@ extension Controller {
         case .item(nil): emit(.playerEmpty)
         case .playing(let rate): emit(.playerPlaying(rate: rate, position: s.position))
         case .paused: emit(.playerPaused(position: s.position))
+        case .held: break   // a linear break's stop, not a pause: clients hear of the break (ad.break_started)
         case .rate(let rate): emit(.playerRate(rate))
         case .seeked(let from, let to): emit(.playerSeeked(from: from, to: to))
         case .ended(let item): emit(.playerEnded(path: item.path, position: s.position))
@@ -56,7 +57,7 @@ extension Controller {
         case .playing(let rate):
             speedSetting = rate
             armPositionTimer()
-        case .paused:
+        case .paused, .held:
             positionTimer?.cancel()
             savePosition()
         case .rate(let rate):
@@ -101,9 +102,9 @@ extension Controller {
     func adEvent(_ event: AdEvent) {
         switch event {
         case .started(let info):
-            if info.kind != .postroll || adOnScreen == nil { adOnScreen = info }
-            if info.kind == .postroll {
-                postroll = (info.id, false)
+            if !info.kind.isLinear || adOnScreen == nil { adOnScreen = info }
+            if info.kind.isLinear {
+                linearAd = (info.id, info.kind, false)
                 publishDesktop()
             }
             if let recordStart = reporting.recordStart {
@@ -113,9 +114,15 @@ extension Controller {
                 }
                 return
             }
+        case .breakStarted(let kind, _, _):
+            adBreak = kind
+            publishDesktop()
+        case .breakEnded:
+            adBreak = nil
+            publishDesktop()
         case .postrollPaused(let info, let paused):
-            if postroll?.id == info.id {
-                postroll?.paused = paused
+            if linearAd?.id == info.id {
+                linearAd?.paused = paused
                 publishDesktop()
             }
         case .ended(let info, let reason, _):
@@ -123,8 +130,8 @@ extension Controller {
             // `pause-ad-max` reached: the paused frame is not shown either (burn-in), unless the
             // next pause ad takes its place (`pause-ad-rotate`): blank until the content moves.
             if reason == .limitReached, info.kind == .pauseAd, !pauseAdRotate { setResting(true) }
-            if postroll?.id == info.id {
-                postroll = nil
+            if linearAd?.id == info.id {
+                linearAd = nil
                 publishDesktop()
             }
         default:
@@ -169,6 +176,8 @@ extension Controller {
             if let creativeID { fields["AD_ID"] = creativeID }
             if let vast = error.vastCode { fields["VAST_ERROR"] = String(vast) }
             log.event(.notice, "ad error: \(kind.protocolName)\(creativeID.map { " " + $0 } ?? ""): \(error)", id: .adError, fields: fields)
+        case .breakStarted(let kind, let content, let position): emit(.adBreak(kind, started: true, contentID: content, position: position))
+        case .breakEnded(let kind, let content, let position): emit(.adBreak(kind, started: false, contentID: content, position: position))
         case .progress, .contentEnded: break
         }
     }

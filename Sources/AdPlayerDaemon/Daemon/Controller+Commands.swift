@@ -17,6 +17,7 @@ extension Controller {
         case .background: return setBackground(true)
         case .foreground: return setBackground(false)
         case .closeAd: return try closeAd()
+        case .skip: return try skipAd()
         case .loop(let on): return try setLoop(on)
         case .speed(let value): return try speed(value)
         case .seek(let target): return try seek(target)

@@ -22,8 +22,8 @@ extension Controller {
         guard let episode else { return state }
         state.track = episode.track
         state.length = snapshot.item != nil ? player.duration() : nil
-        if let postroll {
-            state.status = postroll.paused ? .paused : .playing
+        if let linearAd {
+            state.status = linearAd.paused ? .paused : .playing
             state.position = 0
         } else if snapshot.item != nil {
             state.status = snapshot.playing ? .playing : .paused
@@ -32,9 +32,9 @@ extension Controller {
             state.status = .playing   // loading, or between the end and the post-roll
         }
         state.canPause = true
-        state.canSeek = postroll == nil && snapshot.item != nil
-        state.canGoNext = postroll == nil && (current.map { queue.hasNext(after: $0) } ?? false)
-        state.canGoPrevious = postroll == nil && (current.map { queue.previous(before: $0) != nil } ?? false)
+        state.canSeek = linearAd == nil && snapshot.item != nil
+        state.canGoNext = linearAd == nil && (current.map { queue.hasNext(after: $0) } ?? false)
+        state.canGoPrevious = linearAd == nil && (current.map { queue.previous(before: $0) != nil } ?? false)
         return state
     }
 
@@ -52,7 +52,7 @@ extension Controller {
     /// dictionary writes; only when it changed).
     func publishMetrics() {
         guard let metrics else { return }
-        let playing = postroll.map { !$0.paused } ?? (episode != nil && player.snapshot().playing)
+        let playing = linearAd.map { !$0.paused } ?? (episode != nil && player.snapshot().playing)
         let item = episode.map { [$0.entry.path, $0.entry.contentID] }
         guard playing != publishedPlaying || item != publishedItem else { return }
         publishedPlaying = playing

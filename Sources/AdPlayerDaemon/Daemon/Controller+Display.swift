@@ -117,7 +117,7 @@ extension Controller {
             if display.playAfter, episode != nil { try? player.play() }
             display.playAfter = false
         } else {
-            let playing = player.snapshot().playing || (postroll.map { !$0.paused } ?? false)
+            let playing = player.snapshot().playing || (linearAd.map { !$0.paused } ?? false)
             display.playAfter = playing || display.playAfter
             log.notice("display off (\(reason ?? "schedule")): standby\(playing ? ", paused at \(String(format: "%.1f", player.snapshot().position)) s" : "")")
             // Dark before the pause: the pause asks for no pause ad.

@@ -62,8 +62,12 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     public var pauseAdRotate = false
     /// Competitive separation (`ad-separation`): every ad on screen is recorded there. Set before `start`.
     public var separation: AdSeparation?
-    /// A post-roll plays (it cannot be skipped or seeked), and whether the viewer paused it.
-    var postroll: (id: UInt64, paused: Bool)?
+    /// A linear ad plays (pre-, mid-, post-roll: no seek, no next; `skip` past its skip offset),
+    /// and whether the viewer paused it.
+    var linearAd: (id: UInt64, kind: AdKind, paused: Bool)?
+    /// A linear break is open (a mid-roll's content held, a pre-roll's episode waiting), between
+    /// its ads too.
+    var adBreak: AdKind?
     /// The content's speed (the snapshot's rate is 0 while paused).
     var speedSetting = 1.0
     var positionTimer: LoopTimer?
@@ -198,9 +202,9 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         if let episode, snapshot.item != nil || episode.playlistEntry == nil {
             item = ["path": .string(episode.entry.path), "content_id": .string(episode.entry.contentID),
                     "pass": .int(snapshot.item?.loop ?? 0)]
-            playing = postroll.map { !$0.paused } ?? snapshot.playing
-            position = postroll == nil ? snapshot.position : 0
-            rate = playing ? (postroll == nil ? snapshot.rate : 1) : 0
+            playing = linearAd.map { !$0.paused } ?? snapshot.playing
+            position = linearAd == nil ? snapshot.position : 0
+            rate = playing ? (linearAd == nil ? snapshot.rate : 1) : 0
         }
         let ad: JSONValue = adOnScreen.map { ["kind": .string($0.kind.protocolName), "ad_id": .string($0.creativeID)] } ?? .null
         var status: [String: JSONValue] = ["item": item, "position": .number(position), "playing": .bool(playing),
@@ -229,8 +233,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         player.loop.requireInLoop()
         let snapshot = player.snapshot()
         let inPlayer = episode != nil
-        return HealthSnapshot(itemInPlayer: inPlayer, playing: inPlayer && (postroll.map { !$0.paused } ?? snapshot.playing),
-                              position: snapshot.position, rate: snapshot.rate, postroll: postroll != nil, queueLength: queue.count,
+        return HealthSnapshot(itemInPlayer: inPlayer, playing: inPlayer && (linearAd.map { !$0.paused } ?? snapshot.playing),
+                              position: snapshot.position, rate: snapshot.rate, postroll: linearAd != nil, queueLength: queue.count,
                               contentID: episode?.entry.contentID, lastFailure: lastFailure.map { "\($0.path): \($0.message)" },
                               adsConfigured: source != nil, output: player.output(), displayOff: display.on ? nil : display.reason ?? "schedule")
     }
@@ -371,10 +375,26 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         return status()
     }
 
-    /// The post-roll is the episode's last word (SPEC §6): the viewer can pause it, not skip
-    /// or seek it (`stop` still ends everything). MPRIS's `CanSeek`/`CanGoNext` say so.
+    /// A linear ad has the screen (SPEC §6): the viewer can pause it, skip it past its skip
+    /// offset (`skip`), not seek it or go to another episode (`stop` still ends everything) — nor
+    /// between a break's ads. MPRIS's `CanSeek`/`CanGoNext` say so.
     func refuseDuringPostroll(_ what: String) throws(ControlError) {
-        if postroll != nil { throw ControlError(.adPlaying, "a post-roll plays: it cannot be \(what)") }
+        if let linearAd {
+            throw ControlError(.adPlaying, "a \(linearAd.kind.protocolName) plays: it cannot be \(what)\(linearAd.kind == .postroll ? "" : " (skip, once it allows)")")
+        }
+        if let adBreak { throw ControlError(.adPlaying, "a \(adBreak.protocolName) break is on: it cannot be \(what)") }
+    }
+
+    /// `skip`: the linear ad that plays ends `skipped`, once past its skip offset.
+    public func skipAd() throws(ControlError) -> JSONValue {
+        player.loop.requireInLoop()
+        guard let linearAd, let policy = episode?.policy else { throw ControlError(.noAd, "no linear ad plays") }
+        do {
+            try policy.skip(linearAd.id)
+        } catch {
+            throw ControlError(.notSkippable, error.message)
+        }
+        return status()
     }
 
     public func stopCommand() -> JSONValue {
@@ -516,7 +536,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     public func hostSleep(_ sleeping: Bool) {
         player.loop.requireInLoop()
         if sleeping {
-            let playing = player.snapshot().playing || (postroll.map { !$0.paused } ?? false)
+            let playing = player.snapshot().playing || (linearAd.map { !$0.paused } ?? false)
             playAfterSleep = playing || playAfterSleep
             log.notice("the host is going to sleep: background\(playing ? ", paused" : "")")
             setBackground(true, for: .sleep)
@@ -565,7 +585,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         }
         policy?.setBackground(background)
         policy?.setDark(!display.on)
-        postroll = nil
+        linearAd = nil
         episode = Episode(entry: entry, playlistEntry: nil, policy: policy, serial: serial,
                           track: DesktopState.Track(serial: serial, path: entry.path))
         // A new episode plays (mpv's pause flag outlives files), from `start` when given, with
@@ -579,6 +599,21 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         }
         try? player.selectTrack(audio: true, .auto)
         try? player.selectTrack(audio: false, .auto)
+        // A fresh viewing (from its start) begins with the episode's pre-roll, if it has one:
+        // the episode is loaded after it (not shown, started or counted before). What the player
+        // held (the last episode, stopped mid-way) goes first.
+        if let policy, (start ?? 0) <= 0.5, policy.wantsPreroll {
+            if player.snapshot().playing { try? player.stop() }
+            policy.playPreroll { [weak self] in
+                guard let self, let episode, episode.serial == serial else { return }
+                loadEpisode(entry, index: index, start: start, serial: serial, policy: policy)
+            }
+        } else {
+            loadEpisode(entry, index: index, start: start, serial: serial, policy: policy)
+        }
+    }
+
+    private func loadEpisode(_ entry: QueueEntry, index: Int, start: Double?, serial: UInt64, policy: EpisodePolicy?) {
         player.load(entry.path, start: start) { [weak self] result in
             guard let self, let episode, episode.serial == serial else { return }
             switch result {
@@ -617,7 +652,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     func episodeFinished(_ serial: UInt64) {
         guard let episode, episode.serial == serial else { return }
         self.episode = nil
-        postroll = nil
+        linearAd = nil
         guard let current, let next = queue.next(after: current) else {
             log.info("the queue is done")
             queue.current = nil
@@ -636,7 +671,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         episode?.policy?.stop()
         episode = nil
         adOnScreen = nil
-        postroll = nil
+        linearAd = nil
         positionTimer?.cancel()
         try? player.stop()
         publishDesktop()

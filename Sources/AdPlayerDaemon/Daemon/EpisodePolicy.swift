@@ -2,9 +2,12 @@ import AdRuntime
 import AdSources
 import Foundation
 
-/// The daemon's ad policy for one episode (SPEC §6): the source's overlay slots, a pause ad
-/// once the content has stayed paused for `pauseAdDelay` (R7), a post-roll after the end,
-/// then `onFinished` (the next episode, R8). One `VideoAds` per episode, tracked once the
+/// The daemon's ad policy for one episode (SPEC §6): a pre-roll before it (`playPreroll`), the
+/// source's overlay slots, its mid-roll breaks (each played when playback crosses its time; a
+/// seek past unplayed breaks plays the last of them at the landing — "snapback"; a break played
+/// is not played again), a pause ad once the content has stayed paused for `pauseAdDelay`
+/// (R7), a post-roll after the end, then `onFinished` (the next episode, R8). A break's pod
+/// plays in sequence (VAST `sequence`), then the break ends and the content resumes. One `VideoAds` per episode, tracked once the
 /// episode's item is in the player (the seed's "One player across episodes").
 ///
 /// It asks only for what the source can have (`AdSource.mayFill`): no request that can only
@@ -44,6 +47,22 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     private let pauseAdRotate: Bool
     /// Competitive separation across every source: each ad on screen is recorded here.
     private let separation: AdSeparation?
+
+    // Mid-rolls.
+    /// Breaks played (or passed over by a snapback), by content time in milliseconds.
+    private var playedBreaks: Set<Int64> = []
+    /// A break's request is out, or its first ad waits for playback to cross its time.
+    private var breakRequestOut = false
+    private var breakWaiting: (id: UInt64, at: Double)?
+    /// A break is on (its first ad started): the content is held until `endBreak`.
+    private var breakOn = false
+    /// A snapback's ad, loaded while the content was paused: shown when it plays.
+    private var snapbackAd: Ad?
+    /// Re-checks the next break when playback nears it.
+    private var breakTimer: LoopTimer?
+    /// How long before a break its ad is asked for: the request and the creative's
+    /// preparation are done by the time playback crosses it.
+    static let breakLead = 8.0
 
     public init(content: ContentInfo, source: any AdSource, surface: any AdSurface, loop: any PlayerLoop, pauseAdDelay: Double,
                 pauseAdRotate: Bool = false, separation: AdSeparation? = nil, configuration: VideoAdsConfiguration,
@@ -88,6 +107,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     public func stop() {
         ads.loop.requireInLoop()
         finished = true
+        breakTimer?.cancel()
         observation?.cancel()
         observation = nil
         ads.destroy()
@@ -103,8 +123,182 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         ads.loop.requireInLoop()
         guard dark != self.dark else { return }
         self.dark = dark
-        if !dark, tracked, !finished { scheduleNextOverlay() }
+        if !dark, tracked, !finished {
+            scheduleNextOverlay()
+            scheduleNextBreak()
+        }
     }
+
+    /// The viewer skips the linear ad `id` (past its skip offset).
+    public func skip(_ id: UInt64) throws(AdError) {
+        ads.loop.requireInLoop()
+        guard let ad = shown[id] else { throw .notSkippable(after: nil) }
+        try ad.skip()
+    }
+
+    // MARK: Pre-roll
+
+    /// Whether this episode is to start with a pre-roll (the source may have one; not while the
+    /// display is off).
+    public var wantsPreroll: Bool {
+        ads.loop.requireInLoop()
+        return !dark && !finished && source.mayFill(.preroll, content: content, at: 0)
+    }
+
+    /// Plays the pre-roll break (its pod in sequence), then `start` — the episode loads after
+    /// it: it is not shown, started or counted before. A pre-roll that fails, has no fill or does
+    /// not start in time lets the episode start (R16). `start` runs once, on the loop.
+    public func playPreroll(then start: @escaping @Sendable () -> Void) {
+        ads.loop.requireInLoop()
+        let once = RunOnce(start)
+        prerollNext(podPosition: 0, then: once)
+    }
+
+    private func prerollNext(podPosition: Int, then start: RunOnce) {
+        guard !finished else { return }
+        ads.request(.preroll, podPosition: podPosition) { [weak self] result in
+            guard let self, !finished else { return }
+            guard case .success(let preroll) = result else {
+                ads.endBreak()
+                return start.run()
+            }
+            let more = preroll.creative.podRemaining > 0
+            let id = preroll.id
+            do {
+                shown[id] = preroll   // before: its start may be told within `show`
+                try preroll.show { [weak self] reason in
+                    guard let self else { return }
+                    shown[id] = nil
+                    guard !finished else { return }
+                    if more, reason != .destroyed, reason != .contentChanged {
+                        prerollNext(podPosition: podPosition + 1, then: start)
+                    } else {
+                        ads.endBreak()
+                        start.run()
+                    }
+                }
+            } catch {
+                shown[id] = nil
+                ads.endBreak()
+                start.run()
+            }
+        }
+    }
+
+    // MARK: Mid-rolls
+
+    /// The next break after the playhead that was not played: its ad asked for when playback
+    /// is within `breakLead` of it, shown when playback crosses its time (held there).
+    private func scheduleNextBreak() {
+        breakTimer?.cancel()
+        breakTimer = nil
+        guard tracked, !finished, !dark, !breakRequestOut, breakWaiting == nil, !breakOn, snapbackAd == nil,
+              let snapshot = player?.snapshot() else { return }
+        guard let time = ads.midrollTimes().first(where: { $0 >= snapshot.position - 0.001 && !playedBreaks.contains(Self.key($0)) }) else { return }
+        let ahead = time - snapshot.position
+        if ahead > Self.breakLead {
+            // Asked for later: re-checked then (and at every play, seek and rate change).
+            guard snapshot.playing, snapshot.rate > 0 else { return }
+            breakTimer = ads.loop.schedule(after: (ahead - Self.breakLead) / snapshot.rate) { [weak self] in self?.scheduleNextBreak() }
+            return
+        }
+        breakRequestOut = true
+        ads.request(.midroll, breakTime: time) { [weak self] result in
+            guard let self else { return }
+            breakRequestOut = false
+            guard !finished else { return }
+            guard case .success(let midroll) = result else {
+                playedBreaks.insert(Self.key(time))   // nothing for it: the content plays through it
+                return scheduleNextBreak()
+            }
+            let at = midroll.creative.slotStart ?? time
+            let id = midroll.id
+            if let position = player?.snapshot().position, position > at + 0.001 {
+                // Playback passed it (a seek) while the ad was asked for: played at the landing.
+                playedBreaks.insert(Self.key(time))
+                shown[id] = midroll
+                if player?.snapshot().playing == true { showSnapback(midroll) } else { snapbackAd = midroll }
+                return
+            }
+            do {
+                shown[id] = midroll
+                try midroll.show(atContentTime: at) { [weak self] reason in self?.midrollEnded(midroll, reason: reason, podPosition: 0) }
+                breakWaiting = (id, at)
+            } catch {
+                shown[id] = nil
+                playedBreaks.insert(Self.key(time))
+            }
+        }
+    }
+
+    /// A seek landed past unplayed breaks: the last of them plays at the landing (IMA's
+    /// snapback), the others count as passed; a seek back over played breaks plays nothing.
+    private func snapback(from: Double, to: Double) {
+        // A waiting break ahead of the landing waits on (its lifecycle re-arms itself).
+        let passed = ads.midrollTimes().filter { $0 > from + 0.001 && $0 <= to + 0.001 && !playedBreaks.contains(Self.key($0)) }
+        guard let last = passed.last, !breakOn, !breakRequestOut else { return scheduleNextBreak() }
+        passed.forEach { playedBreaks.insert(Self.key($0)) }
+        if let waiting = breakWaiting {   // the first of those passed
+            breakWaiting = nil
+            shown[waiting.id]?.withdraw()   // ends `seeked`, never shown: its break is played at the landing instead
+        }
+        breakRequestOut = true
+        ads.request(.midroll, breakTime: last) { [weak self] result in
+            guard let self else { return }
+            breakRequestOut = false
+            guard !finished else { return }
+            guard case .success(let midroll) = result else { return scheduleNextBreak() }
+            shown[midroll.id] = midroll
+            if player?.snapshot().playing == true {
+                showSnapback(midroll)
+            } else {
+                snapbackAd = midroll   // paused at the landing: when it plays
+            }
+        }
+    }
+
+    private func showSnapback(_ midroll: Ad) {
+        snapbackAd = nil
+        do {
+            // Now, where the content is: held there, resumed there after the break.
+            try midroll.show { [weak self] reason in self?.midrollEnded(midroll, reason: reason, podPosition: 0) }
+        } catch {
+            shown[midroll.id] = nil
+            scheduleNextBreak()
+        }
+    }
+
+    /// A break's ad ended: the next of its pod, or the end of the break (the content resumes).
+    private func midrollEnded(_ midroll: Ad, reason: AdEndReason, podPosition: Int) {
+        shown[midroll.id] = nil
+        if breakWaiting?.id == midroll.id { breakWaiting = nil }
+        guard !finished else { return }
+        let started = breakOn
+        if started, midroll.creative.podRemaining > 0, reason != .destroyed, reason != .contentChanged {
+            ads.request(.midroll, podPosition: podPosition + 1) { [weak self] result in
+                guard let self, !finished else { return }
+                guard case .success(let next) = result else { return endBreak() }
+                shown[next.id] = next
+                do {
+                    try next.show { [weak self] reason in self?.midrollEnded(next, reason: reason, podPosition: podPosition + 1) }
+                } catch {
+                    shown[next.id] = nil
+                    endBreak()
+                }
+            }
+            return
+        }
+        if started { return endBreak() }
+        scheduleNextBreak()   // withdrawn or refused before it started: the next one
+    }
+
+    private func endBreak() {
+        breakOn = false
+        ads.endBreak()
+        scheduleNextBreak()
+    }
+
+    private static func key(_ time: Double) -> Int64 { Int64((time * 1000).rounded()) }
 
     public func setBackground(_ hidden: Bool) {
         ads.loop.requireInLoop()
@@ -148,6 +342,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             _ = ads.loop.execute { [weak self] in self?.requestPauseAd() }
         case .playing:
             pauseAdRequested = false   // the next pause may have its pause ad
+            if let snapback = snapbackAd { showSnapback(snapback) } else { scheduleNextBreak() }
             withdrawSkippedSlot(at: event.snapshot.position)
             // Playing, the item is loaded: whether it shows a video is known now.
             if overlayDeferred, tracked {
@@ -157,9 +352,12 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
                     scheduleNextOverlay()
                 }
             }
-        case .seeked(_, let to) where tracked:
+        case .seeked(let from, let to) where tracked:
             cursor.seeked(to: to)
             withdrawSkippedSlot(at: to)
+            snapback(from: from, to: to)
+        case .rate where tracked:
+            scheduleNextBreak()
         case .failed(let failure) where failure.entry == entry:
             finish()
         default:
@@ -208,6 +406,13 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         case .started(let info):
             visible.insert(info.id)
             if waiting?.id == info.id { waiting = nil }
+            if info.kind == .midroll {
+                breakOn = true
+                if let at = breakWaiting, at.id == info.id {
+                    playedBreaks.insert(Self.key(at.at))
+                    breakWaiting = nil
+                }
+            }
             // On screen: caps are counted, and competitive separation starts, now.
             if let creative = shown[info.id]?.creative {
                 source.didShow(creative, content: content)
@@ -223,6 +428,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         tracked = true
         ads.track(player)
         scheduleNextOverlay()
+        scheduleNextBreak()
         // The pause ad and the post-roll this episode may need, fetched while it plays.
         prefetch(.pauseAd)
         prefetch(.postroll, at: content.duration)
@@ -322,6 +528,18 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         guard !finished else { return }
         finished = true
         onFinished()
+    }
+}
+
+/// A continuation that runs once, however many paths reach it. Loop-only.
+private final class RunOnce: @unchecked Sendable {
+    // @unchecked: touched on the loop only.
+    private var body: (@Sendable () -> Void)?
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    func run() {
+        let body = self.body
+        self.body = nil
+        body?()
     }
 }
 

@@ -26,14 +26,16 @@ public final class Ad: Sendable {
     }
 
     /// Shows it now. An overlay needs playing content, a pause ad paused content, a
-    /// post-roll an episode that played to its end. Throws `invalidated(.contentChanged)`
+    /// post-roll an episode that played to its end, a pre-roll an episode not in yet; a mid-roll
+    /// holds the content where it is (a snapback after a seek). Throws `invalidated(.contentChanged)`
     /// when the player holds another item than this ad's (R10, R14).
     public func show(didEnd: @escaping @Sendable (AdEndReason) -> Void) throws(AdError) {
         try show(.now, didEnd)
     }
 
-    /// Overlays: shows it when playback plays across `seconds` of content time — not when a
-    /// seek lands past it (R12). It waits while the content is paused.
+    /// Overlays and mid-rolls: shows it when playback plays across `seconds` of content time —
+    /// not when a seek lands past it (R12). It waits while the content is paused. A mid-roll then
+    /// holds the content at `seconds` (`.held`) and plays; the content resumes there at `endBreak`.
     public func show(atContentTime seconds: Double, didEnd: @escaping @Sendable (AdEndReason) -> Void) throws(AdError) {
         try show(.atContentTime(seconds), didEnd)
     }
@@ -62,6 +64,20 @@ public final class Ad: Sendable {
         session.loop.run { [weak session] in session?.withdraw(id) }
     }
 
+    /// A linear ad the viewer skips, past its creative's skip offset: it ends `skipped`. Throws
+    /// `notSkippable` before then, or when it has none. On the loop, or waits for it.
+    public func skip() throws(AdError) {
+        guard let session else { throw .destroyed }
+        let id = self.id
+        let outcome: Result<Void, AdError>
+        do {
+            outcome = try session.loop.sync { session.skip(id) }
+        } catch {
+            throw .destroyed
+        }
+        try outcome.get()
+    }
+
     /// The viewer closed it (or skipped a post-roll): it ends as `closed`. Any thread.
     public func close() {
         guard let session else { return }
@@ -88,7 +104,7 @@ public final class PostrollReporter: Sendable {
     enum Report: Equatable {
         case progress(Double, Double)
         case paused(Bool)
-        case ended(PostrollLifecycle.VideoEnd, failure: String?)
+        case ended(LinearLifecycle.VideoEnd, failure: String?)
     }
 
     private weak let session: AdSession?

@@ -51,9 +51,14 @@ public enum AdEvent: Sendable, Equatable {
     case loaded(AdInfo, AdCreative)
     /// It is on screen (overlay, pause ad) or its video started (post-roll).
     case started(AdInfo)
-    /// A post-roll's video was paused (true) or resumed (false) — by the viewer, from anywhere.
+    /// A linear ad's video was paused (true) or resumed (false) — by the viewer, from anywhere.
     case postrollPaused(AdInfo, Bool)
-    /// A post-roll passed a quartile (1: first quartile, 2: midpoint, 3: third quartile).
+    /// A linear break began: `kind` `.midroll` — the content stopped at `position` for it (not
+    /// a pause: no pause ad, no overlay ends `paused`); `.preroll` — the episode waits for it.
+    case breakStarted(kind: AdKind, contentID: String, position: Double)
+    /// The break is over: a mid-roll's content resumes at `position`; a pre-roll's episode starts.
+    case breakEnded(kind: AdKind, contentID: String, position: Double)
+    /// A linear ad passed a quartile (1: first quartile, 2: midpoint, 3: third quartile).
     case quartile(AdInfo, Int)
     /// A post-roll's video passed one of its creative's `progress` offsets (`00:00:05`, `25%`),
     /// at `adPlayhead` seconds into the video. Once per offset.

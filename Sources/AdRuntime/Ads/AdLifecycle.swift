@@ -10,6 +10,10 @@ struct LifecycleContext {
     var background: Bool
     /// The bound item played to its end and nothing else is in yet (post-roll time).
     var contentEnded: Bool
+    /// The episode's content has come in: it is tracked (pre-roll time is over).
+    var contentStarted: Bool = false
+    /// The item a linear break holds, while one does.
+    var heldItem: PlayerItem? = nil
     /// Where the content position is read from, on demand (R4).
     unowned let session: AdSession
 
@@ -21,9 +25,14 @@ struct LifecycleContext {
 enum AdEffect: Equatable {
     /// Put the overlay or pause ad up.
     case present
+    /// Put an overlay up again after a linear break took it down (no new start: it was seen).
+    case restore
     /// Take it down.
     case dismiss
-    /// Start the post-roll's video.
+    /// Stop the content where it is for a linear break, to resume at this content time
+    /// (nothing if the break holds it already).
+    case holdContent(Double)
+    /// Start the linear ad's video.
     case playVideo
     /// Stop it.
     case stopVideo

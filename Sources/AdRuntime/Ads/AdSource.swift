@@ -8,12 +8,16 @@ public struct AdRequest: Sendable, Equatable {
     /// The ad's place in its break: 0 for the first (or only) one; 1, 2… for the next ads of a
     /// post-roll pod (asked for while the one before said more follow: `AdCreative.podRemaining`).
     public var podPosition: Int
+    /// Mid-rolls: the content time of the break asked for (the source's next break at or after
+    /// it); nil: the next after `position`.
+    public var breakTime: Double?
 
-    public init(content: ContentInfo, kind: AdKind, position: Double, podPosition: Int = 0) {
+    public init(content: ContentInfo, kind: AdKind, position: Double, podPosition: Int = 0, breakTime: Double? = nil) {
         self.content = content
         self.kind = kind
         self.position = position
         self.podPosition = podPosition
+        self.breakTime = breakTime
     }
 }
 
@@ -40,10 +44,16 @@ public protocol AdSource: Sendable {
     /// `content`: caps are counted here — when the ad shows, not when it is served. Any thread;
     /// returns at once. Default: nothing.
     func didShow(_ creative: AdCreative, content: ContentInfo)
+
+    /// The content times of the mid-roll breaks `content` has, as far as the source knows now
+    /// (a VMAP schedule once it is loaded), in order. Called on the player's loop: cheap,
+    /// non-blocking, no I/O. The ad of a break carries its time in `slotStart`. Default: none.
+    func midrollTimes(for content: ContentInfo) -> [Double]
 }
 
 extension AdSource {
     public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { true }
     public func prefetch(_ request: AdRequest) {}
     public func didShow(_ creative: AdCreative, content: ContentInfo) {}
+    public func midrollTimes(for content: ContentInfo) -> [Double] { [] }
 }

@@ -17,7 +17,8 @@ public struct ContentInfo: Sendable, Equatable {
     }
 }
 
-/// The three ad kinds.
+/// The ad kinds: non-linear ones over the content (overlay, pause ad) and linear ones that
+/// take the content's place (pre-roll, mid-roll, post-roll).
 public enum AdKind: String, Sendable, Equatable, CaseIterable {
     /// A non-linear creative over playing content, for a duration (R6).
     case overlay
@@ -25,6 +26,14 @@ public enum AdKind: String, Sendable, Equatable, CaseIterable {
     case pauseAd = "pause_ad"
     /// A linear (video) ad after the episode played to its end (R8).
     case postroll
+    /// A linear ad before the episode's first frame: the episode starts after it.
+    case preroll
+    /// A linear ad at a content time: the content stops there, the ad plays, the same item
+    /// resumes where it stopped.
+    case midroll
+
+    /// A video that takes the content's place (pre-roll, mid-roll, post-roll).
+    public var isLinear: Bool { self == .postroll || self == .preroll || self == .midroll }
 }
 
 extension AdKind {
@@ -35,6 +44,8 @@ extension AdKind {
         case .overlay: "overlay"
         case .pauseAd: "pause"
         case .postroll: "postroll"
+        case .preroll: "preroll"
+        case .midroll: "midroll"
         }
     }
 }
@@ -55,7 +66,7 @@ public enum AdCreativeContent: Sendable, Equatable {
         case .image: [.overlay, .pauseAd]
         case .text: [.overlay, .pauseAd]
         case .html: [.overlay]
-        case .video: [.postroll]
+        case .video: [.postroll, .preroll, .midroll]
         }
     }
 }
@@ -97,6 +108,9 @@ public struct AdCreative: Sendable, Equatable {
     /// entry's `advertiser`, `categories`): for competitive separation (`AdSeparation`).
     public var advertiser: String?
     public var categories: [String] = []
+    /// Linear ads: seconds of the video after which the viewer may skip it (VAST `skipoffset`,
+    /// a percentage resolved against its duration); nil: it cannot be skipped.
+    public var skipOffset: Double?
 
     public init(id: String, kind: AdKind, content: AdCreativeContent, duration: Double? = nil,
                 slotStart: Double? = nil, tracking: [String: [String]] = [:], adServingID: String? = nil,
@@ -149,6 +163,12 @@ public enum AdError: Error, Sendable, Equatable, CustomStringConvertible {
     case renderFailed(String)
     /// A time given to `show` is not a finite number of seconds in its bounds (`Seconds`).
     case invalidTime(Double)
+    /// A pre-roll shows before the episode's content only.
+    case contentStarted
+    /// The linear ad cannot be skipped (yet): not skippable, or before its skip offset.
+    case notSkippable(after: Double?)
+    /// The player cannot stop its item for a linear break (it is no `BreakablePlayer`).
+    case cannotHold
 
     public var code: String {
         switch self {
@@ -165,6 +185,9 @@ public enum AdError: Error, Sendable, Equatable, CustomStringConvertible {
         case .wrongKind: "wrong_kind"
         case .renderFailed: "render_failed"
         case .invalidTime: "invalid_time"
+        case .contentStarted: "content_started"
+        case .notSkippable: "not_skippable"
+        case .cannotHold: "cannot_hold"
         }
     }
 
@@ -183,6 +206,10 @@ public enum AdError: Error, Sendable, Equatable, CustomStringConvertible {
         case .wrongKind(let kind): "that does not apply to a \(kind.rawValue)"
         case .renderFailed(let why): "the creative could not be shown: \(why)"
         case .invalidTime(let seconds): "\(seconds) is not a usable number of seconds"
+        case .contentStarted: "a pre-roll shows before the episode's content only"
+        case .notSkippable(let after?): "the ad can be skipped after \(after) s of it only"
+        case .notSkippable(nil): "the ad cannot be skipped"
+        case .cannotHold: "the player cannot hold its content for a linear break"
         }
     }
 
@@ -201,7 +228,7 @@ public enum AdError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// Why an ad ended. `didEnd` delivers exactly one, once (R15).
 public enum AdEndReason: String, Sendable, Equatable {
-    /// It ran its course (overlay duration, post-roll to its end).
+    /// It ran its course (overlay duration, a linear ad's video to its end).
     case completed
     /// Overlay: the content stopped playing (R6).
     case paused
@@ -222,6 +249,8 @@ public enum AdEndReason: String, Sendable, Equatable {
     case failed
     /// Pause ad: it was on screen for its longest time (`pause-ad-max`, burn-in care).
     case limitReached
+    /// A linear ad: the viewer skipped it past its skip offset (`skip`).
+    case skipped
 }
 
 /// An error of an ad source that has a VAST error code (IAB VAST 4.x §2.3.6.3): a VAST

@@ -7,6 +7,8 @@
 /// showing ──pause──▶ ended(paused)          showing ──seek──▶ ended(seeked)
 /// showing ──background──▶ frozen ──foreground──▶ returning ──plays within 1 s──▶ showing
 ///                                                   └──1 s, still not playing──▶ ended(interrupted)
+/// showing ──held for a linear break──▶ suspended (down, its clock stopped) ──the content plays again──▶ showing (up again)
+/// waiting ──held──▶ waiting (its timer off until the content plays again)
 /// any ──another item / the end of the item──▶ ended(contentChanged)
 /// ```
 final class OverlayLifecycle: AdLifecycle {
@@ -22,6 +24,9 @@ final class OverlayLifecycle: AdLifecycle {
         case frozen(remaining: Double)
         /// The output is back; the content has 1 s to play again.
         case returning(remaining: Double)
+        /// Taken down while a linear break holds the content (not a pause: it does not end);
+        /// up again when the content plays again.
+        case suspended(remaining: Double)
         case ended(AdEndReason)
     }
 
@@ -80,7 +85,7 @@ final class OverlayLifecycle: AdLifecycle {
             return to < start ? armCrossing(context) : [.cancelTimer]
         case (.waiting, .playing), (.waiting, .rate):
             return armCrossing(context)
-        case (.waiting, .paused):
+        case (.waiting, .paused), (.waiting, .held):
             return [.cancelTimer]
         case (.waiting, _):
             return []
@@ -89,6 +94,23 @@ final class OverlayLifecycle: AdLifecycle {
         case (.waitingToPlay, _):
             return []
 
+        case (.showing(let remaining, let since), .held):
+            state = .suspended(remaining: left(remaining, since, context))
+            return [.dismiss, .cancelTimer]
+        case (.frozen(let remaining), .held), (.returning(let remaining), .held):
+            state = .suspended(remaining: remaining)
+            return [.dismiss, .cancelTimer]
+        case (.suspended(let remaining), .playing):
+            guard !context.background else {
+                state = .frozen(remaining: remaining)
+                return [.restore]
+            }
+            state = .showing(remaining: remaining, since: context.now)
+            return [.restore, .setTimer(remaining)]
+        case (.suspended, .seeked):
+            return end(.seeked, cause: cause)
+        case (.suspended, _):
+            return []
         case (.showing, .paused):
             return end(.paused, cause: cause)
         case (.showing, .seeked), (.frozen, .seeked), (.returning, .seeked):

@@ -87,6 +87,10 @@ public enum PlayerChange: Sendable, Equatable {
     case paused
     /// The speed changed while playing.
     case rate(Double)
+    /// The item stopped for a linear ad break (`BreakablePlayer.holdForBreak`): it stays in,
+    /// not playing — not a pause (R3): no pause ad, no overlay ends `paused`. `.playing`
+    /// follows when it resumes.
+    case held
     /// A time jump of the current item.
     case seeked(from: Double, to: Double)
     /// The item played to its end. An `.item` change (to nil or to the next item) follows.
@@ -144,4 +148,16 @@ public protocol TrackablePlayer: AnyObject, Sendable {
 extension TrackablePlayer {
     /// In the ads' phase.
     public func addObserver(_ observer: any PlayerObserver) -> PlayerObservation { addObserver(observer, phase: .ads) }
+}
+
+/// A player that can stop its item for a linear ad break and resume the same item after it
+/// (mid-rolls): the item stays in (R10's binding holds), its stop is `.held`, never `.paused`.
+///
+/// Threading: loop-only, like the observers' calls; each costs an mpv command or two.
+public protocol BreakablePlayer: TrackablePlayer {
+    /// Stops the item where it is, to resume at `position` (`.held`). Nothing if no item is in.
+    func holdForBreak(at position: Double)
+    /// The held item plays again from `position` — the same item, not a new one (`.playing`
+    /// once it plays). Nothing if none is held.
+    func resumeAfterBreak(at position: Double)
 }

@@ -7,12 +7,14 @@
 ///
 /// Threading: any thread may drive it; each call runs on the loop (inline there, handed
 /// over and waited for elsewhere). Changes are delivered on the loop.
-public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
+public final class ScriptedPlayer: BreakablePlayer, @unchecked Sendable {
     // @unchecked: `state` and `feed` are touched only on `loop`.
     private struct State {
         var item: PlayerItem?
         var duration: Double = 0
         var paused = false
+        /// A linear break holds the item (`holdForBreak`).
+        var held = false
         /// The item in has started (mpv: its first playback restart); a new one has not.
         var started = false
         var rate = 1.0
@@ -26,7 +28,7 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
         /// Media the script knows, by path: a duration, or nil for a file that cannot be played.
         var media: [String: Double?] = [:]
 
-        var playing: Bool { item != nil && started && !paused }
+        var playing: Bool { item != nil && started && !paused && !held }
 
         func position(at now: UInt64) -> Double {
             guard item != nil else { return 0 }
@@ -138,6 +140,33 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
         }
     }
 
+    /// A linear break: the item stops at `position`, held (`.held`, not `.paused`). On the loop.
+    public func holdForBreak(at position: Double) {
+        mutate { state, now, emit in
+            guard state.item != nil, !state.held else { return }
+            state.held = true
+            state.anchorPosition = min(state.duration, max(0, position))
+            state.anchorTime = now
+            emit(.held, state)
+        }
+    }
+
+    /// The held item plays again from `position` — the same item (`.playing`); the ad's video
+    /// had the viewer's pause, so the content comes back unpaused. On the loop.
+    public func resumeAfterBreak(at position: Double) {
+        mutate { state, now, emit in
+            guard state.held else { return }
+            state.held = false
+            state.paused = false
+            state.anchorPosition = min(state.duration, max(0, position))
+            state.anchorTime = now
+            if state.playing { emit(.playing(rate: state.rate), state) }
+        }
+    }
+
+    /// The item is held for a linear break.
+    public var isHeld: Bool { (try? loop.sync { state.held }) ?? false }
+
     /// A positive rate; others are ignored (pause to stop).
     public func setRate(_ rate: Double) {
         guard rate > 0, rate.isFinite else { return }
@@ -169,6 +198,7 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
     public func stop() {
         mutate { state, _, emit in
             state.ended = nil
+            state.held = false
             guard state.item != nil else { return }
             state.item = nil
             emit(.item(nil), state)
@@ -186,6 +216,7 @@ public final class ScriptedPlayer: TrackablePlayer, @unchecked Sendable {
         }
         state.item = item
         state.started = false
+        state.held = false
         state.ended = nil
         state.duration = max(0, duration)
         state.anchorPosition = min(state.duration, max(0, start.isFinite ? start : 0))

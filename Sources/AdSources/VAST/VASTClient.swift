@@ -163,6 +163,17 @@ public final class VASTClient: AdSource {
         return try await resolve(request)?.creative
     }
 
+    /// Pre-rolls once the tag is known to answer VMAP (a plain VAST answer's linear ad is the
+    /// post-roll's, never played twice): each episode's schedule is then asked for before its
+    /// first frame. Mid-rolls while the episode's schedule has a linear break after the position.
+    public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
+        switch kind {
+        case .preroll: answersVMAP.withLock { $0 }
+        case .midroll: midrollTimes(for: content).contains { $0 >= position - 0.001 }
+        default: true
+        }
+    }
+
     public func prefetch(_ request: AdRequest) {
         guard request.podPosition == 0, !schedules.withLock({ $0[request.content.id] != nil }) else { return }
         let now = Date().timeIntervalSince1970
@@ -289,8 +300,8 @@ public final class VASTClient: AdSource {
             fire(vast.errors, code: .noAdsAfterWrapper, values)
             return nil   // no fill
         }
-        values.adCount = request.kind == .postroll && !pod.isEmpty ? pod.count : 1
-        if request.kind == .postroll, !pod.isEmpty {
+        values.adCount = request.kind.isLinear && !pod.isEmpty ? pod.count : 1
+        if request.kind.isLinear, !pod.isEmpty {
             var rest = pod
             let first = rest.removeFirst()
             let resolution = try await resolveSlot(first, buffet: &buffet, chain: [url], request, values, prefetching: prefetching)
@@ -345,7 +356,7 @@ public final class VASTClient: AdSource {
         var inherited = inherited
         inherited.errors += ad.errors
         inherited.impressions += ad.impressions
-        for creative in ad.creatives where creative.isLinear == (request.kind == .postroll) {
+        for creative in ad.creatives where creative.isLinear == request.kind.isLinear {
             inherited.tracking.merge(creative.tracking) { $0 + $1 }
         }
         do {
@@ -371,6 +382,11 @@ public final class VASTClient: AdSource {
             var (creative, media) = try await choose(ad, for: request, prefetching: prefetching)
             creative.advertiser = ad.advertiser
             creative.categories = ad.categories
+            if request.kind.isLinear, let linear = ad.creatives.first(where: \.isLinear) {
+                let duration = linear.linearDuration.flatMap { try? Seconds.parse($0, .duration, field: "Linear/Duration") }
+                creative.duration = duration
+                creative.skipOffset = linear.skipOffset.flatMap { Self.skipOffset($0, duration: duration) }
+            }
             creative.tracking.merge(inherited.tracking) { $0 + $1 }
             creative.tracking["impression", default: []] += inherited.impressions
             creative.tracking["error", default: []] += inherited.errors
@@ -434,6 +450,17 @@ public final class VASTClient: AdSource {
         }
     }
 
+    /// A `skipoffset` in seconds: `HH:MM:SS(.mmm)`, or `n%` of the declared duration; nil when
+    /// it is neither (the ad is then not skippable: an unreadable offset grants nothing).
+    static func skipOffset(_ text: String, duration: Double?) -> Double? {
+        let text = text.trimmingCharacters(in: .whitespaces)
+        if text.hasSuffix("%") {
+            guard let percent = Double(text.dropLast()), percent >= 0, percent <= 100, let duration else { return nil }
+            return duration * percent / 100
+        }
+        return try? Seconds.parse(text, .position, field: "skipoffset")
+    }
+
     /// Types of MediaFile that are no video mpv plays: interactive units and images.
     private static let notPlayable = ["application/javascript", "application/x-javascript", "text/javascript",
                                       "application/x-shockwave-flash", "text/html"]
@@ -443,7 +470,7 @@ public final class VASTClient: AdSource {
     private func choose(_ ad: VASTDocument.Ad, for request: AdRequest, prefetching: Bool) async throws -> (AdCreative, String?) {
         let id = ad.id ?? "vast"
         switch request.kind {
-        case .postroll:
+        case .postroll, .preroll, .midroll:
             // Every progressive file whose type is a container mpv demuxes: any video/ or audio/
             // type (FLV, WebM, MP4, Matroska, Ogg, QuickTime, 3GPP, …); MP4 first, then the order given.
             let files = ad.creatives.filter(\.isLinear).flatMap(\.mediaFiles).filter { file in
@@ -458,15 +485,15 @@ public final class VASTClient: AdSource {
                 throw VASTError(code: .fileNotFound, message: "MediaFile is not an http(s) URL: \(file.url)")
             }
             if let path = cache.file(for: file.url) {
-                return (AdCreative(id: id, kind: .postroll, content: .video(location: path)), file.url)
+                return (AdCreative(id: id, kind: request.kind, content: .video(location: path)), file.url)
             }
             if prefetching, let path = try? await cache.fetch(file.url, with: fetcher, limits: videoLimits) {
-                return (AdCreative(id: id, kind: .postroll, content: .video(location: path)), file.url)
+                return (AdCreative(id: id, kind: request.kind, content: .video(location: path)), file.url)
             }
             // Not cached yet: played from the server this time (if it answers), cached for the next.
             try await probe(file.url)
             cacheInBackground(file.url)
-            return (AdCreative(id: id, kind: .postroll, content: .video(location: file.url)), file.url)
+            return (AdCreative(id: id, kind: request.kind, content: .video(location: file.url)), file.url)
         case .overlay, .pauseAd:
             let nonLinears = ad.creatives.filter(\.isNonLinear).flatMap(\.nonLinears)
             for nonLinear in nonLinears {
@@ -555,15 +582,38 @@ public final class VASTClient: AdSource {
         }
     }
 
-    /// Breaks this player plays: nonlinear ones at a time (overlays, with `repeatAfter`), and
-    /// a linear one at the end (the post-roll, a pod if it holds one). Linear breaks before
-    /// the end, `display` breaks and cue-point positions (`#n`) are not.
+    /// Breaks this player plays: nonlinear ones at a time (overlays, with `repeatAfter`), linear
+    /// ones at the start (the pre-roll), at a time (mid-rolls) and at the end (the post-roll), a
+    /// pod when one holds several ads. `display` breaks and cue-point positions (`#n`: a local
+    /// file has no cue points) are not.
     private static func playable(_ item: VMAPDocument.Break) -> Bool {
         switch item.offset {
         case .end: return item.types.contains("linear")
         case .position: return false
-        case .start, .seconds, .percent: return item.types.contains("nonlinear")
+        case .start, .seconds, .percent: return item.types.contains("nonlinear") || item.types.contains("linear")
         }
+    }
+
+    /// The content time of a break at a time (`start`: 0), nil for the end, a cue point, or a
+    /// percentage of an episode whose length is not known.
+    private static func time(of item: VMAPDocument.Break, duration: Double?) -> Double? {
+        switch item.offset {
+        case .start: 0
+        case .seconds(let s): s
+        case .percent(let p): duration.map { $0 * p / 100 }
+        default: nil
+        }
+    }
+
+    /// The content times of the VMAP schedule's mid-roll breaks for `content`, once its schedule
+    /// is loaded (empty before).
+    public func midrollTimes(for content: ContentInfo) -> [Double] {
+        guard let schedule = schedules.withLock({ $0[content.id] }) else { return [] }
+        return schedule.breaks.compactMap { item -> Double? in
+            guard item.types.contains("linear"), item.offset != .start, let time = Self.time(of: item, duration: content.duration),
+                  time > 0 else { return nil }
+            return time
+        }.sorted()
     }
 
     /// The ad of the schedule's next break for `request`: an overlay at its break's time (the
@@ -577,13 +627,7 @@ public final class VASTClient: AdSource {
             let duration = request.content.duration
             var best: (Int, String, Double)?
             for (index, item) in schedule.breaks.enumerated() where Self.playable(item) && item.types.contains("nonlinear") {
-                let first: Double? = switch item.offset {
-                case .start: 0
-                case .seconds(let s): s
-                case .percent(let p): duration.map { $0 * p / 100 }
-                default: nil
-                }
-                guard let first else { continue }
+                guard let first = Self.time(of: item, duration: duration) else { continue }
                 for k in 0..<(item.repeatAfter == nil ? 1 : 1000) {
                     let time = first + Double(k) * (item.repeatAfter ?? 0)
                     if let duration, time >= duration { break }
@@ -600,6 +644,24 @@ public final class VASTClient: AdSource {
             }) {
                 chosen = (index, "\(index)@end", nil)
             }
+        case .preroll:
+            if let index = schedule.breaks.indices.first(where: {
+                schedule.breaks[$0].offset == .start && schedule.breaks[$0].types.contains("linear") && !schedule.served.contains("\($0)@start")
+            }) {
+                chosen = (index, "\(index)@start", nil)
+            }
+        case .midroll:
+            // The first unserved linear break at or after the position (the policy asks a little
+            // ahead of it, or at a snapback's landing for the last one passed: its own time).
+            var best: (Int, String, Double)?
+            for (index, item) in schedule.breaks.enumerated() where item.types.contains("linear") && item.offset != .start {
+                guard let time = Self.time(of: item, duration: request.content.duration), time > 0,
+                      !schedule.served.contains("\(index)@mid") else { continue }
+                let wanted = request.breakTime ?? request.position
+                guard time >= wanted - 0.001 else { continue }
+                if best == nil || time < best!.2 { best = (index, "\(index)@mid", time) }
+            }
+            chosen = best.map { ($0.0, $0.1, $0.2) }
         case .pauseAd:
             chosen = nil
         }

@@ -80,6 +80,8 @@ public struct VASTDocument: Sendable, Equatable {
         public var id: String?
         /// Linear: its `Duration` as written; nil when the creative is not linear.
         public var linearDuration: String?
+        /// Linear: its `skipoffset` as written (`HH:MM:SS(.mmm)` or `n%`); nil: not skippable.
+        public var skipOffset: String?
         public var mediaFiles: [MediaFile] = []
         public var nonLinears: [NonLinear] = []
         public var isLinear = false
@@ -195,6 +197,7 @@ private final class Builder: NSObject, XMLParserDelegate {
             creative = VASTDocument.Creative(id: attributeDict["id"] ?? attributeDict["adId"])
         case "Linear":
             creative?.isLinear = true
+            creative?.skipOffset = attributeDict["skipoffset"].map { String($0.prefix(32)) }
         case "NonLinearAds":
             creative?.isNonLinear = true
         case "NonLinear":

@@ -197,7 +197,7 @@ enum PlayerConformance {
                 XCTAssertFalse(s.playing, "a new item starts not playing: \(event)", file: file, line: line)
             case .playing(let rate):
                 XCTAssertTrue(s.playing && s.rate == rate && s.item != nil, "\(event)", file: file, line: line)
-            case .paused:
+            case .paused, .held:
                 XCTAssertTrue(!s.playing && s.rate == 0 && s.item != nil, "\(event)", file: file, line: line)
             case .rate(let rate):
                 XCTAssertTrue(s.playing && s.rate == rate, "\(event)", file: file, line: line)
