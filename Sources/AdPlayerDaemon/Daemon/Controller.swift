@@ -606,6 +606,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
             if player.snapshot().playing { try? player.stop() }
             policy.playPreroll { [weak self] in
                 guard let self, let episode, episode.serial == serial else { return }
+                flushAdEvents()   // the break's end is told before the episode comes in
                 loadEpisode(entry, index: index, start: start, serial: serial, policy: policy)
             }
         } else {

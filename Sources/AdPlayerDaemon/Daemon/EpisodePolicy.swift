@@ -158,10 +158,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         guard !finished else { return }
         ads.request(.preroll, podPosition: podPosition) { [weak self] result in
             guard let self, !finished else { return }
-            guard case .success(let preroll) = result else {
-                ads.endBreak()
-                return start.run()
-            }
+            guard case .success(let preroll) = result else { return prerollDone(start) }
             let more = preroll.creative.podRemaining > 0
             let id = preroll.id
             do {
@@ -173,15 +170,22 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
                     if more, reason != .destroyed, reason != .contentChanged {
                         prerollNext(podPosition: podPosition + 1, then: start)
                     } else {
-                        ads.endBreak()
-                        start.run()
+                        prerollDone(start)
                     }
                 }
             } catch {
                 shown[id] = nil
-                ads.endBreak()
-                start.run()
+                prerollDone(start)
             }
+        }
+    }
+
+    /// After this turn (clients hear of the ad's end first): the break ends, the episode loads.
+    private func prerollDone(_ start: RunOnce) {
+        _ = ads.loop.execute { [weak self] in
+            guard let self, !finished else { return }
+            ads.endBreak()
+            start.run()
         }
     }
 
@@ -292,10 +296,14 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         scheduleNextBreak()   // withdrawn or refused before it started: the next one
     }
 
+    /// After this turn (clients hear of the ad's end first): the break ends, the content resumes.
     private func endBreak() {
-        breakOn = false
-        ads.endBreak()
-        scheduleNextBreak()
+        _ = ads.loop.execute { [weak self] in
+            guard let self, !finished else { return }
+            breakOn = false
+            ads.endBreak()
+            scheduleNextBreak()
+        }
     }
 
     private static func key(_ time: Double) -> Int64 { Int64((time * 1000).rounded()) }

@@ -1,0 +1,241 @@
+import AdPlayerDaemon
+import AdRuntime
+import AdSources
+import AdTestSupport
+import ControlProtocol
+import Foundation
+import XCTest
+
+/// The episode policy's linear breaks through the controller, on the scripted player and
+/// virtual time: a catalog's pre-roll before the first frame, mid-rolls held at their time and
+/// resumed there, snapback, pods, the refusals and `skip`.
+final class BreakPolicyTests: XCTestCase {
+    private var folder: URL!
+
+    override func setUpWithError() throws {
+        folder = FileManager.default.temporaryDirectory.appendingPathComponent("breaks-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        for name in ["pre.mp4", "mid.mp4", "mid6.mp4"] { try Data("video".utf8).write(to: folder.appendingPathComponent(name)) }
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(at: folder) }
+
+    private func catalog(_ json: String) throws -> LocalCatalog {
+        try Data(json.utf8).write(to: folder.appendingPathComponent("catalog.json"))
+        return try LocalCatalog(folder: folder)
+    }
+
+    private func harness(_ json: String) throws -> ControllerHarness {
+        let source = try catalog(json)
+        let h = try ControllerHarness(source: source, pauseAdDelay: 0.5)
+        h.player.setMedia("/lib/ep.mp4", duration: 10)
+        h.player.setMedia("/lib/ep2.mp4", duration: 10)
+        h.start()
+        return h
+    }
+
+    private func instance(_ event: ControlEvent?) throws -> UInt64 {
+        try XCTUnwrap(event?.fields["instance"]?.string.flatMap { UInt64($0, radix: 16) }, "\(String(describing: event))")
+    }
+
+    private func names(_ h: ControllerHarness) -> [String] {
+        h.events.compactMap { event -> String? in
+            switch event.name {
+            case .adBreakStarted, .adBreakEnded, .adStarted, .adEnded: "\(event.name.rawValue) \(event.fields["kind"]?.string ?? "")"
+            case .playerItem: "player.item"
+            case .playerPaused: "player.paused"
+            case .playerPlaying: "player.playing"
+            default: nil
+            }
+        }
+    }
+
+    private func refusal(_ body: () throws -> JSONValue) -> ErrorCode? {
+        do {
+            _ = try body()
+            return nil
+        } catch let error as ControlError {
+            return error.code
+        } catch {
+            return nil
+        }
+    }
+
+    /// The pre-roll plays before the episode is even loaded; seek, next and skip (it has no skip
+    /// offset) are refused while it plays; the episode comes in after the break, from its start.
+    func testAPrerollPlaysBeforeTheEpisodeIsLoaded() throws {
+        let h = try harness(#"{"version": 1, "prerolls": [{"id": "pre", "video": "pre.mp4"}]}"#)
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        let started = h.wait(for: .adStarted) { $0.fields["kind"] == "preroll" }
+        XCTAssertNil(h.player.snapshot().item, "the episode is not in the player")
+        XCTAssertFalse(h.eventNames.contains(.playerItem))
+        XCTAssertEqual(h.onLoop { refusal { try h.controller.seek(.to(5)) } }, .adPlaying)
+        XCTAssertEqual(h.onLoop { refusal { try h.controller.next() } }, .adPlaying)
+        XCTAssertEqual(h.onLoop { refusal { try h.controller.skipAd() } }, .notSkippable)
+        let id = try instance(started)
+        h.onLoop { h.surface.reporter(id)?.progress(1, of: 5) }
+        h.onLoop { h.surface.reporter(id)?.finished() }
+        h.wait(for: .playerPlaying)
+        XCTAssertEqual(names(h), ["ad.break_started preroll", "ad.started preroll", "ad.ended preroll", "ad.break_ended preroll",
+                                  "player.item", "player.playing"])
+        XCTAssertEqual(h.player.snapshot().position, 0, accuracy: 0.01)
+    }
+
+    /// Crossing the mid-roll's time holds the content there — no `player.paused`, no pause ad
+    /// for the viewer's pause during it, seek and next refused — and the same episode resumes at
+    /// that time; the overlay slot after it is still the episode's.
+    func testAMidrollHoldsTheContentAtItsTimeAndResumesThere() throws {
+        let h = try harness(#"""
+            {"version": 1,
+             "pause_ads": [{"id": "pa", "text": "Paused"}],
+             "overlays": [{"id": "ov", "text": "Hello", "slots": [{"start": 5, "duration": 2}]}],
+             "midrolls": [{"id": "mid", "video": "mid.mp4", "at": 3}]}
+            """#)
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.wait(for: .playerPlaying)
+        let item = h.player.snapshot().item
+        h.advance(2.5)
+        h.onLoop {}
+        XCTAssertTrue(waitUntil { h.ads.contains { if case .loaded(let info, _) = $0 { info.kind == .midroll } else { false } } },
+                      "asked for ahead of its time")
+        h.advance(0.5)
+        let started = h.wait(for: .adStarted) { $0.fields["kind"] == "midroll" }
+        XCTAssertTrue(h.player.isHeld)
+        XCTAssertEqual(h.player.snapshot().position, 3, accuracy: 1e-6)
+        XCTAssertEqual(h.player.snapshot().item, item)
+        XCTAssertEqual(h.onLoop { refusal { try h.controller.seek(.to(8)) } }, .adPlaying)
+        XCTAssertEqual(h.onLoop { refusal { try h.controller.next() } }, .adPlaying)
+        _ = try h.onLoop { try h.controller.pause() }
+        h.advance(2)
+        h.onLoop {}
+        XCTAssertFalse(h.events.contains { $0.name == .adRequested && $0.fields["kind"] == "pause" }, "no pause ad over a linear ad")
+        XCTAssertFalse(h.eventNames.contains(.playerPaused), "the break is no pause")
+
+        let id = try instance(started)
+        h.onLoop { h.surface.reporter(id)?.progress(1, of: 5) }
+        h.onLoop { h.surface.reporter(id)?.finished() }
+        h.wait(for: .adBreakEnded)
+        XCTAssertFalse(h.player.isHeld)
+        XCTAssertEqual(h.player.snapshot().item, item, "the same item")
+        XCTAssertEqual(h.player.snapshot().position, 3, accuracy: 1e-6)
+        XCTAssertEqual(h.events.first { $0.name == .adBreakStarted }?.fields["position"]?.number ?? 0, 3, accuracy: 1e-6)
+        h.advance(2)
+        h.wait(for: .adStarted) { $0.fields["kind"] == "overlay" }
+        XCTAssertEqual(h.events.filter { $0.name == .adStarted && $0.fields["kind"] == "midroll" }.count, 1)
+        XCTAssertEqual(h.offLoop.take(), [])
+    }
+
+    /// A seek past two unplayed breaks plays the last of them at the landing, then lands there;
+    /// a seek back over them plays neither again.
+    func testASeekPastUnplayedBreaksPlaysTheLastOfThemAtTheLanding() throws {
+        let h = try harness(#"""
+            {"version": 1, "midrolls": [{"id": "mid", "video": "mid.mp4", "at": 3}, {"id": "mid6", "video": "mid6.mp4", "at": 6}]}
+            """#)
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.wait(for: .playerPlaying)
+        h.advance(1)
+        h.onLoop {}
+        _ = waitUntil { !h.events.filter { $0.name == .adLoaded }.isEmpty }   // the first break's ad, asked for ahead
+        _ = try h.onLoop { try h.controller.seek(.to(8)) }
+        let started = h.wait(for: .adStarted) { $0.fields["kind"] == "midroll" }
+        XCTAssertEqual(started?.fields["ad_id"]?.string, "mid6", "the last break passed")
+        XCTAssertEqual(h.player.snapshot().position, 8, accuracy: 1e-6, "held at the landing")
+        let id = try instance(started)
+        h.onLoop { h.surface.reporter(id)?.progress(1, of: 5) }
+        h.onLoop { h.surface.reporter(id)?.finished() }
+        h.wait(for: .adBreakEnded)
+        XCTAssertEqual(h.player.snapshot().position, 8, accuracy: 1e-6, "the viewer lands where they asked")
+        _ = try h.onLoop { try h.controller.seek(.to(1)) }
+        h.advance(7)
+        h.onLoop {}
+        XCTAssertEqual(h.events.filter { $0.name == .adStarted }.count, 1, "no break played twice: \(names(h))")
+        XCTAssertEqual(h.events.filter { $0.name == .adBreakStarted }.count, 1)
+    }
+
+    /// `skip`: refused before the ad's skip offset, then ends it `skipped` and the content resumes.
+    func testSkipEndsASkippableMidrollPastItsOffset() throws {
+        let h = try harness(#"{"version": 1, "midrolls": [{"id": "mid", "video": "mid.mp4", "at": 2, "skip_offset": 5}]}"#)
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.wait(for: .playerPlaying)
+        h.advance(1)
+        h.onLoop {}
+        _ = waitUntil { h.events.contains { $0.name == .adLoaded } }
+        h.advance(1)
+        let started = h.wait(for: .adStarted) { $0.fields["kind"] == "midroll" }
+        let id = try instance(started)
+        h.onLoop { h.surface.reporter(id)?.progress(4, of: 30) }
+        XCTAssertEqual(h.onLoop { refusal { try h.controller.skipAd() } }, .notSkippable)
+        h.onLoop { h.surface.reporter(id)?.progress(5.5, of: 30) }
+        _ = try h.onLoop { try h.controller.skipAd() }
+        let ended = h.wait(for: .adEnded) { $0.fields["kind"] == "midroll" }
+        XCTAssertEqual(ended?.fields["reason"]?.string, "skipped")
+        h.wait(for: .adBreakEnded)
+        XCTAssertTrue(h.player.snapshot().playing)
+        XCTAssertEqual(h.player.snapshot().position, 2, accuracy: 1e-6)
+    }
+
+    /// A break's pod (the source says more follow): its ads in sequence, the content held
+    /// between them, one break.
+    func testAMidrollPodPlaysInOrderWithinOneBreak() throws {
+        let source = MidrollPodSource(at: 2, pod: 3)
+        let h = try ControllerHarness(source: source, pauseAdDelay: 1)
+        h.player.setMedia("/lib/ep.mp4", duration: 10)
+        h.start()
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.wait(for: .playerPlaying)
+        h.advance(1)
+        h.onLoop {}
+        _ = waitUntil { h.events.contains { $0.name == .adLoaded } }
+        h.advance(1)
+        for position in 0..<3 {
+            let started = h.wait(for: .adStarted) { $0.fields["ad_id"]?.string == "mid-\(position)" }
+            XCTAssertTrue(h.player.isHeld)
+            let id = try instance(started)
+            h.onLoop { h.surface.reporter(id)?.progress(0.5, of: 5) }
+            h.onLoop { h.surface.reporter(id)?.finished() }
+        }
+        h.wait(for: .adBreakEnded)
+        XCTAssertEqual(source.podPositions.withLock { $0 }, [0, 1, 2])
+        XCTAssertEqual(h.events.filter { $0.name == .adBreakStarted }.count, 1)
+        XCTAssertEqual(h.player.snapshot().position, 2, accuracy: 1e-6)
+        XCTAssertTrue(h.player.snapshot().playing)
+    }
+
+    /// A mid-roll at a percentage of the episode is placed once its length is known.
+    func testAPercentageMidrollIsAtItsShareOfTheEpisode() throws {
+        let source = try catalog(#"{"version": 1, "midrolls": [{"id": "mid", "video": "mid.mp4", "at": "25%"}]}"#)
+        XCTAssertEqual(source.midrollTimes(for: ContentInfo(id: "e", duration: 120)), [30])
+        XCTAssertEqual(source.midrollTimes(for: ContentInfo(id: "e")), [], "not before the length is known")
+        XCTAssertThrowsError(try catalog(#"{"version": 1, "midrolls": [{"id": "mid", "video": "mid.mp4"}]}"#)) { error in
+            XCTAssertTrue("\(error)".contains("midrolls[0].at"), "\(error)")
+        }
+        XCTAssertThrowsError(try catalog(#"{"version": 1, "midrolls": [{"id": "mid", "video": "mid.mp4", "at": "150%"}]}"#))
+        XCTAssertThrowsError(try catalog(#"{"version": 1, "postrolls": [{"id": "p", "video": "mid.mp4", "at": 3}]}"#))
+        XCTAssertThrowsError(try catalog(#"{"version": 1, "overlays": [{"id": "o", "text": "x", "slots": [{"start": 1, "duration": 1}], "skip_offset": 3}]}"#))
+    }
+}
+
+/// Mid-roll breaks at one time, each a pod of `pod` ads.
+private final class MidrollPodSource: AdSource, @unchecked Sendable {
+    // @unchecked: the record behind its lock.
+    let at: Double
+    let pod: Int
+    let podPositions = Locked<[Int]>([])
+
+    init(at: Double, pod: Int) {
+        self.at = at
+        self.pod = pod
+    }
+
+    func ad(for request: AdRequest) async throws -> AdCreative? {
+        guard request.kind == .midroll else { return nil }
+        podPositions.withLock { $0.append(request.podPosition) }
+        var creative = AdCreative(id: "mid-\(request.podPosition)", kind: .midroll, content: .video(location: "/ads/mid.mp4"))
+        creative.slotStart = at
+        creative.podRemaining = pod - 1 - request.podPosition
+        return creative
+    }
+
+    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { kind == .midroll && position <= at + 0.001 }
+    func midrollTimes(for content: ContentInfo) -> [Double] { [at] }
+}
