@@ -25,6 +25,8 @@ av episode-1.mp4 4 320x240 25 440 -movflags +faststart
 av episode-2.mp4 4 320x240 25 660 -movflags +faststart &
 av episode-long.mp4 30 320x240 25 550 -movflags +faststart &
 av clip-1s.mp4 1 160x120 25 880 -movflags +faststart &
+# A 10 s episode for linear breaks (a mid-roll at 3 s).
+av episode-10s.mp4 10 320x240 25 500 -movflags +faststart &
 # Audio only, video only.
 ff -f lavfi -i "sine=frequency=440:duration=4:sample_rate=48000" -c:a pcm_s16le -fflags +bitexact "$out/audio-only.wav" &
 ff -f lavfi -i "testsrc=duration=4:size=160x120:rate=25" -c:v mpeg4 -fflags +bitexact "$out/video-only.mkv" &
@@ -107,7 +109,7 @@ cat > "$out/catalog/catalog.json" <<'JSON'
 JSON
 
 # Background encodes report no failure through `wait`: check that every file came out.
-for f in episode-1.mp4 episode-2.mp4 episode-long.mp4 clip-1s.mp4 audio-only.wav video-only.mkv stream-60s.mp4 \
+for f in episode-1.mp4 episode-2.mp4 episode-long.mp4 episode-10s.mp4 clip-1s.mp4 audio-only.wav video-only.mkv stream-60s.mp4 \
          content-grey.mp4 overlay.png overlay.jpg pause.png translucent.png postroll.mp4 truncated.mp4 random-bytes.mp4 \
          catalog/catalog.json catalog/overlay.png catalog/pause.png catalog/postroll.mp4 postroll.flv; do
   [ -s "$out/$f" ] || { echo "make-media: $f was not generated" >&2; exit 1; }

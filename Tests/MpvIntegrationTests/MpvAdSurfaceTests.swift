@@ -210,6 +210,54 @@ final class MpvAdSurfaceTests: MpvTestCase {
         XCTAssertEqual(log.endReasons(postroll.id), [.completed], "its end told once, not again when the next file replaced it")
     }
 
+    /// Issue 26: a mid-roll at 3 s of a 10 s episode on real mpv. The content stops there (held,
+    /// no pause, no item change), the ad's video plays in the same output, and at the break's
+    /// end the same item plays again from 3 s — its first position within one frame (40 ms at
+    /// 25 fps) — with the overlay that was on screen before the break up again, still bound.
+    /// The content plays at 0.1x so that reading its position after the fact is within a frame
+    /// whatever the machine's load (the ad plays at 1x: per-file options).
+    func testAMidrollHoldsTheContentAtThreeSecondsAndTheSameItemResumesThereWithinAFrame() throws {
+        let midroll = AdCreative(id: "mid", kind: .midroll, content: .video(location: try Media.path("postroll.mp4")), duration: 2)
+        let overlay = AdCreative(id: "ov", kind: .overlay, content: .text("Bound"), duration: 600)
+        let (player, recorder, ads, surface, log) = try rig([.midroll: .creative(midroll), .overlay: .creative(overlay)], content: "episode-10s")
+        let mpv = try player.makeForeignClient(name: "observer")
+        defer { mpv.close() }
+        try player.setSpeed(0.1)
+        try player.load(Media.path("episode-10s.mp4"), options: ["start": "2.7"])
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        let item = try XCTUnwrap(player.snapshot().item)
+        let shown = try XCTUnwrap(requestAd(ads, .overlay)).get()
+        try shown.show(didEnd: log.didEnd(shown.id))
+        let ad = try XCTUnwrap(requestAd(ads, .midroll)).get()
+        try ad.show(atContentTime: 3, didEnd: log.didEnd(ad.id))
+        XCTAssertNotNil(surface.visibleSlots[shown.id])
+
+        XCTAssertTrue(waitUntil(timeout: 30) { log.all.contains { if case .breakStarted(.midroll, _, 3) = $0 { true } else { false } } })
+        let atHold = recorder.count
+        XCTAssertTrue(waitUntil { (try? mpv.get("speed", as: .double))?.double == 1 }, "the ad plays at 1x")
+        XCTAssertNil(surface.visibleSlots[shown.id], "the overlay is off the screen during the ad")
+        XCTAssertTrue(waitUntil(timeout: 30) { !log.endReasons(ad.id).isEmpty })
+        XCTAssertEqual(log.endReasons(ad.id), [.completed])
+        XCTAssertEqual(player.snapshot().item, item, "held: the same item, not playing")
+        XCTAssertFalse(player.snapshot().playing)
+
+        ads.endBreak()
+        let resumed = try XCTUnwrap(recorder.next(after: atHold) { $0.isPlaying }, "the content never played again")
+        let landing = try XCTUnwrap((try? mpv.get("time-pos", as: .double))?.double)
+        XCTAssertEqual(landing, 3, accuracy: 0.04, "within one frame of the break's time")
+        XCTAssertEqual(resumed.snapshot.item, item, "the same item (R10)")
+        XCTAssertEqual(resumed.snapshot.position, 3, accuracy: 0.04)
+        XCTAssertEqual(player.snapshot().item, item)
+        let during = recorder.changes.dropFirst(atHold - 1)
+        XCTAssertFalse(during.contains { ($0.newItem ?? nil) != nil || $0 == .item(nil) }, "no item change: \(Array(during))")
+        XCTAssertFalse(during.contains(.paused), "a break is no pause: \(Array(during))")
+        XCTAssertTrue(recorder.changes.contains(.held))
+        XCTAssertTrue(waitUntil { surface.visibleSlots[shown.id] != nil }, "the overlay bound to the item is up again")
+        XCTAssertEqual(log.endReasons(shown.id), [], "still bound, never ended")
+        XCTAssertTrue(waitUntil { log.all.contains { if case .breakEnded(.midroll, _, 3) = $0 { true } else { false } } })
+    }
+
     func testAPostrollThatDoesNotDecodeFails() throws {
         logs.expectError(containing: "Failed to recognize file format")
         let (player, recorder, ads, _, log) = try rig([.postroll: creative(.postroll, .video(location: try Media.path("bad-postroll.mp4")))],
