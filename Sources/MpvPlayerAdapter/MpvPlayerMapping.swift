@@ -185,6 +185,8 @@ struct MpvPlayerMapping {
     private var holdAt: Double?
     /// The entry that loads the held item's file again, once mpv answered the load.
     private var resumeEntry: Int64?
+    /// The held item's file is loading again, to play from here (until it plays).
+    private var resumingAt: Double?
     /// mpv entries that reloaded an item (a break's resume), by the item's own entry.
     private var aliases: [Int64: Int64] = [:]
 
@@ -336,11 +338,13 @@ struct MpvPlayerMapping {
             position = holdAt ?? position
             positionAt = now
             duration = nil
+            resumingAt = holdAt
             holdAt = nil
             resumeEntry = nil
         case .startFile(let entry):
             holdAt = nil
             resumeEntry = nil
+            resumingAt = nil
             leaveItem()
             videoTrack = nil
             currentEntry = entry
@@ -385,7 +389,7 @@ struct MpvPlayerMapping {
         case .fileLoaded:
             if currentEntry != nil {
                 loaded = true
-                position = 0
+                position = resumingAt ?? 0
                 positionAt = now
                 // Whether the item shows a video is known from here (before it plays): the
                 // policy asks for no overlay over an audio-only episode (issue 23).
@@ -405,6 +409,12 @@ struct MpvPlayerMapping {
             ownSeeksPending = 0
             if !started {
                 started = true
+                if let at = resumingAt {
+                    // A break's resume: where mpv's start landed (one read, once a break).
+                    resumingAt = nil
+                    position = max(0, query.timePos() ?? at)
+                    positionAt = now
+                }
                 break
             }
             guard let pending = seek else { break }

@@ -283,8 +283,9 @@ final class VASTClientTests: XCTestCase {
     /// VMAP 1.0 (issue 26): the tag answers an episode's schedule, requested once; overlays
     /// come at their breaks' times (`HH:MM:SS.mmm`, `repeatAfter`, `n%` of a known length), each
     /// from inline VAST or its own tag, with `breakStart`/`breakEnd`; the `end` break is the
-    /// post-roll; the breaks this player does not play (a linear break before the end, a
-    /// cue point, a display break) are told through their `error` URLs with 1003, once.
+    /// post-roll, the `start` break the pre-roll, the one at 6 s a mid-roll (its skip offset
+    /// read); the breaks this player does not play (a cue point, a display break) are told
+    /// through their `error` URLs with 1003, once.
     func testAVMAPScheduleAnswersTheEpisodesRequests() async throws {
         let vast = client("vmap-episode.xml")
         let content = ContentInfo(id: "episode-1", duration: 10)
@@ -310,13 +311,47 @@ final class VASTClientTests: XCTestCase {
         XCTAssertEqual(postroll.tracking["breakEnd"], ["\(server.base)/b/break-end?break=post"])
         let pause = try await ask(.pauseAd, at: 3)
         XCTAssertNil(pause, "VMAP has no pause breaks")
+        // The linear breaks before the end: the pre-roll, the mid-roll at 6 s.
+        XCTAssertTrue(vast.mayFill(.preroll, content: content, at: 0), "the tag answers VMAP: pre-rolls are asked of it")
+        let preroll = try await XCTUnwrapAsync(await ask(.preroll, at: 0))
+        XCTAssertEqual(preroll.id, "lin-30")
+        XCTAssertEqual(preroll.kind, .preroll)
+        XCTAssertEqual(preroll.duration, 2)
+        XCTAssertEqual(preroll.tracking["breakStart"], ["\(server.base)/b/break-start?break=pre"])
+        let again = try await ask(.preroll, at: 0)
+        XCTAssertNil(again, "a break is served once")
+        XCTAssertEqual(vast.midrollTimes(for: content), [6])
+        XCTAssertTrue(vast.mayFill(.midroll, content: content, at: 3))
+        XCTAssertFalse(vast.mayFill(.midroll, content: content, at: 6.5))
+        let midroll = try await XCTUnwrapAsync(await vast.ad(for: AdRequest(content: content, kind: .midroll, position: 1, breakTime: 6)))
+        XCTAssertEqual(midroll.id, "vmap-mid")
+        XCTAssertEqual(midroll.slotStart, 6)
+        XCTAssertEqual(midroll.skipOffset, 1)
+        XCTAssertEqual(midroll.tracking["breakEnd"], ["\(server.base)/b/break-end?break=mid"])
         let requests = try server.requests()
         XCTAssertEqual(requests["/vast/vmap-episode.xml"], 1, "the schedule is asked for once an episode: \(requests)")
         let told = errorBeacons.list.withLock { $0 }
-        for name in ["preroll", "cue", "display"] {
+        for name in ["cue", "display"] {
             XCTAssertEqual(told.filter { $0 == "\(server.base)/b/vmap-error?break=\(name)&code=1003" }.count, 1, "\(name): \(told)")
         }
+        XCTAssertFalse(told.contains { $0.contains("break=preroll") }, "the pre-roll break is played: \(told)")
         XCTAssertFalse(told.contains { $0.contains("break=post") }, "\(told)")
+    }
+
+    /// A tag that answers plain VAST is asked for a pre-roll once (the first episode learns
+    /// it): that answer fills nothing — its linear ads are the post-roll's — and no pre-roll or
+    /// mid-roll is asked of it again.
+    func testAPlainVASTTagIsAskedForAPrerollOnceAndFillsNone() async throws {
+        let vast = client("inline-linear-3.0.xml")
+        let content = ContentInfo(id: "episode-1", duration: 10)
+        XCTAssertTrue(vast.mayFill(.preroll, content: content, at: 0), "not known yet")
+        let none = try await vast.ad(for: AdRequest(content: content, kind: .preroll, position: 0))
+        XCTAssertNil(none)
+        XCTAssertFalse(vast.mayFill(.preroll, content: content, at: 0))
+        XCTAssertFalse(vast.mayFill(.midroll, content: content, at: 0))
+        XCTAssertEqual(vast.midrollTimes(for: content), [])
+        let postroll = try await XCTUnwrapAsync(await vast.ad(for: AdRequest(content: content, kind: .postroll, position: 10)))
+        XCTAssertEqual(postroll.id, "lin-30", "the post-roll as before")
     }
 
     /// A VMAP answer cut short, or nested past the bound, is refused like a bad VAST.

@@ -164,16 +164,24 @@ final class AdsPipelineTests: XCTestCase {
         XCTAssertEqual(counts["/b/imp-pause?pos=4"], 1, "\(counts)")
     }
 
-    /// VMAP through the real daemon (issue 26): the schedule asked for once for the episode
-    /// (however many requests its start makes), the overlay break's instances shown at 1 s and
-    /// 4 s of content time with `breakStart`/`breakEnd` once each, the breaks this player does
-    /// not play told through their `error` URLs once with 1003, and the content plays on.
-    func testAVMAPEpisodeShowsItsBreaksAndReportsWhatItCannotPlayOnce() throws {
+    /// VMAP through the real daemon (issue 26): the schedule asked for once for the episode —
+    /// by its pre-roll's request, before its first frame — the pre-roll played before the
+    /// episode comes in, the overlay break's instances at 1 s and 4 s of content time, the
+    /// mid-roll at 6 s holding the content there (skipped past its skip offset with `skip`,
+    /// the content resuming at 6 s), `breakStart`/`breakEnd` once a break, the breaks this
+    /// player does not play told through their `error` URLs once with 1003.
+    func testAVMAPEpisodePlaysItsBreaksAndReportsWhatItCannotPlayOnce() throws {
         let daemon = try DaemonProcess(extra: ["--ads", server.base + "/vast/vmap-episode.xml?cid=[CONTENTID]", "--time-sync-wait", "0",
                                                "--beacon-max-delay", "1"])
         let events = try daemon.connect()
-        _ = try events.call("subscribe", ["events": ["ad.started", "ad.ended", "player.playing"]])
+        _ = try events.call("subscribe", ["events": ["ad.started", "ad.ended", "ad.break_started", "ad.break_ended", "player.playing", "player.item"]])
         _ = try daemon.connect().call("open", ["path": try Media.path("episode-long.mp4")])
+        _ = try events.event(named("ad.break_started", "kind", "preroll"))
+        _ = try events.event(named("ad.started", "kind", "preroll"))
+        XCTAssertFalse(events.events.contains { $0["event"] as? String == "player.item" }, "the episode waits for its pre-roll")
+        XCTAssertEqual(try events.event(named("ad.ended", "kind", "preroll"))["reason"] as? String, "completed")
+        _ = try events.event(named("ad.break_ended", "kind", "preroll"))
+        _ = try events.event(named("player.item"))
         var starts: [Double] = []
         for _ in 0..<2 {
             _ = try events.event(named("ad.started", "kind", "overlay"))
@@ -182,15 +190,37 @@ final class AdsPipelineTests: XCTestCase {
             let status = try XCTUnwrap(try daemon.connect().call("status")["result"] as? [String: Any])
             starts.append(status["position"] as? Double ?? -1)
         }
+        let held = try events.event(named("ad.break_started", "kind", "midroll"))
+        XCTAssertEqual(held["position"] as? Double ?? 0, 6, accuracy: 0.001)
+        _ = try events.event(named("ad.started", "kind", "midroll"))
+        let status = try XCTUnwrap(try daemon.connect().call("status")["result"] as? [String: Any])
+        XCTAssertEqual((status["break"] as? [String: Any])?["kind"] as? String, "midroll")
+        XCTAssertEqual(status["position"] as? Double ?? 0, 6, accuracy: 0.05, "held at its time")
+        let seek = try daemon.connect().call("seek", ["to": 20])
+        XCTAssertEqual((seek["error"] as? [String: Any])?["code"] as? String, "ad_playing")
+        // Skippable after 1 s of the ad: asked until it is.
+        XCTAssertTrue(waitUntil(timeout: 20) { (try? daemon.connect().call("skip"))?["ok"] as? Bool == true })
+        XCTAssertEqual(try events.event(named("ad.ended", "kind", "midroll"))["reason"] as? String, "skipped")
+        let resumedAt = try events.event(named("ad.break_ended", "kind", "midroll"))
+        XCTAssertEqual(resumedAt["position"] as? Double ?? 0, 6, accuracy: 0.001)
+        // (The episode's first `player.playing`, at 0, was kept meanwhile.)
+        let playing = try events.event { named("player.playing")($0) && ($0["position"] as? Double ?? 0) > 1 }
+        XCTAssertEqual(playing["position"] as? Double ?? 0, 6, accuracy: 0.05, "the same episode from 6 s")
         XCTAssertTrue(waitUntil(timeout: 20) {
             let counts = (try? self.server.counts()) ?? [:]
-            return counts["/b/break-start?break=ov"] == 2 && counts["/b/break-end?break=ov"] == 2
+            return counts["/b/break-start?break=ov"] == 2 && counts["/b/break-end?break=ov"] == 2 && counts["/b/break-end?break=mid"] == 1
         }, "\(String(describing: try? server.counts()))")
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
         let counts = try server.counts()
-        for name in ["preroll", "cue", "display"] {
+        for name in ["cue", "display"] {
             XCTAssertEqual(counts["/b/vmap-error?break=\(name)&code=1003"], 1, "\(name): \(counts)")
         }
+        XCTAssertNil(counts.keys.first { $0.contains("break=preroll") }, "\(counts)")
+        for name in ["pre", "mid"] {
+            XCTAssertEqual(counts["/b/break-start?break=\(name)"], 1, "\(name): \(counts)")
+            XCTAssertEqual(counts["/b/break-end?break=\(name)"], 1, "\(name): \(counts)")
+        }
+        XCTAssertEqual(counts["/b/imp-vmap-mid?cp=00%3A00%3A06.000&bp=2"], 1, "the mid-roll's impression at 6 s, BREAKPOSITION 2: \(counts)")
         XCTAssertEqual(counts.filter { $0.key.hasPrefix("/b/imp-vmap-ov") }.values.reduce(0, +), 2, "\(counts)")
         let requested = try server.requests().filter { $0.key.hasPrefix("/vast/vmap-episode.xml?") }
         XCTAssertEqual(requested.values.reduce(0, +), 1, "the schedule, once for the episode: \(requested)")

@@ -203,7 +203,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
             item = ["path": .string(episode.entry.path), "content_id": .string(episode.entry.contentID),
                     "pass": .int(snapshot.item?.loop ?? 0)]
             playing = linearAd.map { !$0.paused } ?? snapshot.playing
-            position = linearAd == nil ? snapshot.position : 0
+            // During a mid-roll break: the content's held position (it resumes there).
+            position = linearAd == nil || adBreak == .midroll ? snapshot.position : 0
             rate = playing ? (linearAd == nil ? snapshot.rate : 1) : 0
         }
         let ad: JSONValue = adOnScreen.map { ["kind": .string($0.kind.protocolName), "ad_id": .string($0.creativeID)] } ?? .null
@@ -214,6 +215,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
                 "background_reasons": .array(backgroundReasons.map(\.rawValue).sorted().map { .string($0) })]
         status["output"] = Self.describe(player.output())
         status["display"] = displayJSON
+        status["break"] = adBreak.map { ["kind": .string($0.protocolName)] } ?? .null
         if withQueue { status["queue"] = queuePaths }
         return .object(status)
     }

@@ -110,6 +110,8 @@ public final class VASTClient: AdSource {
     private let pendingBreakEnd = Locked<[String: [String]]>([:])
     /// The tag has answered with VMAP: an episode's first requests then share one fetch of it.
     private let answersVMAP = Locked(false)
+    /// The tag answered plain VAST (no schedule): no pre-roll is asked of it again.
+    private let answersPlainVAST = Locked(false)
     /// An episode's first request of the tag goes alone: those made meanwhile (the prefetches
     /// at its start) wait for it, and use its schedule if it was VMAP (asked for once).
     private let firstFetches = Locked<[String: FirstFetch]>([:])
@@ -163,12 +165,14 @@ public final class VASTClient: AdSource {
         return try await resolve(request)?.creative
     }
 
-    /// Pre-rolls once the tag is known to answer VMAP (a plain VAST answer's linear ad is the
-    /// post-roll's, never played twice): each episode's schedule is then asked for before its
-    /// first frame. Mid-rolls while the episode's schedule has a linear break after the position.
+    /// Pre-rolls while the tag may answer VMAP: each episode's schedule is asked for before its
+    /// first frame (the pre-roll's request is the schedule's). A tag that answered plain VAST is
+    /// not asked for pre-rolls again (its linear ads are the post-roll's, never played twice):
+    /// the first episode after start learns it, with one request that fills nothing. Mid-rolls
+    /// while the episode's schedule has a linear break after the position.
     public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
         switch kind {
-        case .preroll: answersVMAP.withLock { $0 }
+        case .preroll: answersVMAP.withLock { $0 } || !answersPlainVAST.withLock { $0 }
         case .midroll: midrollTimes(for: content).contains { $0 >= position - 0.001 }
         default: true
         }
@@ -293,6 +297,11 @@ public final class VASTClient: AdSource {
             return try await fromSchedule(request, prefetching: prefetching)
         }
         let vast = try VASTDocument.parse(data)
+        if document == nil {
+            answersPlainVAST.withLock { $0 = true }
+            // Asked for a pre-roll, the tag answered plain VAST: no schedule, so no pre-roll.
+            if request.kind == .preroll { return nil }
+        }
         // A pod (ads with a sequence, in order), and the buffet (stand-alone ads, in order).
         let pod = vast.ads.filter { $0.sequence != nil }.sorted { $0.sequence! < $1.sequence! }
         var buffet = vast.ads.filter { $0.sequence == nil }
