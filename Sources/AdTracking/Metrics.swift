@@ -43,6 +43,7 @@ public final class Metrics: Sendable {
         "adplayerd_ads_nofill_total": ("counter", "Ad requests the source had nothing for, by kind."),
         "adplayerd_ads_passed_over_total": ("counter", "Requests a source found nothing eligible for, by kind and the reason (flight, daypart, cap, separation)."),
         "adplayerd_ads_started_total": ("counter", "Ads that went on screen (or whose video started), by kind."),
+        "adplayerd_ad_breaks_total": ("counter", "Linear breaks that began (a pre-roll's, a mid-roll's: the content waited), by kind."),
         "adplayerd_ads_ended_total": ("counter", "Ads that ended, by kind and reason."),
         "adplayerd_ads_viewability_total": ("counter", "Ads by viewability (viewable, notViewable, undetermined) and kind."),
         "adplayerd_ad_errors_total": ("counter", "Ad errors by kind, code and VAST error code."),

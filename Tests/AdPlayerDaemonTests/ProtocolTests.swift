@@ -147,7 +147,7 @@ final class ProtocolTests: XCTestCase {
     /// cover the whole table, and a new command without an example fails them.
     static let examples: [String: [Request]] = [
         "audio-devices": [.audioDevices], "audio-track": [.audioTrack(.id(2)), .audioTrack(.auto)], "background": [.background],
-        "clear": [.clear], "close-ad": [.closeAd], "display": [.display(.off), .display(.on), .display(.auto)], "foreground": [.foreground], "health": [.health],
+        "clear": [.clear], "close-ad": [.closeAd], "skip": [.skip], "display": [.display(.off), .display(.on), .display(.auto)], "foreground": [.foreground], "health": [.health],
         "identify": [.identify(seconds: 30), .identify(seconds: 5.5)], "jump": [.jump(index: 3)], "logs": [.logs(lines: 100), .logs(lines: 1)], "loop": [.loop(true), .loop(false)],
         "metrics": [.metrics], "move": [.move(from: 0, to: 4)], "mute": [.mute(true), .mute(nil)], "next": [.next],
         "open": [.open(path: "/a b.mp4", contentID: "ep-1", start: 3.5), .open(path: "/c.mp4", contentID: nil, start: nil)],
@@ -222,7 +222,7 @@ final class ProtocolTests: XCTestCase {
         }
         let lines: [([String], Request)] = [
             (["audio-devices"], .audioDevices), (["audio-track", "2"], .audioTrack(.id(2))), (["audio-track", "auto"], .audioTrack(.auto)),
-            (["background"], .background), (["clear"], .clear), (["close-ad"], .closeAd), (["foreground"], .foreground),
+            (["background"], .background), (["clear"], .clear), (["close-ad"], .closeAd), (["skip"], .skip), (["foreground"], .foreground),
             (["display", "off"], .display(.off)), (["display", "auto"], .display(.auto)),
             (["health"], .health), (["identify"], .identify(seconds: 30)), (["identify", "10"], .identify(seconds: 10)),
             (["logs"], .logs(lines: 100)), (["logs", "5"], .logs(lines: 5)), (["reload"], .reload),

@@ -32,9 +32,9 @@ extension Controller {
             state.status = .playing   // loading, or between the end and the post-roll
         }
         state.canPause = true
-        state.canSeek = linearAd == nil && snapshot.item != nil
-        state.canGoNext = linearAd == nil && (current.map { queue.hasNext(after: $0) } ?? false)
-        state.canGoPrevious = linearAd == nil && (current.map { queue.previous(before: $0) != nil } ?? false)
+        state.canSeek = linearAd == nil && adBreak == nil && snapshot.item != nil
+        state.canGoNext = linearAd == nil && adBreak == nil && (current.map { queue.hasNext(after: $0) } ?? false)
+        state.canGoPrevious = linearAd == nil && adBreak == nil && (current.map { queue.previous(before: $0) != nil } ?? false)
         return state
     }
 
