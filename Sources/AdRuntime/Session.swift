@@ -85,7 +85,9 @@ final class AdSession: @unchecked Sendable {
         for id in shownAds {
             run(id) { lifecycle, _ in lifecycle.stop(.destroyed, cause: nil) }
         }
-        endBreak(resume: true)
+        // An open break ends; a held item is not resumed: whoever destroys the ads is replacing
+        // or stopping the item (a player's next load or stop lets the held item go).
+        endBreak(resume: false)
         destroyed = true
         observation?.cancel()
         observation = nil

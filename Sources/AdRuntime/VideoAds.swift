@@ -78,7 +78,9 @@ public final class VideoAds: Sendable {
     }
 
     /// Ends whatever is on screen (`destroyed`), stops following the player, cancels
-    /// requests in flight (their completions get `AdError.destroyed`). Idempotent.
+    /// requests in flight (their completions get `AdError.destroyed`). Idempotent. A break
+    /// that holds the content ends without resuming it: load another item, stop, or
+    /// `BreakablePlayer.resumeAfterBreak` it.
     public func destroy() {
         loop.run { [session] in session.destroy() }
     }

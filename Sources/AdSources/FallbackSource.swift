@@ -38,8 +38,10 @@ public final class FallbackSource: AdSource {
         }
         var failure: (any Error)?
         var answeredNoFill = false
+        // A mid-roll's break may lie behind the playhead (a snapback): asked at the break's time.
+        let at = request.kind == .midroll ? request.breakTime ?? request.position : request.position
         for (index, member) in members.enumerated()
-        where member.source.mayFill(request.kind, content: request.content, at: request.position) {
+        where member.source.mayFill(request.kind, content: request.content, at: at) {
             try Task.checkCancellation()
             do {
                 if let creative = try await member.source.ad(for: request) {

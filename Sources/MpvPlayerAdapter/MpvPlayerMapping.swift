@@ -244,7 +244,8 @@ struct MpvPlayerMapping {
         guard holdAt != nil else { return [] }
         holdAt = nil
         resumeEntry = nil
-        if currentEntry == nil { leaveItem() }   // its file is gone already (the ad's replaced it)
+        // Its file is gone already (the ad's replaced it): it leaves now; else its END_FILE does.
+        if currentEntry.map({ adEntries.contains($0) || $0 == adPlaying }) ?? true { leaveItem() }
         return finish()
     }
 

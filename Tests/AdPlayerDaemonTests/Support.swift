@@ -100,12 +100,12 @@ final class ControllerHarness: @unchecked Sendable {
 
     /// Runs `body` on the loop and returns what it returned.
     @discardableResult
+    /// Waits for the loop when another thread runs it at that moment (a source's answer).
     func onLoop<T>(_ body: () throws -> T) rethrows -> T {
         try withoutActuallyEscaping(body) { body in
-            let result = Locked<Result<T, any Error>?>(nil)
             let job = Unchecked(body)
-            loop.execute { result.withLock { $0 = Result { try job.value() } } }
-            return try result.withLock { $0 }!.get() as T
+            let result = (try? loop.sync { Result { try job.value() } })!
+            return try result.get() as T
         }
     }
 

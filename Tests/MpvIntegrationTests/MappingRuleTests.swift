@@ -337,4 +337,45 @@ final class MappingRuleTests: XCTestCase {
         XCTAssertEqual(mapping.takeDetailChanges(), [.duration(12)])
         _ = item
     }
+
+    /// A mid-roll break (issue 26): held, the content's file replaced by the ad's, the ad played,
+    /// the content's file loaded again at the break's time — one item throughout: `.held`, then
+    /// `.playing` at that time, never `.paused`, `.item(nil)` or a new item. A failure of the
+    /// reload is the item's, under its own entry.
+    func testABreakHoldsTheItemAcrossTheAdsFileAndItsReload() throws {
+        let item = startPlaying()
+        _ = feed(prop(.timePos, .double(3.02)))
+        let held = try XCTUnwrap(mapping.hold(at: 3, now: now))
+        XCTAssertEqual(held.path, "/media/ep.mp4")
+        XCTAssertEqual(held.events.map(\.change), [.held])
+        XCTAssertEqual(held.events.first?.snapshot.position, 3)
+        mapping.noteAdLoad(entry: 2)
+        XCTAssertEqual(feed(.endFile(entry: 1, reason: .stop), .startFile(entry: 2), .fileLoaded, .playbackRestart,
+                            prop(.timePos, .double(1)), prop(.eofReached, .flag(true)), prop(.pause, .flag(false))), [])
+        XCTAssertEqual(mapping.takeAdEvents().last, .ended(entry: 2, .finished))
+        XCTAssertEqual(mapping.snapshot().item, item, "held in, across the ad's file")
+        XCTAssertFalse(mapping.snapshot().playing)
+        mapping.noteResume(entry: 3, path: "/media/ep.mp4")
+        mpv.timePos = 3
+        let resumed = events(.endFile(entry: 2, reason: .stop), .startFile(entry: 3), .fileLoaded, .seek, .playbackRestart)
+        XCTAssertEqual(resumed.map(\.change), [.playing(rate: 1)])
+        XCTAssertEqual(resumed.last?.snapshot.item, item, "the same item")
+        XCTAssertEqual(resumed.last?.snapshot.position, 3)
+        XCTAssertEqual(feed(prop(.timePos, .double(3.04))), [])
+        // Its reload failing later: the item's own entry is named.
+        XCTAssertEqual(feed(.endFile(entry: 3, reason: .error(MpvError(code: -13, operation: "loading")))).last,
+                       .failed(PlayerFailure(entry: 1, path: "/media/ep.mp4", code: MpvError(code: -13, operation: "x").name,
+                                             message: MpvError(code: -13, operation: "loading").message)))
+    }
+
+    /// `stop` during a break lets the held item go.
+    func testAStopDuringABreakLetsTheHeldItemGo() throws {
+        _ = startPlaying()
+        _ = try XCTUnwrap(mapping.hold(at: 2, now: now))
+        mapping.noteAdLoad(entry: 2)
+        _ = feed(.endFile(entry: 1, reason: .stop), .startFile(entry: 2))
+        XCTAssertEqual(mapping.releaseHold(now: now).map(\.change), [.item(nil)])
+        XCTAssertNil(mapping.snapshot().item)
+        XCTAssertNil(mapping.hold(at: 1, now: now), "nothing to hold")
+    }
 }

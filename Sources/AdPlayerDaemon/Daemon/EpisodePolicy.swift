@@ -333,11 +333,13 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
                 pass = item.loop
                 cursor.seeked(to: 0)
                 waiting = nil
+                playedBreaks = []   // a new viewing: its breaks again
                 // After this turn: the controller (told last) starts the pass's frequency
                 // caps anew first, and clients hear of the new item before any request.
                 _ = ads.loop.execute { [weak self] in
                     guard let self, !finished else { return }
                     scheduleNextOverlay()
+                    scheduleNextBreak()
                 }
             }
             trackOnce(player)
