@@ -33,6 +33,22 @@ final class AdSession: @unchecked Sendable {
     private var shownAds: [UInt64] = []
     private var requests: [UInt64: PendingRequest] = [:]
     private var nextRequest: UInt64 = 1
+    /// The episode's length, once the player knows it (when `content` does not say it).
+    private var knownDuration: Double?
+
+    /// What requests carry of the episode: with its length once known (`n%` breaks).
+    var requestContent: ContentInfo {
+        var info = content
+        if info.duration == nil { info.duration = knownDuration }
+        return info
+    }
+
+    func setDuration(_ seconds: Double?) {
+        loop.requireInLoop()
+        guard let seconds, seconds.isFinite, seconds > 0, seconds <= Seconds.Bounds.position.maximum else { return }
+        knownDuration = seconds
+    }
+
     /// The linear break open now: a pre-roll's (the episode waits), or a mid-roll's, with the
     /// item it holds and the content time it resumes at.
     private var openBreak: (kind: AdKind, at: Double, held: PlayerItem?)?
@@ -146,7 +162,7 @@ final class AdSession: @unchecked Sendable {
     func prefetch(_ kind: AdKind, at position: Double?) {
         loop.requireInLoop()
         guard !destroyed else { return }
-        source.prefetch(AdRequest(content: content, kind: kind, position: position ?? requestPosition()))
+        source.prefetch(AdRequest(content: requestContent, kind: kind, position: position ?? requestPosition()))
     }
 
     func request(_ kind: AdKind, podPosition: Int = 0, breakTime: Double? = nil, completion: @escaping @Sendable (Result<Ad, AdError>) -> Void) {
@@ -157,7 +173,7 @@ final class AdSession: @unchecked Sendable {
             return
         }
         let position = requestPosition()
-        let request = AdRequest(content: content, kind: kind, position: position, podPosition: max(0, podPosition), breakTime: breakTime)
+        let request = AdRequest(content: requestContent, kind: kind, position: position, podPosition: max(0, podPosition), breakTime: breakTime)
         let id = nextRequest
         nextRequest += 1
         var pending = PendingRequest(kind: kind, item: boundItemIfCurrent, position: position, completion: completion)

@@ -126,7 +126,14 @@ public final class VideoAds: Sendable {
     /// now (`AdSource.midrollTimes`). On the loop: cheap.
     public func midrollTimes() -> [Double] {
         loop.requireInLoop()
-        return session.source.midrollTimes(for: content)
+        return session.source.midrollTimes(for: session.requestContent)
+    }
+
+    /// The episode's length became known (the player read it from the file): requests carry it
+    /// from now on when `content` did not (a percentage break, `n%`, is placed by it). Finite,
+    /// positive, within the position bound; anything else is ignored.
+    public func setContentDuration(_ seconds: Double?) {
+        loop.run { [session] in session.setDuration(seconds) }
     }
 
     /// Lets the source get ready for a request of `kind` ahead of time (`AdSource.prefetch`):

@@ -29,8 +29,11 @@ struct AdsCheckCommand {
         var slots: [[Double]]?
         var tracking: [String: Int]
         var chain: [String]?
-        /// Post-rolls: ads of its pod after it.
+        /// Linear ads: ads of its pod after it.
         var podRemaining: Int?
+        /// Mid-rolls: the break's content time (seconds), or its share of the episode (%).
+        var at: Double?
+        var atPercent: Double?
     }
 
     struct Problem: Encodable {
@@ -83,6 +86,8 @@ struct AdsCheckCommand {
                     if let d = ad.duration { line += ", \(d) s" }
                     if let slots = ad.slots { line += ", slots " + slots.map { "\($0[0])s+\($0[1])s" }.joined(separator: " ") }
                     if let pod = ad.podRemaining, pod > 0 { line += ", first of a pod of \(pod + 1)" }
+                    if let at = ad.at { line += ", at \(at)s" }
+                    if let share = ad.atPercent { line += ", at \(share)% of the episode" }
                     if !ad.tracking.isEmpty { line += ", tracking " + ad.tracking.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ") }
                     print(line)
                 }
@@ -139,6 +144,8 @@ struct AdsCheckCommand {
                 if entry.kind == .overlay {
                     found.slots = entry.slots.map { [$0.start, $0.duration] }
                 }
+                if case .seconds(let at)? = entry.at { found.at = at }
+                if case .percent(let share)? = entry.at { found.atPercent = share }
                 report.ads.append(found)
             } catch {
                 report.problems.append(Problem(kind: entry.kind.rawValue, id: entry.id, code: "bad_creative", message: "\(error)"))
@@ -168,7 +175,20 @@ struct AdsCheckCommand {
                 return report
             }
         }
-        for kind in AdKind.allCases {
+        // Pre- and mid-rolls only from a tag that answers a VMAP schedule with such breaks (a plain
+        // VAST answer's linear ad is the post-roll's; the daemon asks it for no pre-roll after the first).
+        var kinds: [AdKind] = [.overlay, .pauseAd, .postroll]
+        var index = 0
+        while index < kinds.count {
+            let kind = kinds[index]
+            index += 1
+            defer {
+                if kind == .postroll, isURL {
+                    let episode = ContentInfo(id: content)
+                    if client.mayFill(.preroll, content: episode, at: 0) { kinds.append(.preroll) }
+                    if client.mayFill(.midroll, content: episode, at: 0) { kinds.append(.midroll) }
+                }
+            }
             let request = AdRequest(content: ContentInfo(id: content), kind: kind, position: 0)
             let read = document
             let outcome = Blocking.run { try await client.resolve(request, document: read) }
@@ -177,7 +197,8 @@ struct AdsCheckCommand {
                 let creative = resolution.creative
                 var found = Found(kind: kind.rawValue, id: creative.id, creative: "", duration: creative.duration,
                                   tracking: creative.tracking.mapValues(\.count), chain: resolution.chain)
-                if kind == .postroll { found.podRemaining = creative.podRemaining }
+                if kind.isLinear { found.podRemaining = creative.podRemaining }
+                if kind == .midroll { found.at = creative.slotStart }
                 switch creative.content {
                 case .image(let location, let w, let h):
                     found.creative = "image"

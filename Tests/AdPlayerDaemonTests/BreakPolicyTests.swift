@@ -201,6 +201,21 @@ final class BreakPolicyTests: XCTestCase {
         XCTAssertTrue(h.player.snapshot().playing)
     }
 
+    /// Through the controller: the episode's length comes from the player, and the break at
+    /// 50 % of a 10 s episode holds it at 5 s.
+    func testAPercentageMidrollPlaysAtItsShareOfTheEpisodesLength() throws {
+        let h = try harness(#"{"version": 1, "midrolls": [{"id": "mid", "video": "mid.mp4", "at": "50%"}]}"#)
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.wait(for: .playerPlaying)
+        h.advance(1)
+        h.onLoop {}
+        _ = waitUntil { h.events.contains { $0.name == .adLoaded } }
+        h.advance(4)
+        let started = h.wait(for: .adBreakStarted)
+        XCTAssertEqual(started?.fields["position"]?.number ?? 0, 5, accuracy: 1e-6)
+        XCTAssertEqual(h.player.snapshot().position, 5, accuracy: 1e-6)
+    }
+
     /// A mid-roll at a percentage of the episode is placed once its length is known.
     func testAPercentageMidrollIsAtItsShareOfTheEpisode() throws {
         let source = try catalog(#"{"version": 1, "midrolls": [{"id": "mid", "video": "mid.mp4", "at": "25%"}]}"#)

@@ -43,11 +43,15 @@ final class AdsPipelineTests: XCTestCase {
 
         let requested = try server.requests().keys.filter { $0.hasPrefix("/vast/overlay-expiring.xml?") }
         XCTAssertFalse(requested.isEmpty)
+        // The first episode's pre-roll request learns that the tag answers plain VAST: once.
+        XCTAssertEqual(requested.filter { $0.contains("&pos=1&") }.count, 1, "\(requested)")
+        let prerolls = try server.requests().filter { $0.key.hasPrefix("/vast/overlay-expiring.xml?") && $0.key.contains("&pos=1&") }
+        XCTAssertEqual(prerolls.values.reduce(0, +), 1, "one pre-roll request, then none: \(prerolls)")
         for path in requested {
             XCTAssertFalse(path.contains("[") || path.contains("]"), "a macro left: \(path)")
             let items = Dictionary(URLComponents(string: "http://x" + path)!.queryItems!.map { ($0.name, $0.value ?? "") }) { $1 }
             XCTAssertTrue(["episode-1", "episode-2"].contains(items["cid"] ?? ""), path)
-            XCTAssertTrue(["2", "3", "4"].contains(items["pos"] ?? ""), path)
+            XCTAssertTrue(["1", "2", "3", "4"].contains(items["pos"] ?? ""), path)
             XCTAssertEqual(items["plc"], "1")
             XCTAssertNotNil(items["cb"]?.range(of: #"^\d{8}$"#, options: .regularExpression), path)
             XCTAssertNotNil(items["ts"]?.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$"#, options: .regularExpression), path)

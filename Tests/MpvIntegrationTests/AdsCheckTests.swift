@@ -23,6 +23,18 @@ final class AdsCheckTests: XCTestCase {
         XCTAssertEqual(ads.first { $0["id"] as? String == "ov-1" }?["width"] as? Int, 240)
     }
 
+    /// A VMAP tag's plan: its pre-roll and its mid-roll at 6 s beside the overlay and post-roll.
+    func testAVMAPTagShowsItsLinearBreaks() throws {
+        _ = try Media.path("overlay.png")
+        let server = try FixtureServer(script: "vast_server.py")
+        defer { server.stop() }
+        let (_, output) = try run(["\(server.base)/vast/vmap-episode.xml", "--json"])
+        let report = try json(output)
+        let ads = try XCTUnwrap(report["ads"] as? [[String: Any]], output)
+        XCTAssertEqual(Set(ads.compactMap { $0["kind"] as? String }), ["overlay", "postroll", "preroll", "midroll"], output)
+        XCTAssertEqual(ads.first { $0["kind"] as? String == "midroll" }?["at"] as? Double, 6)
+    }
+
     func testAVASTURLResolvesEveryKindItHas() throws {
         _ = try Media.path("overlay.png")
         let server = try FixtureServer(script: "vast_server.py")

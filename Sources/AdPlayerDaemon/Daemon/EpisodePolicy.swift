@@ -198,6 +198,8 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         breakTimer = nil
         guard tracked, !finished, !dark, !breakRequestOut, breakWaiting == nil, !breakOn, snapbackAd == nil,
               let snapshot = player?.snapshot() else { return }
+        // Its length, once the player knows it: breaks at a percentage of the episode need it.
+        if content.duration == nil, let length = (player as? any ContentPlayer)?.duration() { ads.setContentDuration(length) }
         guard let time = ads.midrollTimes().first(where: { $0 >= snapshot.position - 0.001 && !playedBreaks.contains(Self.key($0)) }) else { return }
         let ahead = time - snapshot.position
         if ahead > Self.breakLead {

@@ -496,7 +496,9 @@ public final class VASTClient: AdSource {
             if let path = cache.file(for: file.url) {
                 return (AdCreative(id: id, kind: request.kind, content: .video(location: path)), file.url)
             }
-            if prefetching, let path = try? await cache.fetch(file.url, with: fetcher, limits: videoLimits) {
+            // A mid-roll is asked for ahead of its break (the policy's lead): its file is fetched
+            // now, so that it plays from the disk at its time.
+            if prefetching || request.kind == .midroll, let path = try? await cache.fetch(file.url, with: fetcher, limits: videoLimits) {
                 return (AdCreative(id: id, kind: request.kind, content: .video(location: path)), file.url)
             }
             // Not cached yet: played from the server this time (if it answers), cached for the next.
