@@ -554,10 +554,7 @@ final class AdSession: @unchecked Sendable {
                     ads[id]?.exposure.onOutput = true
                     updateExposure(id)
                 } catch {
-                    emit(.error(kind: presentation.kind, creativeID: presentation.creative.id,
-                                error: .renderFailed(String(describing: error))))
-                    run(id) { lifecycle, _ in lifecycle.stop(.failed, cause: nil) }
-                    return
+                    return fail(id, presentation, error)
                 }
             case .present, .playVideo:
                 if effect == .playVideo, presentation.kind == .preroll, openBreak == nil {
@@ -578,10 +575,7 @@ final class AdSession: @unchecked Sendable {
                     if !exposureMeasurable(presentation) { decideViewability(id, .undetermined) }
                     updateExposure(id)
                 } catch {
-                    emit(.error(kind: presentation.kind, creativeID: presentation.creative.id,
-                                error: .renderFailed(String(describing: error))))
-                    run(id) { lifecycle, _ in lifecycle.stop(.failed, cause: nil) }
-                    return
+                    return fail(id, presentation, error)
                 }
             case .dismiss:
                 do {
@@ -635,6 +629,12 @@ final class AdSession: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// The surface could not show ad `id`: said, and it ends `failed` (R16).
+    private func fail(_ id: UInt64, _ presentation: AdPresentation, _ error: any Error) {
+        emit(.error(kind: presentation.kind, creativeID: presentation.creative.id, error: .renderFailed(String(describing: error))))
+        run(id) { lifecycle, _ in lifecycle.stop(.failed, cause: nil) }
     }
 
     /// Queues an event, in the order of the state.

@@ -329,16 +329,7 @@ struct MpvPlayerMapping {
         switch event {
         case .startFile(let entry) where entry == resumeEntry && holdAt != nil && item != nil:
             // The held item's file again, at the break's time: the same item, not a new one.
-            currentEntry = entry
-            loaded = false
-            started = false
-            eof = nil
-            seek = nil
-            endedItem = nil
-            ownSeeksPending = 0
-            position = holdAt ?? position
-            positionAt = now
-            duration = nil
+            beginFile(entry, at: holdAt ?? position)
             resumingAt = holdAt
             holdAt = nil
             resumeEntry = nil
@@ -348,16 +339,7 @@ struct MpvPlayerMapping {
             resumingAt = nil
             leaveItem()
             videoTrack = nil
-            currentEntry = entry
-            loaded = false
-            started = false
-            eof = nil
-            seek = nil
-            endedItem = nil
-            ownSeeksPending = 0
-            position = 0
-            positionAt = now
-            duration = nil
+            beginFile(entry, at: 0)
             let path = knownPaths[entry] ?? query.path() ?? ""
             enterItem(PlayerItem(entry: entry, path: path, loop: passes[entry].map { $0 + 1 } ?? 0))
 
@@ -678,6 +660,20 @@ struct MpvPlayerMapping {
         item = nil
         publishedPlaying = false
         emit(.item(nil))
+    }
+
+    /// A content file starts: nothing of the one before carries over (its position aside).
+    private mutating func beginFile(_ entry: Int64, at start: Double) {
+        currentEntry = entry
+        loaded = false
+        started = false
+        eof = nil
+        seek = nil
+        endedItem = nil
+        ownSeeksPending = 0
+        position = start
+        positionAt = now
+        duration = nil
     }
 
     /// The item played to its end: `.ended` with it at the position where it ended, then

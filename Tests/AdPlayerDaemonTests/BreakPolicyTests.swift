@@ -34,6 +34,15 @@ final class BreakPolicyTests: XCTestCase {
         return h
     }
 
+    /// Plays the episode for 1 s, until the next break's ad (asked for ahead) is in.
+    private func playUntilTheBreaksAdIsIn(_ h: ControllerHarness) {
+        _ = try? h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.wait(for: .playerPlaying)
+        h.advance(1)
+        h.onLoop {}
+        XCTAssertTrue(waitUntil { h.events.contains { $0.name == .adLoaded } }, "the break's ad, asked for ahead")
+    }
+
     private func instance(_ event: ControlEvent?) throws -> UInt64 {
         try XCTUnwrap(event?.fields["instance"]?.string.flatMap { UInt64($0, radix: 16) }, "\(String(describing: event))")
     }
@@ -155,11 +164,7 @@ final class BreakPolicyTests: XCTestCase {
     /// `skip`: refused before the ad's skip offset, then ends it `skipped` and the content resumes.
     func testSkipEndsASkippableMidrollPastItsOffset() throws {
         let h = try harness(#"{"version": 1, "midrolls": [{"id": "mid", "video": "mid.mp4", "at": 2, "skip_offset": 5}]}"#)
-        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
-        h.wait(for: .playerPlaying)
-        h.advance(1)
-        h.onLoop {}
-        _ = waitUntil { h.events.contains { $0.name == .adLoaded } }
+        playUntilTheBreaksAdIsIn(h)
         h.advance(1)
         let started = h.wait(for: .adStarted) { $0.fields["kind"] == "midroll" }
         let id = try instance(started)
@@ -181,11 +186,7 @@ final class BreakPolicyTests: XCTestCase {
         let h = try ControllerHarness(source: source, pauseAdDelay: 1)
         h.player.setMedia("/lib/ep.mp4", duration: 10)
         h.start()
-        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
-        h.wait(for: .playerPlaying)
-        h.advance(1)
-        h.onLoop {}
-        _ = waitUntil { h.events.contains { $0.name == .adLoaded } }
+        playUntilTheBreaksAdIsIn(h)
         h.advance(1)
         for position in 0..<3 {
             let started = h.wait(for: .adStarted) { $0.fields["ad_id"]?.string == "mid-\(position)" }
@@ -205,11 +206,7 @@ final class BreakPolicyTests: XCTestCase {
     /// 50 % of a 10 s episode holds it at 5 s.
     func testAPercentageMidrollPlaysAtItsShareOfTheEpisodesLength() throws {
         let h = try harness(#"{"version": 1, "midrolls": [{"id": "mid", "video": "mid.mp4", "at": "50%"}]}"#)
-        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
-        h.wait(for: .playerPlaying)
-        h.advance(1)
-        h.onLoop {}
-        _ = waitUntil { h.events.contains { $0.name == .adLoaded } }
+        playUntilTheBreaksAdIsIn(h)
         h.advance(4)
         let started = h.wait(for: .adBreakStarted)
         XCTAssertEqual(started?.fields["position"]?.number ?? 0, 5, accuracy: 1e-6)
