@@ -178,7 +178,8 @@ final class AdsPipelineTests: XCTestCase {
         let daemon = try DaemonProcess(extra: ["--ads", server.base + "/vast/vmap-episode.xml?cid=[CONTENTID]", "--time-sync-wait", "0",
                                                "--beacon-max-delay", "1"])
         let events = try daemon.connect()
-        _ = try events.call("subscribe", ["events": ["ad.started", "ad.ended", "ad.break_started", "ad.break_ended", "player.playing", "player.item"]])
+        _ = try events.call("subscribe", ["events": ["ad.started", "ad.ended", "ad.break_started", "ad.break_ended", "ad.paused", "ad.resumed",
+                                                     "ad.requested", "player.playing", "player.paused", "player.item"]])
         _ = try daemon.connect().call("open", ["path": try Media.path("episode-long.mp4")])
         _ = try events.event(named("ad.break_started", "kind", "preroll"))
         _ = try events.event(named("ad.started", "kind", "preroll"))
@@ -202,6 +203,13 @@ final class AdsPipelineTests: XCTestCase {
         XCTAssertEqual(status["position"] as? Double ?? 0, 6, accuracy: 0.05, "held at its time")
         let seek = try daemon.connect().call("seek", ["to": 20])
         XCTAssertEqual((seek["error"] as? [String: Any])?["code"] as? String, "ad_playing")
+        // The viewer's pause pauses the ad, not the content: no pause ad, no player.paused.
+        _ = try daemon.connect().call("pause")
+        _ = try events.event(named("ad.paused", "kind", "midroll"))
+        _ = try daemon.connect().call("play")
+        _ = try events.event(named("ad.resumed", "kind", "midroll"))
+        XCTAssertFalse(events.events.contains { $0["event"] as? String == "player.paused" }, "\(events.events)")
+        XCTAssertFalse(events.events.contains { $0["event"] as? String == "ad.requested" && $0["kind"] as? String == "pause" })
         // Skippable after 1 s of the ad: asked until it is.
         XCTAssertTrue(waitUntil(timeout: 20) { (try? daemon.connect().call("skip"))?["ok"] as? Bool == true })
         XCTAssertEqual(try events.event(named("ad.ended", "kind", "midroll"))["reason"] as? String, "skipped")

@@ -236,7 +236,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         let snapshot = player.snapshot()
         let inPlayer = episode != nil
         return HealthSnapshot(itemInPlayer: inPlayer, playing: inPlayer && (linearAd.map { !$0.paused } ?? snapshot.playing),
-                              position: snapshot.position, rate: snapshot.rate, postroll: linearAd != nil, queueLength: queue.count,
+                              position: snapshot.position, rate: snapshot.rate, postroll: linearAd != nil || adBreak != nil, queueLength: queue.count,
                               contentID: episode?.entry.contentID, lastFailure: lastFailure.map { "\($0.path): \($0.message)" },
                               adsConfigured: source != nil, output: player.output(), displayOff: display.on ? nil : display.reason ?? "schedule")
     }

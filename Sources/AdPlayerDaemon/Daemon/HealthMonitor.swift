@@ -243,7 +243,7 @@ public final class HealthMonitor: Sendable {
             return Check("playback", .ok, s.queueLength == 0 ? "idle: the queue is empty" : "stopped (\(s.queueLength) in the queue)")
         }
         let what = s.contentID.map { "\"\($0.prefix(100))\"" } ?? "the episode"
-        if s.postroll { return Check("playback", .ok, "a post-roll plays after \(what)") }
+        if s.postroll { return Check("playback", .ok, "a linear ad or its break has the screen (\(what) waits or is done)") }
         guard s.playing else { return Check("playback", .ok, "paused at \(Self.format(s.position)) s in \(what)") }
         // Playing, yet the position has not moved over the last two samples (20 s): stuck.
         let recent = history.filter { now.time - $0.time <= 25 && $0.contentID == now.contentID }
