@@ -179,6 +179,24 @@ final class BreakPolicyTests: XCTestCase {
         XCTAssertEqual(h.player.snapshot().position, 2, accuracy: 1e-6)
     }
 
+    /// A mid-roll whose video cannot be played fails at once: the break ends and the content
+    /// plays on from the break's time — it does not wait for the break's own timeout (R16).
+    func testAMidrollThatCannotPlayEndsItsBreakAtOnce() throws {
+        let h = try harness(#"{"version": 1, "midrolls": [{"id": "mid", "video": "mid.mp4", "at": 2}]}"#)
+        h.surface.refuse(creativeID: "mid")
+        playUntilTheBreaksAdIsIn(h)
+        h.advance(1)
+        let ended = h.wait(for: .adEnded) { $0.fields["kind"] == "midroll" }
+        XCTAssertEqual(ended?.fields["reason"]?.string, "failed")
+        h.wait(for: .adBreakEnded)
+        XCTAssertFalse(h.player.isHeld)
+        XCTAssertTrue(h.player.snapshot().playing)
+        XCTAssertEqual(h.player.snapshot().position, 2, accuracy: 1e-6)
+        h.advance(20)
+        h.onLoop {}
+        XCTAssertEqual(h.events.filter { $0.name == .adBreakStarted }.count, 1, "not played again")
+    }
+
     /// A break's pod (the source says more follow): its ads in sequence, the content held
     /// between them, one break.
     func testAMidrollPodPlaysInOrderWithinOneBreak() throws {

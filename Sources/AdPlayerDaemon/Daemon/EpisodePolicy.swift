@@ -415,16 +415,19 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     private func saw(_ event: AdEvent) {
         switch event {
         case .contentEnded: contentEnded()
+        case .breakStarted(.midroll, _, _):
+            // The content is held (whether or not the ad's video then plays): the break is on
+            // until it is ended, and the break waited for counts as played.
+            breakOn = true
+            if let waiting = breakWaiting { playedBreaks.insert(Self.key(waiting.at)) }
+        case .breakEnded(.midroll, _, _) where breakOn:
+            // Ended by the runtime itself (left open): the next break is looked for.
+            breakOn = false
+            _ = ads.loop.execute { [weak self] in self?.scheduleNextBreak() }
         case .started(let info):
             visible.insert(info.id)
             if waiting?.id == info.id { waiting = nil }
-            if info.kind == .midroll {
-                breakOn = true
-                if let at = breakWaiting, at.id == info.id {
-                    playedBreaks.insert(Self.key(at.at))
-                    breakWaiting = nil
-                }
-            }
+            if info.kind == .midroll, breakWaiting?.id == info.id { breakWaiting = nil }
             // On screen: caps are counted, and competitive separation starts, now.
             if let creative = shown[info.id]?.creative {
                 source.didShow(creative, content: content)
