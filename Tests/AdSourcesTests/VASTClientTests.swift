@@ -24,6 +24,29 @@ final class VASTClientTests: XCTestCase {
         try? FileManager.default.removeItem(atPath: cache.folder)
     }
 
+    /// An ad kept for when the server cannot be reached remembers its `<Advertiser>` and
+    /// `<Category>`: separation holds for it as for a served one.
+    func testAKeptAdRemembersItsAdvertiserForSeparation() async throws {
+        let online = try await XCTUnwrapAsync(await client("separation-buffet.xml").ad(for: request(.overlay)))
+        XCTAssertEqual(online.advertiser, "Autos")
+        try server.get("/_down")
+        defer { try? server.get("/_up") }
+        let kept = try await XCTUnwrapAsync(await client("separation-buffet.xml").ad(for: request(.overlay)))
+        XCTAssertEqual(kept.source, "vast-cache")
+        XCTAssertEqual(kept.advertiser, "Autos")
+        XCTAssertEqual(kept.categories, ["IAB2"])
+        let separation = AdSeparation(seconds: 300, clock: VirtualScheduleClock(wall: Date()))
+        separation.record(advertiser: "autos", categories: [])
+        let separated = Locked(0)
+        do {
+            _ = try await client("separation-buffet.xml", separation: separation,
+                                 onSeparated: { _ in separated.withLock { $0 += 1 } }).ad(for: request(.overlay))
+            XCTFail("a kept ad of a separated advertiser is not shown")
+        } catch is VASTError {
+            XCTAssertEqual(separated.withLock { $0 }, 1)
+        }
+    }
+
     private func client(_ tag: String, firstTimeout: Double = 8, wrapperTimeout: Double = 1, offlineLifetime: Double = 86_400,
                         cache: CreativeCache? = nil, popDeadline: Double? = nil, separation: AdSeparation? = nil,
                         onSeparated: (@Sendable (AdKind) -> Void)? = nil) -> VASTClient {

@@ -24,6 +24,10 @@ final class OfflineAds: Sendable {
         var tracking: [String: [String]]
         var adServingID: String?
         var universalAdID: String?
+        /// For competitive separation and skipping, as the ad was served (absent in older files).
+        var advertiser: String?
+        var categories: [String]?
+        var skipOffset: Double?
         /// Seconds since 1970.
         var expires: Double
     }
@@ -79,6 +83,9 @@ final class OfflineAds: Sendable {
                                       duration: entry.duration, tracking: entry.tracking, adServingID: entry.adServingID,
                                       universalAdID: entry.universalAdID, source: "vast-cache")
             creative.expires = Date(timeIntervalSince1970: entry.expires)
+            creative.advertiser = entry.advertiser
+            creative.categories = entry.categories ?? []
+            creative.skipOffset = entry.skipOffset
             return creative
         }
         return nil

@@ -278,6 +278,12 @@ public final class VASTClient: AdSource {
                 data = try await fetcher.fetch(url, limits: HTTPLimits(maxBytes: configuration.maxDocumentBytes, deadline: configuration.firstTimeout))
             } catch let error as FetchError {
                 if error.serverUnreachable, !prefetching, var creative = offline.take(request.kind) {
+                    // Separation holds for a kept ad too: its advertiser is remembered with it.
+                    if let separation = configuration.separation,
+                       !separation.allows(advertiser: creative.advertiser, categories: creative.categories) {
+                        configuration.onSeparated?(request.kind)
+                        throw Self.vastError(error, wrapper: false)
+                    }
                     creative.podRemaining = 0
                     creative.popDeadline = configuration.popDeadline
                     return Resolution(creative: creative, chain: [url], media: nil, offline: true)
@@ -440,7 +446,9 @@ public final class VASTClient: AdSource {
         }
         offline.remember(OfflineAds.Entry(kind: creative.kind.rawValue, id: creative.id, media: media, video: video, width: size.0,
                                           height: size.1, duration: creative.duration, tracking: creative.tracking,
-                                          adServingID: creative.adServingID, universalAdID: creative.universalAdID, expires: expires))
+                                          adServingID: creative.adServingID, universalAdID: creative.universalAdID,
+                                          advertiser: creative.advertiser, categories: creative.categories.isEmpty ? nil : creative.categories,
+                                          skipOffset: creative.skipOffset, expires: expires))
     }
 
     private static func vastError(_ error: FetchError, wrapper: Bool) -> VASTError {
