@@ -43,6 +43,7 @@ enum WebPage {
             <button data-action="volume-down">Volume −</button>
             <button data-action="volume-up">Volume +</button>
             <button data-action="mute">Mute</button>
+            <button data-action="skip">Skip ad</button>
           </div>
           <p class="message" data-field="message" role="status"></p>
         </section>
@@ -168,7 +169,7 @@ enum WebPage {
           statusAt = performance.now();
           set('state', stateOf(s));
           set('item', s.item ? (s.item.content_id + ' — ' + s.item.path) : 'nothing');
-          set('ad', s.ad ? (s.ad.kind + ' ' + s.ad.ad_id) : 'none');
+          set('ad', (s.ad ? (s.ad.kind + ' ' + s.ad.ad_id) : 'none') + (s.break ? ' (a ' + s.break.kind + ' break)' : ''));
           set('volume', Math.round(s.volume) + ' %' + (s.mute ? ' (muted)' : ''));
           set('queue-length', String(s.queue_length) + (s.current !== null && s.current !== undefined ? ' (playing #' + (s.current + 1) + ')' : ''));
           set('repeat', s.repeat + (s.shuffle ? ', shuffle' : '') + (s.loop ? ', loop' : ''));
@@ -274,6 +275,7 @@ enum WebPage {
           'volume-down': () => command('volume', { by: -5 }),
           'volume-up': () => command('volume', { by: 5 }),
           mute: () => command('mute'),
+          skip: async () => { await command('skip'); return 'the ad was skipped'; },
           identify: async () => { const r = await command('identify', { seconds: 30 }); return 'the screen shows code ' + r.code + ' for 30 s'; },
           reload: async () => { await command('reload'); return 'the configuration is read again'; },
           logs: async () => { await loadLogs(); return ''; },
