@@ -214,16 +214,17 @@ final class MpvAdSurfaceTests: MpvTestCase {
     /// no pause, no item change), the ad's video plays in the same output, and at the break's
     /// end the same item plays again from 3 s — its first position within one frame (40 ms at
     /// 25 fps) — with the overlay that was on screen before the break up again, still bound.
-    /// The content plays at 0.1x so that reading its position after the fact is within a frame
-    /// whatever the machine's load (the ad plays at 1x: per-file options).
+    /// The content plays at 0.02x so that reading its position after the fact is within a frame
+    /// whatever the machine's load — a frame is 2 s of real time then (the ad plays at 1x:
+    /// per-file options).
     func testAMidrollHoldsTheContentAtThreeSecondsAndTheSameItemResumesThereWithinAFrame() throws {
         let midroll = AdCreative(id: "mid", kind: .midroll, content: .video(location: try Media.path("postroll.mp4")), duration: 2)
         let overlay = AdCreative(id: "ov", kind: .overlay, content: .text("Bound"), duration: 600)
         let (player, recorder, ads, surface, log) = try rig([.midroll: .creative(midroll), .overlay: .creative(overlay)], content: "episode-10s")
         let mpv = try player.makeForeignClient(name: "observer")
         defer { mpv.close() }
-        try player.setSpeed(0.1)
-        try player.load(Media.path("episode-10s.mp4"), options: ["start": "2.7"])
+        try player.setSpeed(0.02)
+        try player.load(Media.path("episode-10s.mp4"), options: ["start": "2.96"])
         XCTAssertNotNil(recorder.next { $0.isPlaying })
         ads.track(player)
         let item = try XCTUnwrap(player.snapshot().item)
