@@ -377,6 +377,26 @@ final class VASTClientTests: XCTestCase {
         XCTAssertEqual(postroll.id, "lin-30", "the post-roll as before")
     }
 
+    /// A tag whose server cannot be reached is asked for no pre-roll (no episode waits for it)
+    /// until it answers again.
+    func testNoPrerollIsWaitedForFromATagThatCannotBeReached() async throws {
+        let vast = client("vmap-episode.xml")
+        let first = ContentInfo(id: "episode-1", duration: 10)
+        _ = try await vast.ad(for: AdRequest(content: first, kind: .overlay, position: 0))
+        XCTAssertTrue(vast.mayFill(.preroll, content: first, at: 0), "the tag answers VMAP")
+        try server.get("/_down")
+        defer { try? server.get("/_up") }
+        let second = ContentInfo(id: "episode-2", duration: 10)
+        do {
+            _ = try await vast.ad(for: AdRequest(content: second, kind: .preroll, position: 0))
+            XCTFail("the server is down")
+        } catch {}
+        XCTAssertFalse(vast.mayFill(.preroll, content: second, at: 0), "not while it cannot be reached")
+        try server.get("/_up")
+        _ = try await vast.ad(for: AdRequest(content: ContentInfo(id: "episode-3", duration: 10), kind: .overlay, position: 0))
+        XCTAssertTrue(vast.mayFill(.preroll, content: second, at: 0), "it answers again")
+    }
+
     /// A VMAP answer cut short, or nested past the bound, is refused like a bad VAST.
     func testAMalformedOrDeeplyNestedVMAPIsRefused() async throws {
         await expectVASTError(.xmlParsing, "vmap-broken.xml")

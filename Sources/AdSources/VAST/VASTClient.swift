@@ -112,6 +112,22 @@ public final class VASTClient: AdSource {
     private let answersVMAP = Locked(false)
     /// The tag answered plain VAST (no schedule): no pre-roll is asked of it again.
     private let answersPlainVAST = Locked(false)
+    /// The tag's server could not be reached at its last request: no episode waits for a
+    /// pre-roll from it until it answers again (a blackholed server would hold each start for
+    /// the request's whole deadline).
+    private let tagUnreachable = Locked(false)
+
+    /// The tag itself (not a wrapper, not a break's own tag): whether its server answers is noted.
+    private func fetchTag(_ url: String) async throws -> Data {
+        do {
+            let data = try await fetcher.fetch(url, limits: HTTPLimits(maxBytes: configuration.maxDocumentBytes, deadline: configuration.firstTimeout))
+            tagUnreachable.withLock { $0 = false }
+            return data
+        } catch let error as FetchError {
+            if error.serverUnreachable { tagUnreachable.withLock { $0 = true } }
+            throw error
+        }
+    }
     /// An episode's first request of the tag goes alone: those made meanwhile (the prefetches
     /// at its start) wait for it, and use its schedule if it was VMAP (asked for once).
     private let firstFetches = Locked<[String: FirstFetch]>([:])
@@ -168,11 +184,12 @@ public final class VASTClient: AdSource {
     /// Pre-rolls while the tag may answer VMAP: each episode's schedule is asked for before its
     /// first frame (the pre-roll's request is the schedule's). A tag that answered plain VAST is
     /// not asked for pre-rolls again (its linear ads are the post-roll's, never played twice):
-    /// the first episode after start learns it, with one request that fills nothing. Mid-rolls
-    /// while the episode's schedule has a linear break after the position.
+    /// the first episode after start learns it, with one request that fills nothing. Not while
+    /// the tag's server cannot be reached (until it answers again). Mid-rolls while the
+    /// episode's schedule has a linear break after the position.
     public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
         switch kind {
-        case .preroll: answersVMAP.withLock { $0 } || !answersPlainVAST.withLock { $0 }
+        case .preroll: !tagUnreachable.withLock { $0 } && (answersVMAP.withLock { $0 } || !answersPlainVAST.withLock { $0 })
         case .midroll: midrollTimes(for: content).contains { $0 >= position - 0.001 }
         default: true
         }
@@ -227,7 +244,7 @@ public final class VASTClient: AdSource {
             let load: Task<Void, any Error> = scheduleLoads.withLock { loads in
                 if let running = loads[request.content.id] { return running }
                 let task = Task { [self, loadValues, request, url] in
-                    let data = try await fetcher.fetch(url, limits: HTTPLimits(maxBytes: configuration.maxDocumentBytes, deadline: configuration.firstTimeout))
+                    let data = try await fetchTag(url)
                     guard VMAPDocument.looksLikeVMAP(data) else { throw VASTError(code: .schemaValidation, message: "the tag no longer answers VMAP") }
                     do {
                         loadSchedule(try VMAPDocument.parse(data), for: request, loadValues)
@@ -275,7 +292,7 @@ public final class VASTClient: AdSource {
             data = document
         } else {
             do {
-                data = try await fetcher.fetch(url, limits: HTTPLimits(maxBytes: configuration.maxDocumentBytes, deadline: configuration.firstTimeout))
+                data = try await fetchTag(url)
             } catch let error as FetchError {
                 if error.serverUnreachable, !prefetching, var creative = offline.take(request.kind) {
                     // Separation holds for a kept ad too: its advertiser is remembered with it.
