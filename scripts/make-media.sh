@@ -37,6 +37,11 @@ ff -f lavfi -i "testsrc2=duration=60:size=160x90:rate=10" \
    -c:a aac -b:a 32k -ac 1 -shortest -movflags +faststart -fflags +bitexact "$out/stream-60s.mp4" &
 wait
 
+# An episode with chapters at 0, 2.5 and 6 s: its cue points (VMAP's #n breaks) are 2.5 and 6 s.
+printf ';FFMETADATA1\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=0\nEND=2500\ntitle=One\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=2500\nEND=6000\ntitle=Two\n[CHAPTER]\nTIMEBASE=1/1000\nSTART=6000\nEND=10000\ntitle=Three\n' > "$out/.chapters.txt"
+ff -i "$out/episode-10s.mp4" -i "$out/.chapters.txt" -map 0 -map_metadata 1 -map_chapters 1 -c copy -fflags +bitexact "$out/episode-chapters.mp4"
+rm -f "$out/.chapters.txt"
+
 # Broken files.
 : > "$out/empty.mp4"
 # moov at the end (no faststart), cut in half: the index is gone.
@@ -109,7 +114,7 @@ cat > "$out/catalog/catalog.json" <<'JSON'
 JSON
 
 # Background encodes report no failure through `wait`: check that every file came out.
-for f in episode-1.mp4 episode-2.mp4 episode-long.mp4 episode-10s.mp4 clip-1s.mp4 audio-only.wav video-only.mkv stream-60s.mp4 \
+for f in episode-1.mp4 episode-2.mp4 episode-long.mp4 episode-10s.mp4 episode-chapters.mp4 clip-1s.mp4 audio-only.wav video-only.mkv stream-60s.mp4 \
          content-grey.mp4 overlay.png overlay.jpg pause.png translucent.png postroll.mp4 truncated.mp4 random-bytes.mp4 \
          catalog/catalog.json catalog/overlay.png catalog/pause.png catalog/postroll.mp4 postroll.flv; do
   [ -s "$out/$f" ] || { echo "make-media: $f was not generated" >&2; exit 1; }

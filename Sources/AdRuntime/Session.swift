@@ -33,14 +33,21 @@ final class AdSession: @unchecked Sendable {
     private var shownAds: [UInt64] = []
     private var requests: [UInt64: PendingRequest] = [:]
     private var nextRequest: UInt64 = 1
-    /// The episode's length, once the player knows it (when `content` does not say it).
+    /// The episode's length and cue points, once the player knows them (when `content` does not say them).
     private var knownDuration: Double?
+    private var knownCuePoints: [Double]?
 
-    /// What requests carry of the episode: with its length once known (`n%` breaks).
+    /// What requests carry of the episode: with its length (`n%` breaks) and cue points (`#n`) once known.
     var requestContent: ContentInfo {
         var info = content
         if info.duration == nil { info.duration = knownDuration }
+        if info.cuePoints == nil { info.cuePoints = knownCuePoints }
         return info
+    }
+
+    func setCuePoints(_ times: [Double]) {
+        loop.requireInLoop()
+        knownCuePoints = Array(times.filter { $0.isFinite && $0 >= 0 && $0 <= Seconds.Bounds.position.maximum }.sorted().prefix(1000))
     }
 
     func setDuration(_ seconds: Double?) {

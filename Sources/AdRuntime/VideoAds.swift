@@ -136,6 +136,13 @@ public final class VideoAds: Sendable {
         loop.run { [session] in session.setDuration(seconds) }
     }
 
+    /// The episode's cue points became known (a file's chapters; empty: none): requests carry
+    /// them from now on when `content` did not (VMAP's `#n` breaks are placed by them). At most
+    /// 1,000, finite, in the position bound.
+    public func setContentCuePoints(_ times: [Double]) {
+        loop.run { [session] in session.setCuePoints(times) }
+    }
+
     /// Lets the source get ready for a request of `kind` ahead of time (`AdSource.prefetch`):
     /// its creatives downloaded while the content plays. Nothing is requested from the runtime's
     /// point of view — no event, no ad — until `request`.

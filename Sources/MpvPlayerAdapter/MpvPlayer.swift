@@ -110,6 +110,20 @@ public final class MpvPlayer: TrackablePlayer {
     /// The item's duration in seconds, when an item is in and mpv knows it.
     public func duration() -> Double? { (try? loop.sync { core.mapping.itemDuration }) ?? nil }
 
+    /// The item's cue points: its chapters' starts after 0 — the boundaries between chapters,
+    /// where breaks go (`chapter-list`, at most 1,000) — once the item is loaded; nil before.
+    /// One property read (what `get track-list` costs, docs/benchmarks.md).
+    public func cuePoints() -> [Double]? {
+        (try? loop.sync { () -> [Double]? in
+            guard core.mapping.isItemLoaded else { return nil }
+            guard case .array(let list)? = try? core.handle.get("chapter-list", as: .node) else { return [] }
+            return list.prefix(1000).compactMap { value -> Double? in
+                guard case .map(let chapter) = value, let time = chapter["time"]?.double, time.isFinite, time > 0 else { return nil }
+                return time
+            }.sorted()
+        }) ?? nil
+    }
+
     /// `handler` runs on the loop when mpv's window is minimized or restored (the output is
     /// hidden: the seed's "app goes to the background", R13; never with `vo=null`, which has
     /// no window) and when the item's duration becomes known or changes.

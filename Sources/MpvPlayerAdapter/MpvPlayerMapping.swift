@@ -191,6 +191,8 @@ struct MpvPlayerMapping {
     private var aliases: [Int64: Int64] = [:]
 
     var playing: Bool { publishedPlaying }
+    /// The item's file is loaded (its properties, chapters included, can be read).
+    var isItemLoaded: Bool { item != nil && loaded }
     /// An item is in (START_FILE) and mpv is still opening it: a seek now would be refused.
     var isLoadingItem: Bool { item != nil && currentEntry != nil && !loaded }
 

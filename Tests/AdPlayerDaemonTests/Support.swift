@@ -30,6 +30,8 @@ extension ScriptedPlayer: ContentPlayer {
         loop.run { completion(.failure(ControlError(.unavailable, "no screen"))) }
     }
     public func duration() -> Double? { itemDuration }
+    /// The script's media have no chapters.
+    public func cuePoints() -> [Double]? { snapshot().item == nil ? nil : [] }
     /// The script's rule: an item whose name is an audio file's shows no video.
     public var videoShown: Bool? {
         guard let path = snapshot().item?.path else { return nil }

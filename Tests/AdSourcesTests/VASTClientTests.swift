@@ -307,8 +307,8 @@ final class VASTClientTests: XCTestCase {
     /// come at their breaks' times (`HH:MM:SS.mmm`, `repeatAfter`, `n%` of a known length), each
     /// from inline VAST or its own tag, with `breakStart`/`breakEnd`; the `end` break is the
     /// post-roll, the `start` break the pre-roll, the one at 6 s a mid-roll (its skip offset
-    /// read); the breaks this player does not play (a cue point, a display break) are told
-    /// through their `error` URLs with 1003, once.
+    /// read); the breaks this player cannot play (a display break; a cue point the episode does
+    /// not have, once its cue points are known) are told through their `error` URLs with 1003, once.
     func testAVMAPScheduleAnswersTheEpisodesRequests() async throws {
         let vast = client("vmap-episode.xml")
         let content = ContentInfo(id: "episode-1", duration: 10)
@@ -353,12 +353,30 @@ final class VASTClientTests: XCTestCase {
         XCTAssertEqual(midroll.tracking["breakEnd"], ["\(server.base)/b/break-end?break=mid"])
         let requests = try server.requests()
         XCTAssertEqual(requests["/vast/vmap-episode.xml"], 1, "the schedule is asked for once an episode: \(requests)")
+        // The cue-point break (#2) waits for the episode's cue points; it has none: told then.
+        XCTAssertFalse(errorBeacons.list.withLock { $0 }.contains { $0.contains("break=cue") }, "not before they are known")
+        var known = content
+        known.cuePoints = []
+        XCTAssertEqual(vast.midrollTimes(for: known), [6])
+        XCTAssertEqual(vast.midrollTimes(for: known), [6])
         let told = errorBeacons.list.withLock { $0 }
         for name in ["cue", "display"] {
             XCTAssertEqual(told.filter { $0 == "\(server.base)/b/vmap-error?break=\(name)&code=1003" }.count, 1, "\(name): \(told)")
         }
         XCTAssertFalse(told.contains { $0.contains("break=preroll") }, "the pre-roll break is played: \(told)")
         XCTAssertFalse(told.contains { $0.contains("break=post") }, "\(told)")
+    }
+
+    /// VMAP's `#n`: the n-th of the episode's cue points (its chapters) — a mid-roll there.
+    func testACuePointBreakIsAtTheEpisodesNthCuePoint() async throws {
+        let vast = client("vmap-episode.xml")
+        let content = ContentInfo(id: "episode-1", duration: 10, cuePoints: [2.5, 7.5])
+        _ = try await vast.ad(for: AdRequest(content: content, kind: .overlay, position: 0))
+        XCTAssertEqual(vast.midrollTimes(for: content), [6, 7.5], "#2 is the second cue point")
+        let cue = try await XCTUnwrapAsync(await vast.ad(for: AdRequest(content: content, kind: .midroll, position: 7, breakTime: 7.5)))
+        XCTAssertEqual(cue.id, "lin-30")
+        XCTAssertEqual(cue.slotStart, 7.5)
+        XCTAssertFalse(errorBeacons.list.withLock { $0 }.contains { $0.contains("break=cue") }, "played, not an error")
     }
 
     /// A tag that answers plain VAST is asked for a pre-roll once (the first episode learns

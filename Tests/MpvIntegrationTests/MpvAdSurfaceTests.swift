@@ -259,6 +259,20 @@ final class MpvAdSurfaceTests: MpvTestCase {
         XCTAssertTrue(waitUntil { log.all.contains { if case .breakEnded(.midroll, _, 3) = $0 { true } else { false } } })
     }
 
+    /// A file's chapters are its cue points (VMAP's `#n` breaks): their starts after 0, once
+    /// the file is loaded; a file without chapters has none.
+    func testAnEpisodesChaptersAreItsCuePoints() throws {
+        let (player, recorder) = try makePlayer()
+        XCTAssertNil(player.cuePoints(), "nothing is loaded")
+        try player.load(Media.path("episode-chapters.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        XCTAssertEqual(player.cuePoints(), [2.5, 6])
+        let before = recorder.count
+        try player.load(Media.path("episode-10s.mp4"))
+        XCTAssertNotNil(recorder.next(after: before) { $0.isPlaying })
+        XCTAssertEqual(player.cuePoints(), [])
+    }
+
     func testAPostrollThatDoesNotDecodeFails() throws {
         logs.expectError(containing: "Failed to recognize file format")
         let (player, recorder, ads, _, log) = try rig([.postroll: creative(.postroll, .video(location: try Media.path("bad-postroll.mp4")))],

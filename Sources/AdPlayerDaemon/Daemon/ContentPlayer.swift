@@ -45,6 +45,9 @@ public protocol ContentPlayer: TrackablePlayer {
     func showLabel(_ text: String, seconds: Double) throws
     /// The item's duration in seconds, when an item is in and it is known.
     func duration() -> Double?
+    /// The item's cue points (its chapters' starts after 0, seconds in order) once the item is
+    /// loaded; nil before. On the loop (a property read).
+    func cuePoints() -> [Double]?
     /// `handler` runs on the loop when the output is hidden or shown by the window system, and
     /// when the item's duration becomes known.
     func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void)

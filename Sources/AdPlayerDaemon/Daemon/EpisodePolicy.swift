@@ -56,6 +56,8 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     private var breakWaiting: (id: UInt64, at: Double)?
     /// A break is on (its first ad started): the content is held until `endBreak`.
     private var breakOn = false
+    /// The item's cue points were read (once the file is loaded).
+    private var cuePointsKnown = false
     /// A snapback's ad, loaded while the content was paused: shown when it plays.
     private var snapbackAd: Ad?
     /// Re-checks the next break when playback nears it.
@@ -198,8 +200,15 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         breakTimer = nil
         guard tracked, !finished, !dark, !breakRequestOut, breakWaiting == nil, !breakOn, snapbackAd == nil,
               let snapshot = player?.snapshot() else { return }
-        // Its length, once the player knows it: breaks at a percentage of the episode need it.
-        if content.duration == nil, let length = (player as? any ContentPlayer)?.duration() { ads.setContentDuration(length) }
+        // Its length and cue points, once the player knows them: breaks at a percentage of the
+        // episode, and VMAP's `#n` breaks, need them.
+        if let content = player as? any ContentPlayer {
+            if self.content.duration == nil, let length = content.duration() { ads.setContentDuration(length) }
+            if self.content.cuePoints == nil, !cuePointsKnown, let cues = content.cuePoints() {
+                cuePointsKnown = true
+                ads.setContentCuePoints(cues)
+            }
+        }
         guard let time = ads.midrollTimes().first(where: { $0 >= snapshot.position - 0.001 && !playedBreaks.contains(Self.key($0)) }) else { return }
         let ahead = time - snapshot.position
         if ahead > Self.breakLead {

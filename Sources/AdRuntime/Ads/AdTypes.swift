@@ -8,12 +8,16 @@ public struct ContentInfo: Sendable, Equatable {
     /// Seconds, when known.
     public var duration: Double?
     public var tags: [String]
+    /// The episode's cue points (its ad opportunities: a file's chapter starts), seconds in
+    /// order, once known; nil: not known yet; empty: it has none. VMAP's `#n` positions.
+    public var cuePoints: [Double]?
 
-    public init(id: String, title: String? = nil, duration: Double? = nil, tags: [String] = []) {
+    public init(id: String, title: String? = nil, duration: Double? = nil, tags: [String] = [], cuePoints: [Double]? = nil) {
         self.id = id
         self.title = title
         self.duration = duration
         self.tags = tags
+        self.cuePoints = cuePoints
     }
 }
 

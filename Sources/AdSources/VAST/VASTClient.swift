@@ -137,6 +137,8 @@ public final class VASTClient: AdSource {
         var breaks: [VMAPDocument.Break]
         var served: Set<String> = []
         var values: MacroContext
+        /// The `#n` breaks past the episode's cue points were told (once).
+        var cuesReported = false
     }
     private let downloads = Locked<Set<String>>([])
 
@@ -619,25 +621,25 @@ public final class VASTClient: AdSource {
     }
 
     /// Breaks this player plays: nonlinear ones at a time (overlays, with `repeatAfter`), linear
-    /// ones at the start (the pre-roll), at a time (mid-rolls) and at the end (the post-roll), a
-    /// pod when one holds several ads. `display` breaks and cue-point positions (`#n`: a local
-    /// file has no cue points) are not.
+    /// ones at the start (the pre-roll), at a time or a cue point (mid-rolls) and at the end (the
+    /// post-roll), a pod when one holds several ads. `display` breaks are not.
     private static func playable(_ item: VMAPDocument.Break) -> Bool {
         switch item.offset {
         case .end: return item.types.contains("linear")
-        case .position: return false
-        case .start, .seconds, .percent: return item.types.contains("nonlinear") || item.types.contains("linear")
+        case .start, .seconds, .percent, .position: return item.types.contains("nonlinear") || item.types.contains("linear")
         }
     }
 
-    /// The content time of a break at a time (`start`: 0), nil for the end, a cue point, or a
-    /// percentage of an episode whose length is not known.
-    private static func time(of item: VMAPDocument.Break, duration: Double?) -> Double? {
+    /// The content time of a break at a time (`start`: 0), nil for the end, a percentage of an
+    /// episode whose length is not known, or a cue point (`#n`: the n-th of the episode's cue
+    /// points, its chapters) it does not have or that is not known yet.
+    private static func time(of item: VMAPDocument.Break, in content: ContentInfo) -> Double? {
         switch item.offset {
         case .start: 0
         case .seconds(let s): s
-        case .percent(let p): duration.map { $0 * p / 100 }
-        default: nil
+        case .percent(let p): content.duration.map { $0 * p / 100 }
+        case .position(let n): content.cuePoints.flatMap { n >= 1 && n <= $0.count ? $0[n - 1] : nil }
+        case .end: nil
         }
     }
 
@@ -645,11 +647,28 @@ public final class VASTClient: AdSource {
     /// is loaded (empty before).
     public func midrollTimes(for content: ContentInfo) -> [Double] {
         guard let schedule = schedules.withLock({ $0[content.id] }) else { return [] }
+        reportMissingCuePoints(schedule, content)
         return schedule.breaks.compactMap { item -> Double? in
-            guard item.types.contains("linear"), item.offset != .start, let time = Self.time(of: item, duration: content.duration),
+            guard item.types.contains("linear"), item.offset != .start, let time = Self.time(of: item, in: content),
                   time > 0 else { return nil }
             return time
         }.sorted()
+    }
+
+    /// Once the episode's cue points are known: a `#n` break past them can never be played —
+    /// told once through its `error` URLs with 1003 (the content has no such opportunity).
+    private func reportMissingCuePoints(_ schedule: Schedule, _ content: ContentInfo) {
+        guard let cues = content.cuePoints else { return }
+        let missing = schedule.breaks.filter { item in
+            if case .position(let n) = item.offset { return Self.playable(item) && !(n >= 1 && n <= cues.count) }
+            return false
+        }
+        guard !missing.isEmpty, schedules.withLock({ schedules in
+            guard schedules[content.id]?.cuesReported == false else { return false }
+            schedules[content.id]?.cuesReported = true
+            return true
+        }) else { return }
+        for item in missing { fireBreak(item.error, .breakTypeNotSupported, schedule.values) }
     }
 
     /// The ad of the schedule's next break for `request`: an overlay at its break's time (the
@@ -663,7 +682,7 @@ public final class VASTClient: AdSource {
             let duration = request.content.duration
             var best: (Int, String, Double)?
             for (index, item) in schedule.breaks.enumerated() where Self.playable(item) && item.types.contains("nonlinear") {
-                guard let first = Self.time(of: item, duration: duration) else { continue }
+                guard let first = Self.time(of: item, in: request.content) else { continue }
                 for k in 0..<(item.repeatAfter == nil ? 1 : 1000) {
                     let time = first + Double(k) * (item.repeatAfter ?? 0)
                     if let duration, time >= duration { break }
@@ -691,7 +710,7 @@ public final class VASTClient: AdSource {
             // ahead of it, or at a snapback's landing for the last one passed: its own time).
             var best: (Int, String, Double)?
             for (index, item) in schedule.breaks.enumerated() where item.types.contains("linear") && item.offset != .start {
-                guard let time = Self.time(of: item, duration: request.content.duration), time > 0,
+                guard let time = Self.time(of: item, in: request.content), time > 0,
                       !schedule.served.contains("\(index)@mid") else { continue }
                 let wanted = request.breakTime ?? request.position
                 guard time >= wanted - 0.001 else { continue }
