@@ -253,11 +253,11 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         let passed = ads.midrollTimes().filter { $0 > from + 0.001 && $0 <= to + 0.001 && !playedBreaks.contains(Self.key($0)) }
         guard let last = passed.last, !breakOn, !breakRequestOut else { return scheduleNextBreak() }
         passed.forEach { playedBreaks.insert(Self.key($0)) }
+        breakRequestOut = true   // before the withdrawal below: its end looks for no other break meanwhile
         if let waiting = breakWaiting {   // the first of those passed
             breakWaiting = nil
             shown[waiting.id]?.withdraw()   // ends `seeked`, never shown: its break is played at the landing instead
         }
-        breakRequestOut = true
         ads.request(.midroll, breakTime: last) { [weak self] result in
             guard let self else { return }
             breakRequestOut = false
