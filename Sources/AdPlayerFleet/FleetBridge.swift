@@ -48,7 +48,7 @@ public final class FleetBridge: Sendable {
         case daemon(connected: Bool)
         case status(JSONValue, generation: Int)
         case health(JSONValue, generation: Int)
-        case plays([JSONValue], full: Bool, generation: Int)
+        case plays([JSONValue], ledger: JSONValue?, full: Bool, generation: Int)
         case reply(JSONValue, responseTopic: String?, correlation: [UInt8]?, generation: Int)
         case callFailed(generation: Int)
     }
@@ -67,7 +67,7 @@ public final class FleetBridge: Sendable {
     private let finished = Locked(false)
     private let calls = DispatchQueue(label: "adplayerd-mqtt-calls")
     private let pendingCalls = Locked(0)
-    private let counters = Locked((published: 0, commands: 0, refused: 0, rateLimited: 0))
+    private let counters = Locked((published: 0, commands: 0, refused: 0, rateLimited: 0, cursorResets: 0))
 
     public init(settings: Settings, link: DaemonLink, log: @escaping @Sendable (String) -> Void) {
         self.settings = settings
@@ -117,7 +117,8 @@ public final class FleetBridge: Sendable {
     public func start() {
         link.follow(onEvent: { [self] event in post(.event(event)) }, onConnection: { [self] up in post(.daemon(connected: up)) })
         let thread = Thread { [self] in
-            var state = State(cursor: PlaysCursor.read(settings.cursorFile))
+            let saved = PlaysCursor.read(settings.cursorFile)
+            var state = State(cursor: saved.sequence, cursorLedger: saved.ledger)
             run(&state)
             finished.withLock { $0 = true }
         }
@@ -143,6 +144,9 @@ public final class FleetBridge: Sendable {
         var failures = 0
         var generation = 0
         var cursor: Int64
+        /// The ledger the cursor counts in (nil: a cursor written before ledgers had ids, taken
+        /// as the daemon's: its plays kept their numbers).
+        var cursorLedger: String?
         var fetchingPlays = false
         var inflightPlays: [Int32: Int64] = [:]
         var ackedRows: Set<Int64> = []
@@ -335,9 +339,10 @@ public final class FleetBridge: Sendable {
                 guard text != state.lastHealthText else { continue }
                 state.lastHealthText = text
                 publish(connection, "\(topic)/health", verdict.adding(["box": .string(settings.boxID)]), qos: 1, retain: true)
-            case .plays(let rows, let full, let generation):
+            case .plays(let rows, let ledger, let full, let generation):
                 state.fetchingPlays = false
                 guard generation == state.generation, state.connected, let connection = state.connection else { continue }
+                guard followLedger(ledger, &state) else { continue }
                 sendPlays(rows, full: full, connection, &state)
             case .reply(let reply, let responseTopic, let correlation, let generation):
                 guard generation == state.generation, state.connected, let connection = state.connection else { continue }
@@ -398,7 +403,7 @@ public final class FleetBridge: Sendable {
             call(.plays(since: nil, afterRow: cursor, limit: Self.playsBatch)) { result in
                 guard case .success(let reply) = result, reply["ok"]?.bool == true else { return .callFailed(generation: generation) }
                 let rows = reply["result"]?["plays"]?.array ?? []
-                return .plays(rows, full: rows.count == Self.playsBatch, generation: generation)
+                return .plays(rows, ledger: reply["result"]?["ledger"], full: rows.count == Self.playsBatch, generation: generation)
             } refused: { state.fetchingPlays = false }
         }
         // A broker that takes publishes and never acknowledges them: the connection is dropped
@@ -432,6 +437,37 @@ public final class FleetBridge: Sendable {
         state.morePlays = full && !stoppedEarly
     }
 
+    /// The daemon's ledger against the cursor's: another ledger (a new state file), or a cursor
+    /// past the ledger's last play, starts the cursor over from the ledger's first play, said
+    /// once — at least once, never skipped (each play's `id` dedupes). False when it did.
+    private func followLedger(_ ledger: JSONValue?, _ state: inout State) -> Bool {
+        guard let id = ledger?["id"]?.string, let last = ledger?["last"]?.integer else { return true }
+        if state.cursorLedger == nil {
+            state.cursorLedger = id
+            saveCursor(state)
+        }
+        guard state.cursorLedger != id || state.cursor > last else { return true }
+        log("mqtt: " + (state.cursorLedger != id ? "the daemon's ledger is \(id), the cursor was for \(state.cursorLedger ?? "?")"
+                                                 : "the cursor (\(state.cursor)) is past the ledger's last play (\(last))")
+            + "; publishing its plays again from the first (receivers dedupe by play id)")
+        counters.withLock { $0.cursorResets += 1 }
+        state.cursor = 0
+        state.cursorLedger = id
+        state.batchRows = []
+        state.ackedRows = []
+        state.morePlays = true
+        saveCursor(state)
+        return false
+    }
+
+    private func saveCursor(_ state: State) {
+        do {
+            try PlaysCursor.write(state.cursor, ledger: state.cursorLedger, to: settings.cursorFile)
+        } catch {
+            log("mqtt: the plays cursor cannot be written (\(error)); after a restart the rows since the last write are sent again")
+        }
+    }
+
     /// A row the broker acknowledged: the cursor moves past every row of the batch once all
     /// are (in order: a row is never skipped), and is written to its file.
     private func acknowledged(_ row: Int64, _ state: inout State) {
@@ -442,11 +478,7 @@ public final class FleetBridge: Sendable {
         state.ackedRows = []
         guard last > state.cursor else { return }
         state.cursor = last
-        do {
-            try PlaysCursor.write(last, to: settings.cursorFile)
-        } catch {
-            log("mqtt: the plays cursor cannot be written (\(error)); after a restart the rows since the last write are sent again")
-        }
+        saveCursor(state)
     }
 
     // MARK: Commands
@@ -513,24 +545,32 @@ public final class FleetBridge: Sendable {
     /// For the log at stop and the benchmark.
     public var summary: String {
         let c = counters.withLock { $0 }
-        return "published \(c.published), commands \(c.commands), refused \(c.refused), over the rate \(c.rateLimited)"
+        return "published \(c.published), commands \(c.commands), refused \(c.refused), over the rate \(c.rateLimited), plays cursor started over \(c.cursorResets)"
     }
 }
 
-/// The last play row the broker acknowledged, in a small file of its own (written atomically:
-/// a temporary file, fsync, rename). Absent or unreadable: 0 (every row the daemon keeps).
+/// The last play the broker acknowledged — its ledger's id and its sequence number — in a
+/// small file of its own (`LEDGER SEQUENCE`, written atomically: a temporary file, fsync,
+/// rename). Absent or unreadable: 0 (every play the daemon keeps); a number alone (written
+/// before ledgers had ids): that sequence, in the daemon's ledger.
 enum PlaysCursor {
-    static func read(_ path: String) -> Int64 {
-        guard let data = FileManager.default.contents(atPath: path), data.count < 64,
-              let row = Int64(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)), row >= 0 else { return 0 }
-        return row
+    static func read(_ path: String) -> (ledger: String?, sequence: Int64) {
+        guard let data = FileManager.default.contents(atPath: path), data.count < 128 else { return (nil, 0) }
+        let words = String(decoding: data, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+        switch words.count {
+        case 1: return (nil, Int64(words[0]).map { max(0, $0) } ?? 0)
+        case 2:
+            guard let sequence = Int64(words[1]), sequence >= 0, words[0].utf8.count <= 64 else { return (nil, 0) }
+            return (words[0], sequence)
+        default: return (nil, 0)
+        }
     }
 
-    static func write(_ row: Int64, to path: String) throws {
+    static func write(_ sequence: Int64, ledger: String?, to path: String) throws {
         let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ControlClient.Failure(description: "\(temporary): \(String(cString: strerror(errno)))") }
-        let bytes = Array("\(row)\n".utf8)
+        let bytes = Array(((ledger.map { $0 + " " } ?? "") + "\(sequence)\n").utf8)
         let wrote = Glibc.write(fd, bytes, bytes.count)
         let synced = fsync(fd)
         close(fd)

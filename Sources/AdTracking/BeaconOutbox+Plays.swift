@@ -5,41 +5,60 @@ import Foundation
 extension BeaconOutbox {
     // MARK: Proof of play
 
-    /// An ad went on screen: its row, written (durably) before `record` returns.
+    /// An ad went on screen: its row, with the next sequence number, written (durably) before
+    /// `record` returns — and with it the run clock, the first heartbeat of its time on screen.
     public func recordPlayStart(_ play: Play) {
         state.withLock { state in
+            state.openPlays.insert(play.id)
             do {
-                try Self.insertPlay(state.db, play, run: state.run.now())
+                var ledger = state.ledger
+                try state.db.transaction {
+                    try Self.insertPlay(state.db, play, run: state.run.now(), &ledger)
+                    try saveRun(&state)
+                }
+                state.ledger = ledger
+                state.lastAliveSaved = state.run.now()
                 prunePlays(&state)
             } catch {
                 state.diskFailing = true
-                state.pendingPlays[play.id] = play
+                var kept = play
+                kept.startedRun = state.run.now()
+                state.pendingPlays[play.id] = kept
             }
         }
+        enqueued.withLock { $0 }?()   // the courier's heartbeat runs while it is on screen
     }
 
-    private static func insertPlay(_ db: SQLiteDatabase, _ play: Play, run: Double) throws {
+    /// Writes a play's row with the ledger's next sequence number. Inside a transaction.
+    private static func insertPlay(_ db: SQLiteDatabase, _ play: Play, run: Double, _ ledger: inout LedgerHead) throws {
+        guard try db.execute("SELECT 1 FROM plays WHERE id = ?", [.text(play.id)]).isEmpty else { return }
         try db.execute("""
-            INSERT OR IGNORE INTO plays (id, ad_id, kind, source, content_id, started_wall, started_run, venue, impressions, latlong, ad_duration)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO plays (id, ad_id, kind, source, content_id, started_wall, started_run, venue, impressions, latlong, ad_duration, seq)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, [.text(play.id), .text(play.adID), .text(play.kind), play.source.map { .text($0) } ?? .null,
-                  .text(play.contentID), .real(play.startedWall), .real(run),
+                  .text(play.contentID), .real(play.startedWall), .real(play.startedRun ?? run),
                   play.venue.map { .text($0) } ?? .null, play.impressions.map { .real($0) } ?? .null,
-                  play.latLong.map { .text($0) } ?? .null, play.adDuration.map { .real($0) } ?? .null])
+                  play.latLong.map { .text($0) } ?? .null, play.adDuration.map { .real($0) } ?? .null, .integer(ledger.lastSequence + 1)])
+        ledger.lastSequence += 1
+        try db.execute("INSERT OR REPLACE INTO outbox_meta (key, value) VALUES ('ledger_seq', ?)", [.text(String(ledger.lastSequence))])
     }
 
-    /// It ended: when, why, how long it was on screen, whether it was viewable.
+    /// It ended: when, why, how long it was on screen, whether it was viewable. The end is
+    /// chained into the ledger in the same transaction (`LedgerHead.close`).
     public func recordPlayEnd(id: String, endedWall: Double, seconds: Double?, reason: String, viewable: String?) {
         state.withLock { state in
+            state.openPlays.remove(id)
+            let ended = PlayEnd(wall: endedWall, run: state.run.now(), seconds: seconds, reason: reason, viewable: viewable)
             if var waiting = state.pendingPlays[id] {
-                waiting.ended = (endedWall, state.run.now(), seconds, reason, viewable)
+                waiting.ended = ended
                 state.pendingPlays[id] = waiting
                 return
             }
-            let ended = (wall: endedWall, run: state.run.now(), seconds: seconds, reason: reason, viewable: viewable)
             do {
                 guard state.pendingUpdates[id] == nil else { throw SQLiteError(code: 0, message: "an earlier update of this play waits") }
-                try Self.writeEnd(state.db, id: id, ended)
+                var ledger = state.ledger
+                try state.db.transaction { try ledger.close(state.db, id: id, ended) }
+                state.ledger = ledger
             } catch {
                 // Kept, and the disk marked failing: written with the plays when it takes writes.
                 state.diskFailing = true
@@ -48,15 +67,7 @@ extension BeaconOutbox {
         }
     }
 
-    private static func writeEnd(_ db: SQLiteDatabase, id: String,
-                                 _ ended: (wall: Double, run: Double, seconds: Double?, reason: String, viewable: String?)) throws {
-        try db.execute("""
-            UPDATE plays SET ended_wall = ?, ended_run = ?, seconds = ?, reason = ?, viewable = COALESCE(?, viewable) WHERE id = ?
-            """, [.real(ended.wall), .real(ended.run), ended.seconds.map { .real($0) } ?? .null, .text(ended.reason),
-                  ended.viewable.map { .text($0) } ?? .null, .text(id)])
-    }
-
-    /// Its viewability, when it was decided before the end.
+    /// Its viewability, when it was decided before the end (a closed play's row is not changed).
     public func recordViewability(id: String, _ viewable: String) {
         state.withLock { state in
             if state.pendingPlays[id] != nil {
@@ -65,7 +76,7 @@ extension BeaconOutbox {
             }
             do {
                 guard state.pendingUpdates[id] == nil else { throw SQLiteError(code: 0, message: "an earlier update of this play waits") }
-                try state.db.execute("UPDATE plays SET viewable = ? WHERE id = ?", [.text(viewable), .text(id)])
+                try state.db.execute("UPDATE plays SET viewable = ? WHERE id = ? AND chain_pos IS NULL", [.text(viewable), .text(id)])
             } catch {
                 // Kept, and the disk marked failing: written with the plays when it takes writes.
                 state.diskFailing = true
@@ -77,27 +88,30 @@ extension BeaconOutbox {
     /// Writes the plays the disk did not take. Under the lock.
     func flushPlays(_ state: inout State) {
         guard !state.pendingPlays.isEmpty || !state.pendingUpdates.isEmpty else { return }
-        let waiting = state.pendingPlays, updates = state.pendingUpdates
+        let waiting = state.pendingPlays.values.sorted { ($0.startedRun ?? 0, $0.id) < ($1.startedRun ?? 0, $1.id) }
+        let updates = state.pendingUpdates
+        var ledger = state.ledger
         do {
             try state.db.transaction {
-                for play in waiting.values {
-                    try Self.insertPlay(state.db, play, run: state.run.now())
-                    if let ended = play.ended {
-                        try state.db.execute("""
-                            UPDATE plays SET ended_wall = ?, ended_run = ?, seconds = ?, reason = ?, viewable = ? WHERE id = ?
-                            """, [.real(ended.wall), .real(ended.run), ended.seconds.map { .real($0) } ?? .null, .text(ended.reason),
-                                  (ended.viewable ?? play.viewable).map { .text($0) } ?? .null, .text(play.id)])
-                    } else if let viewable = play.viewable {
-                        try state.db.execute("UPDATE plays SET viewable = ? WHERE id = ?", [.text(viewable), .text(play.id)])
+                for play in waiting {
+                    try Self.insertPlay(state.db, play, run: state.run.now(), &ledger)
+                    if let viewable = play.viewable {
+                        try state.db.execute("UPDATE plays SET viewable = ? WHERE id = ? AND chain_pos IS NULL", [.text(viewable), .text(play.id)])
                     }
                 }
                 for (id, update) in updates {
                     if let viewable = update.viewable {
-                        try state.db.execute("UPDATE plays SET viewable = ? WHERE id = ?", [.text(viewable), .text(id)])
+                        try state.db.execute("UPDATE plays SET viewable = ? WHERE id = ? AND chain_pos IS NULL", [.text(viewable), .text(id)])
                     }
-                    if let ended = update.ended { try Self.writeEnd(state.db, id: id, ended) }
                 }
+                // The ends, in the order they happened: the chain's order.
+                let ends = waiting.compactMap { play in play.ended.map { (play.id, $0) } } + updates.compactMap { id, update in update.ended.map { (id, $0) } }
+                for (id, ended) in ends.sorted(by: { $0.1.run < $1.1.run }) {
+                    try ledger.close(state.db, id: id, ended)
+                }
+                try saveRun(&state)
             }
+            state.ledger = ledger
             state.pendingPlays = [:]
             state.pendingUpdates = [:]
         } catch {
@@ -105,31 +119,71 @@ extension BeaconOutbox {
         }
     }
 
+    /// While a play of this run is on screen, the run clock — the last moment the daemon knew
+    /// it was — is saved every `heartbeat` seconds (one small transaction), so that a start
+    /// after a kill closes it there (`LedgerHead.closeLeftOpen`). Returns the seconds until it
+    /// is due again, nil while no play is open. The courier calls it.
+    @discardableResult
+    public func keepAlive() -> Double? {
+        state.withLock { state in
+            guard configuration.ownsLedger, !state.openPlays.isEmpty else { return nil }
+            let now = state.run.now()
+            let due = state.lastAliveSaved + configuration.heartbeat - now
+            guard due <= 0 else { return due }
+            guard !state.diskFailing else { return configuration.heartbeat }
+            do {
+                try state.db.transaction { try saveRun(&state) }
+                state.lastAliveSaved = now
+                state.heartbeats += 1
+            } catch {
+                // The next write that works saves it; a failing disk is handled by the beacons' path.
+                state.lastAliveSaved = now
+            }
+            return configuration.heartbeat
+        }
+    }
+
+    /// The ledger: its id and its last sequence number (what readers page up to).
+    public func ledger() -> (id: String, lastSequence: Int64) {
+        state.withLock { ($0.ledger.id, $0.ledger.lastSequence) }
+    }
+
+    /// Heartbeats written since the outbox opened (for the benchmarks and the docs' figure).
+    public func heartbeatCount() -> Int { state.withLock { $0.heartbeats } }
+
     /// Keeps proof of play within its bounds (rows, age in run time); now and then. Under the lock.
     func prunePlays(_ state: inout State) {
         state.playsSincePrune += 1
         guard state.playsSincePrune >= 100 else { return }
         state.playsSincePrune = 0
         _ = try? state.db.execute("DELETE FROM plays WHERE started_run < ?", [.real(state.run.now() - configuration.playsMaxAge)])
-        _ = try? state.db.execute("DELETE FROM plays WHERE rowid IN (SELECT rowid FROM plays ORDER BY rowid DESC LIMIT -1 OFFSET ?)",
+        _ = try? state.db.execute("DELETE FROM plays WHERE seq IN (SELECT seq FROM plays ORDER BY seq DESC LIMIT -1 OFFSET ?)",
                                   [.integer(Int64(configuration.playsMaxRows))])
     }
 
-    /// The plays that started at or after `since` (wall clock) and, with `afterRow`, whose row
-    /// comes after it (in row order then: a cursor), oldest first, at most `limit` (`newest`:
-    /// the last `limit` of them).
-    public func plays(since: Double? = nil, afterRow: Int64? = nil, limit: Int = 10_000, newest: Bool = false) -> [PlayRecord] {
+    /// The plays that started at or after `since` (wall clock) and, with `afterSequence`, whose
+    /// sequence number comes after it (in sequence order then: a cursor), oldest first, at most
+    /// `limit` (`newest`: the last `limit` of them).
+    public func plays(since: Double? = nil, afterSequence: Int64? = nil, limit: Int = 10_000, newest: Bool = false) -> [PlayRecord] {
         state.withLock { state in
             flushPlays(&state)
             savePlays(&state)
-            let order = newest ? "rowid DESC" : afterRow == nil ? "started_wall, rowid" : "rowid"
+            let order = newest ? "seq DESC" : afterSequence == nil ? "started_wall, seq" : "seq"
             let rows = (try? state.db.execute("""
-                SELECT \(PlayRecord.columns) FROM plays WHERE started_wall >= ? AND rowid > ?
+                SELECT \(PlayRecord.columns) FROM plays WHERE started_wall >= ? AND seq > ?
                        ORDER BY \(order) LIMIT ?
-                """, [.real(since ?? -1e18), .integer(afterRow ?? -1), .integer(Int64(max(1, limit)))])) ?? []
+                """, [.real(since ?? -1e18), .integer(afterSequence ?? -1), .integer(Int64(max(1, limit)))])) ?? []
             let plays = rows.map(PlayRecord.init(row:))
             return newest ? plays.reversed() : plays
         }
+    }
+
+    /// The ledger's chained plays in chain order, and its verdict (`adplayerd plays verify`).
+    public static func verifyLedger(path: String) throws -> (ledger: String, verdict: PlayLedger.Verdict) {
+        let db = try SQLiteDatabase(path: path, readOnly: true)
+        let id = try db.execute("SELECT value FROM outbox_meta WHERE key = 'ledger_id'").first?.first?.text ?? ""
+        let plays = try db.execute("SELECT \(PlayRecord.columns) FROM plays WHERE chain_pos IS NOT NULL ORDER BY chain_pos").map(PlayRecord.init(row:))
+        return (id, PlayLedger.verify(plays, genesis: id.isEmpty ? nil : PlayLedger.genesis(id)))
     }
 
     /// Seconds the oldest beacon not yet delivered has waited (run time), nil if none waits.

@@ -48,6 +48,12 @@ public final class BeaconOutbox: Sendable {
         /// Proof-of-play rows kept: at most this many, none older than `playsMaxAge` (run time).
         public var playsMaxRows = 100_000
         public var playsMaxAge: Double = 90 * 24 * 3600
+        /// The ledger's owner (the daemon): at open, plays a previous run left open are closed
+        /// `interrupted`, and while a play is open the run clock — the last moment known on
+        /// screen — is saved every `heartbeat` seconds. Tools that open the file beside a
+        /// running daemon leave this off.
+        public var ownsLedger = false
+        public var heartbeat: Double = 5
 
         public init() {}
     }
@@ -84,6 +90,13 @@ public final class BeaconOutbox: Sendable {
         /// the plays when it takes writes again).
         var pendingUpdates: [String: PlayUpdate] = [:]
         var playsSincePrune = 0
+        /// The ledger's sequence and chain (`LedgerHead`).
+        var ledger: LedgerHead
+        /// Plays of this run on screen (their end not yet recorded), and when the run clock was
+        /// last saved (run time): the heartbeat (`keepAlive`).
+        var openPlays: Set<String> = []
+        var lastAliveSaved = -Double.infinity
+        var heartbeats = 0
         /// When a write was last tried while the disk fails (run time).
         var lastRecoveryAttempt = -Double.infinity
         /// The schedule of on-disk beacons whose attempt the disk did not take (`attempts`,
@@ -94,7 +107,7 @@ public final class BeaconOutbox: Sendable {
 
     /// What the disk did not take of a play already on it.
     struct PlayUpdate {
-        var ended: (wall: Double, run: Double, seconds: Double?, reason: String, viewable: String?)?
+        var ended: PlayEnd?
         var viewable: String?
     }
 
@@ -120,7 +133,12 @@ public final class BeaconOutbox: Sendable {
         let db = try SQLiteDatabase.openRepairing(path: path, onWarning: onWarning)
         try OutboxSchema.create(db)
         let saved = (try? db.execute("SELECT value FROM outbox_meta WHERE key = 'run_seconds'"))?.first?.first?.text.flatMap(Double.init) ?? 0
-        var state = State(db: db, run: RunClock(saved: saved, clock: clock))
+        let (ledger, interrupted) = try OutboxSchema.openLedger(db, lastAlive: saved, closingLeftOpen: configuration.ownsLedger)
+        if interrupted > 0 {
+            onWarning("proof of play: \(interrupted) play\(interrupted == 1 ? "" : "s") left open by the previous run (a kill, a power cut) "
+                      + "closed as interrupted, ended at the last moment it was known on screen")
+        }
+        var state = State(db: db, run: RunClock(saved: saved, clock: clock), ledger: ledger)
         let now = state.run.now()
         try OutboxSchema.migrate(db, runNow: now, clock: clock)
         // The newest wall time this box recorded: a clock that says earlier is evidently wrong.

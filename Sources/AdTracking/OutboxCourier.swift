@@ -3,7 +3,8 @@ import Foundation
 
 /// Delivers a `BeaconOutbox` in the background, on a thread of its own: it sends what is due,
 /// then sleeps until the next beacon is due or a new one is queued (`wake()`) — with nothing
-/// pending it sleeps without a timeout (no wakeups while the daemon idles).
+/// pending it sleeps without a timeout (no wakeups while the daemon idles). While an ad is on
+/// screen it also writes the ledger's heartbeat (`BeaconOutbox.keepAlive`) every few seconds.
 ///
 /// Threading: `start`, `wake`, `stop` from any thread.
 public final class OutboxCourier: Sendable {
@@ -25,7 +26,9 @@ public final class OutboxCourier: Sendable {
                 let deadline = stopping.withLock { $0 }
                 _ = await outbox.deliverDue()
                 if let deadline, MonotonicTime.now() >= UInt64(deadline) { break }
-                let next = outbox.nextDue()
+                // The ledger's heartbeat while an ad is on screen (`keepAlive`) wakes it too.
+                let alive = outbox.keepAlive()
+                let next = [outbox.nextDue(), alive].compactMap { $0 }.min()
                 // Blocking this thread is fine: it is the courier's own.
                 let current = bell.withLock { $0 }
                 if let deadline {

@@ -19,8 +19,10 @@ public struct Play: Sendable, Equatable {
     public var impressions: Double?
     public var latLong: String?
     public var adDuration: Double?
-    /// Set while the disk refuses writes: the end, waiting to be written with the start.
-    var ended: (wall: Double, run: Double, seconds: Double?, reason: String, viewable: String?)?
+    /// Set while the disk refuses writes: when it started by the run clock, and its end,
+    /// waiting to be written with the start.
+    var startedRun: Double?
+    var ended: PlayEnd?
     var viewable: String?
 
     public init(id: String, adID: String, kind: String, source: String?, contentID: String, startedWall: Double) {
@@ -57,17 +59,27 @@ public struct PlayRecord: Sendable, Equatable {
     public var beaconsPending: Int
     /// Billable beacons dropped at their `pop-deadline` (not sent late).
     public var beaconsDeadline: Int
-    /// The play's row number: it only grows (a cursor: `plays` after it). 0 where not read.
-    public var row: Int64
+    /// The play's sequence number in its ledger: it only grows and is never used again, across
+    /// restarts, salvage and a re-created file (a new file is a new ledger, with a new id). A
+    /// cursor: `plays` after it. 0 where not read.
+    public var sequence: Int64
     public var venue: String?
     public var impressions: Double?
     public var latLong: String?
     public var adDuration: Double?
+    /// Its place in the ledger's chain (the order plays were closed in), the hash of the play
+    /// chained before it and its own (docs/reporting.md, "The ledger"): nil while it is open.
+    public var chainPosition: Int64?
+    public var previousHash: String?
+    public var hash: String?
+    /// Set on the first play of a new chain segment: why the chain starts again there.
+    public var segment: String?
 
     /// The columns `init(row:)` reads, in order.
     static let columns = """
         id, ad_id, kind, source, content_id, started_wall, ended_wall, seconds, reason, viewable,
-        beacons_total, beacons_sent, beacons_dropped, rowid, beacons_deadline, venue, impressions, latlong, ad_duration
+        beacons_total, beacons_sent, beacons_dropped, seq, beacons_deadline, venue, impressions, latlong, ad_duration,
+        chain_pos, prev_hash, hash, segment
         """
 
     init(row: [SQLiteValue]) {
@@ -85,12 +97,16 @@ public struct PlayRecord: Sendable, Equatable {
         beaconsSent = Int(row[11].integer ?? 0)
         beaconsFailed = Int(row[12].integer ?? 0)
         beaconsPending = max(0, total - beaconsSent - beaconsFailed)
-        self.row = row.count > 13 ? row[13].integer ?? 0 : 0
-        beaconsDeadline = row.count > 14 ? Int(row[14].integer ?? 0) : 0
-        venue = row.count > 15 ? row[15].text : nil
-        impressions = row.count > 16 ? row[16].real : nil
-        latLong = row.count > 17 ? row[17].text : nil
-        adDuration = row.count > 18 ? row[18].real : nil
+        sequence = row[13].integer ?? 0
+        beaconsDeadline = Int(row[14].integer ?? 0)
+        venue = row[15].text
+        impressions = row[16].real
+        latLong = row[17].text
+        adDuration = row[18].real
+        chainPosition = row[19].integer
+        previousHash = row[20].text
+        hash = row[21].text
+        segment = row[22].text
     }
 
     /// Reads a live daemon's database read only (a WAL reader: it does not stop or block the
@@ -98,9 +114,37 @@ public struct PlayRecord: Sendable, Equatable {
     public static func read(path: String, since: Double?, limit: Int = 1_000_000) throws -> [PlayRecord] {
         let db = try SQLiteDatabase(path: path, readOnly: true)
         let rows = try db.execute("""
-            SELECT \(columns) FROM plays WHERE started_wall >= ? ORDER BY started_wall, rowid LIMIT ?
+            SELECT \(columns) FROM plays WHERE started_wall >= ? ORDER BY started_wall, seq LIMIT ?
             """, [.real(since ?? -1e18), .integer(Int64(limit))])
         return rows.map(PlayRecord.init(row:))
+    }
+}
+
+extension PlayRecord {
+    /// The closed plays of the ledger in chain order (what `dooh-csv` exports), read only:
+    /// from the first play that started at or after `since` (plays closed after it that started
+    /// a little before are kept: the chain has no gap), or after the play numbered
+    /// `afterSequence` in the chain (an export continuing one that ended with it).
+    public static func readChain(path: String, since: Double?, afterSequence: Int64?) throws -> [PlayRecord] {
+        let db = try SQLiteDatabase(path: path, readOnly: true)
+        var from: Int64 = 0
+        if let since {
+            guard let first = try db.execute("SELECT MIN(chain_pos) FROM plays WHERE chain_pos IS NOT NULL AND started_wall >= ?",
+                                             [.real(since)]).first?.first?.integer else { return [] }
+            from = first
+        } else if let afterSequence, afterSequence > 0 {
+            if let position = try db.execute("SELECT chain_pos FROM plays WHERE seq = ?", [.integer(afterSequence)]).first?.first {
+                guard let position = position.integer else {
+                    throw LedgerFileError("play \(afterSequence) is still open: it is not in the chain yet")
+                }
+                from = position + 1
+            } else {
+                let lowest = try db.execute("SELECT MIN(seq) FROM plays").first?.first?.integer ?? 0
+                guard afterSequence < lowest else { throw LedgerFileError("there is no play \(afterSequence) in this ledger") }
+            }
+        }
+        return try db.execute("SELECT \(columns) FROM plays WHERE chain_pos >= ? ORDER BY chain_pos", [.integer(from)])
+            .map(PlayRecord.init(row:))
     }
 }
 
@@ -120,10 +164,15 @@ enum OutboxSchema {
         // Added since: the screen's place and audience, the ad's declared length, beacons
         // dropped at their deadline (issue 27). Older files gain them, empty.
         let columns = Set(try db.execute("PRAGMA table_info(plays)").compactMap { $0.count > 1 ? $0[1].text : nil })
+        // And the ledger (docs/reporting.md, "The ledger"): the sequence, the chain.
         for (name, type) in [("venue", "TEXT"), ("impressions", "REAL"), ("ad_duration", "REAL"), ("latlong", "TEXT"),
-                             ("beacons_deadline", "INTEGER NOT NULL DEFAULT 0")] where !columns.contains(name) {
+                             ("beacons_deadline", "INTEGER NOT NULL DEFAULT 0"), ("seq", "INTEGER"), ("chain_pos", "INTEGER"),
+                             ("prev_hash", "TEXT"), ("hash", "TEXT"), ("segment", "TEXT")] where !columns.contains(name) {
             try db.execute("ALTER TABLE plays ADD COLUMN \(name) \(type)")
         }
+        try db.execute("CREATE INDEX IF NOT EXISTS plays_seq ON plays(seq)")
+        try db.execute("CREATE INDEX IF NOT EXISTS plays_chain ON plays(chain_pos) WHERE chain_pos IS NOT NULL")
+        try db.execute("CREATE INDEX IF NOT EXISTS plays_open ON plays(seq) WHERE ended_wall IS NULL")
     }
 
     static let beaconsTable = """

@@ -115,7 +115,12 @@ package final class SQLiteDatabase {
         // the file (the state's queue and positions, the outbox's beacons, proof of play): the
         // first to open it is not always the one whose rows matter most.
         let fresh = try SQLiteDatabase(path: path)
-        onWarning("\(path) \(problem); moved it to \(aside) and started a new one; \(fresh.readBack(from: aside))")
+        let summary = fresh.readBack(from: aside)
+        // Said to the file's owners too (the ledger starts a new chain segment that names it).
+        _ = try? fresh.execute("CREATE TABLE IF NOT EXISTS repairs (at REAL NOT NULL, aside TEXT NOT NULL, summary TEXT NOT NULL, seen INTEGER NOT NULL DEFAULT 0)")
+        _ = try? fresh.execute("INSERT INTO repairs (at, aside, summary) VALUES (?, ?, ?)",
+                               [.real(Date().timeIntervalSince1970), .text(aside), .text("\(problem); \(summary)")])
+        onWarning("\(path) \(problem); moved it to \(aside) and started a new one; \(summary)")
         salvage(aside)
         return fresh
     }

@@ -150,7 +150,8 @@ public final class TrackingReporter: @unchecked Sendable {
             case .failed: send(info, ["error"], errorCode: 405)
             default: break
             }
-            if info.onScreenSeconds != nil || ads[info.id]?.viewability != nil {
+            // A play that started is closed in the ledger whatever it ended with.
+            if info.onScreenSeconds != nil || ads[info.id]?.viewability != nil || ads[info.id]?.started == true {
                 outbox.recordPlayEnd(id: Self.playID(info), endedWall: wall(at: info.at), seconds: info.onScreenSeconds,
                                      reason: reason.rawValue, viewable: ads[info.id]?.viewability?.rawValue)
             }

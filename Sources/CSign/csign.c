@@ -37,3 +37,36 @@ int csign_ed25519(const char *key_path, const unsigned char *data, size_t length
     EVP_PKEY_free(key);
     return ok ? 0 : fail(error, error_size, "signing failed");
 }
+
+int csign_ed25519_verify(const char *public_key_path, const unsigned char *data, size_t length,
+                         const unsigned char *signature, size_t signature_length, char *error, size_t error_size) {
+    FILE *file = fopen(public_key_path, "rb");
+    if (!file) {
+        snprintf(error, error_size, "%s: cannot be opened", public_key_path);
+        return -1;
+    }
+    EVP_PKEY *key = PEM_read_PUBKEY(file, NULL, NULL, NULL);
+    fclose(file);
+    if (!key) return fail(error, error_size, "not a PEM public key (openssl pkey -in KEY -pubout makes one)");
+    if (EVP_PKEY_get_id(key) != EVP_PKEY_ED25519) {
+        EVP_PKEY_free(key);
+        snprintf(error, error_size, "the public key is not Ed25519");
+        return -1;
+    }
+    EVP_MD_CTX *context = EVP_MD_CTX_new();
+    int rc = -1;
+    if (context && EVP_DigestVerifyInit(context, NULL, NULL, NULL, key) == 1) {
+        int verified = EVP_DigestVerify(context, signature, signature_length, data, length);
+        if (verified == 1) rc = 0;
+        else {
+            ERR_clear_error();
+            snprintf(error, error_size, "the signature does not match the file's bytes");
+            rc = 1;
+        }
+    } else {
+        rc = fail(error, error_size, "verifying failed");
+    }
+    EVP_MD_CTX_free(context);
+    EVP_PKEY_free(key);
+    return rc;
+}

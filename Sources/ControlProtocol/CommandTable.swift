@@ -36,7 +36,7 @@ extension Commands {
                     guard let seconds = Double(word), (1...600).contains(seconds) else { throw UsageError("identify takes SECONDS from 1 to 600") }
                     return .identify(seconds: seconds)
                 }) { args throws(ControlError) in .identify(seconds: try args.optionalNumber("seconds") ?? 30) },
-        Command("jump", .control, .loop, .fields([.required("index", .index)]),
+        Command("jump", .control, .loop, .fields([.required("index", .index)]), linear: .refused("skipped"),
                 cli: ("jump INDEX", "play entry INDEX (from 1, as status numbers them) now"), parse: { input throws(UsageError) in
                     .jump(index: try entry(input, "jump"))
                 }) { args throws(ControlError) in .jump(index: try args.index("index")) },
@@ -67,9 +67,10 @@ extension Commands {
                     }
                     return .mute(input.words.first.map { $0 == "on" })
                 }) { args throws(ControlError) in .mute(try args.optionalBool("on")) },
-        Command("next", .control, .loop, cli: ("next", "the next episode")) { _ in .next },
+        Command("next", .control, .loop, linear: .refused("skipped"), cli: ("next", "the next episode")) { _ in .next },
         Command("open", .control, .filesThenLoop,
                 .fields([.required("path", .path), .optional("content_id", .contentID), .optional("start", .seconds(.position))]),
+                linear: .refused("replaced by another episode"),
                 cli: ("open FILE|DIR [--content-id ID] [--start SECONDS]",
                       "play FILE now (a file under one of the daemon's library folders; a folder:\nits playable files in name order)"),
                 options: ["content-id": .value, "start": .value], parse: { input throws(UsageError) in
@@ -109,7 +110,7 @@ extension Commands {
             .plays(since: try args.optionalNumber("since"), afterRow: try args.optionalInteger("after_id"),
                    limit: try args.optionalInteger("limit").map { Int($0) }, newest: try args.optionalBool("newest") ?? false)
         },
-        Command("previous", .control, .loop, cli: ("previous", "the previous episode, from its start")) { _ in .previous },
+        Command("previous", .control, .loop, linear: .refused("skipped"), cli: ("previous", "the previous episode, from its start")) { _ in .previous },
         Command("queue", .control, .filesThenLoop, .fields([.required("paths", .paths(max: ControlProtocol.maxQueuePaths))]),
                 cli: ("queue FILE|DIR...", "add files (a folder's playable files) to the queue"), parse: { input throws(UsageError) in
                     guard !input.words.isEmpty else { throw UsageError("queue needs at least one FILE") }
@@ -118,6 +119,7 @@ extension Commands {
         Command("reload", .admin, .worker,
                 cli: ("reload", "read the configuration file again (as SIGHUP does)")) { _ in .reload },
         Command("remove", .control, .loop, .fields([.required("index", .index)]),
+                linear: .refusedForPlayingEntry("removed"),
                 cli: ("remove INDEX", "take entry INDEX (from 1, as status numbers them) out of the queue"), parse: { input throws(UsageError) in
                     .remove(index: try entry(input, "remove"))
                 }) { args throws(ControlError) in .remove(index: try args.index("index")) },
@@ -139,6 +141,7 @@ extension Commands {
             .screenshot(withAds: try args.optionalBool("with_ads") ?? true, inline: try args.optionalBool("inline") ?? false)
         },
         Command("seek", .control, .loop, .oneOf([.required("to", .seconds(.position)), .required("by", .seconds(.offset))]),
+                linear: .refused("seeked"),
                 cli: ("seek SECONDS | +S | -S", "to a time, or by an offset"), parse: { input throws(UsageError) in
                     try input.expect(1, "seek takes SECONDS, +SECONDS or -SECONDS")
                     let word = input.words[0]
@@ -153,7 +156,7 @@ extension Commands {
                 }) { args throws(ControlError) in .shuffle(try args.bool("on")) },
         Command("skip", .control, .loop,
                 cli: ("skip", "the viewer skips the linear ad that plays (pre-, mid-, post-roll), once\npast its skip offset")) { _ in .skip },
-        Command("speed", .control, .loop, .fields([.required("value", .number(0.01...100))]),
+        Command("speed", .control, .loop, .fields([.required("value", .number(0.01...100))]), linear: .refused("played faster or slower"),
                 cli: ("speed X", "playback speed (0.01 to 100)"), parse: { input throws(UsageError) in
                     try input.expect(1, "speed takes X")
                     return .speed(try input.number(input.words[0], "speed"))

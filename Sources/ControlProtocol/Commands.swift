@@ -227,11 +227,25 @@ public struct CommandLineInput: Sendable {
     }
 }
 
+/// What a command may do while a linear ad (a pre-, mid- or post-roll) or its break has the
+/// screen: a linear ad is billed at its own pace and in full, so what would cut it, skip it,
+/// or play it faster or slower is refused `ad_playing` — for every client (socket, page,
+/// bridge, MPRIS), by this column of the command's row, never by a check in a handler.
+public enum LinearAdRule: Sendable, Equatable {
+    case allowed
+    /// Refused: the ad "cannot be `what`".
+    case refused(_ what: String)
+    /// Refused when it names the entry that plays (`remove` of another entry goes on).
+    case refusedForPlayingEntry(_ what: String)
+}
+
 /// One row of the command table: everything there is to say of a command.
 public struct Command: Sendable {
     public let name: String
     public let tier: Tier
     public let venue: Venue
+    /// What a linear ad on screen refuses of it.
+    public let duringLinearAd: LinearAdRule
     public let parameters: Parameters
     public let commandLine: CommandLineForm
     let build: @Sendable (ArgumentValues) throws(ControlError) -> Request
@@ -239,13 +253,14 @@ public struct Command: Sendable {
     /// `path, content_id?, start?` — what `usage` and the documentation show.
     public var arguments: String { parameters.signature }
 
-    init(_ name: String, _ tier: Tier, _ venue: Venue, _ parameters: Parameters = .none,
+    init(_ name: String, _ tier: Tier, _ venue: Venue, _ parameters: Parameters = .none, linear: LinearAdRule = .allowed,
          cli: (synopsis: String, help: String), word: String? = nil, options: [String: CommandLineArguments.Kind] = [:],
          parse: (@Sendable (CommandLineInput) throws -> Request)? = nil,
          build: @escaping @Sendable (ArgumentValues) throws(ControlError) -> Request) {
         self.name = name
         self.tier = tier
         self.venue = venue
+        self.duringLinearAd = linear
         self.parameters = parameters
         self.build = build
         let word = word ?? name

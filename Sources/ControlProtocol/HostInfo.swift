@@ -32,18 +32,6 @@ public enum HostInfo {
     }
 }
 
-/// CSV as proof of play is exported (RFC 4180): a field with a comma, a quote or a line break
-/// is quoted; one a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, a tab or a return
-/// first) is prefixed with `'` when `guardFormulas` (text from ad servers is not to be run).
-public enum CSV {
-    public static func field(_ text: String, guardFormulas: Bool = true) -> String {
-        var text = text
-        if guardFormulas, let first = text.unicodeScalars.first, "=+-@\t\r".unicodeScalars.contains(first) { text = "'" + text }
-        guard text.contains(where: { ",\"\n\r".contains($0) }) else { return text }
-        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-    }
-}
-
 extension String {
     /// The text of a NUL-terminated C buffer (getnameinfo's), up to its first NUL.
     public init(nulTerminated buffer: [CChar]) {

@@ -1,4 +1,5 @@
-import Bounds
+// The protocol's users get `ISO8601`, `CSV` and `Seconds` with it.
+@_exported import Bounds
 import Foundation
 
 /// The control protocol (docs/protocol.md) in one place, for the daemon and its clients: the
@@ -147,6 +148,14 @@ public enum Request: Sendable, Equatable {
     case reload
     /// The display's power (operating hours, HDMI-CEC): an override, or the schedule again.
     case display(DisplayMode)
+
+    /// The queue entry the request names (`remove`, `jump`), nil for the others.
+    public var entryIndex: Int? {
+        switch self {
+        case .remove(let index), .jump(let index): index
+        default: nil
+        }
+    }
 }
 
 /// A request line as it arrived: its id (echoed in the reply) and what it asks.
@@ -456,27 +465,5 @@ struct ArgumentDecoder {
     static func checkPath(_ value: String, _ field: String) throws(ControlError) {
         guard value.hasPrefix("/") else { throw .badArgs("\(field): \(value.prefix(200)): an absolute path is needed") }
         guard value.utf8.count <= 4096, !value.utf8.contains(0) else { throw .badArgs("\(field): not a path of at most 4096 bytes") }
-    }
-}
-
-/// ISO 8601 times as the protocol reads and writes them.
-public enum ISO8601 {
-    /// `2026-12-01T05:30:00Z`, `2026-12-01T05:30:00.123+01:00`, `2026-12-01` (midnight UTC): seconds since 1970.
-    public static func parse(_ text: String) -> Double? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        guard trimmed.utf8.count <= 40 else { return nil }
-        for options: ISO8601DateFormatter.Options in [[.withInternetDateTime, .withFractionalSeconds], [.withInternetDateTime], [.withFullDate]] {
-            let formatter = ISO8601DateFormatter()
-            formatter.formatOptions = options
-            if let date = formatter.date(from: trimmed) { return date.timeIntervalSince1970 }
-        }
-        return nil
-    }
-
-    /// Seconds since 1970 as `2026-12-01T05:30:00.123Z`.
-    public static func format(_ seconds: Double) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date(timeIntervalSince1970: seconds))
     }
 }

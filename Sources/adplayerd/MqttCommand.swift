@@ -35,10 +35,10 @@ struct MqttCommand {
         }
         var password: String?
         if let file = configuration.mqtt.passwordFile {
-            var info = stat()
-            guard stat(file, &info) == 0 else { throw ConfigurationError(source: "mqtt-password-file", reason: "\(file): \(String(cString: strerror(errno)))") }
-            guard info.st_mode & 0o077 == 0 else {
-                throw ConfigurationError(source: "mqtt-password-file", reason: "\(file) is readable by others: chmod 600 it")
+            do {
+                try SafeFile.requirePrivate(file)
+            } catch {
+                throw ConfigurationError(source: "mqtt-password-file", reason: error.description)
             }
             let data = try SafeFile.read(file, maxBytes: 4096)
             password = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)

@@ -6,31 +6,57 @@ import CSign
 import ControlProtocol
 import Foundation
 
-/// `adplayerd plays export --state-dir DIR --format csv|jsonl|dooh-csv [--since TIME]
-/// [--output FILE] [--sign KEY.pem] [--screen-id ID]`: proof of play, read from the state
-/// database read only — a live daemon's too, without stopping it (SQLite's WAL lets a reader in
-/// while the daemon writes).
+/// `adplayerd plays export|verify`: proof of play, read from the state database read only — a
+/// live daemon's too, without stopping it (SQLite's WAL lets a reader in while the daemon
+/// writes) — and checked, on the box or by a buyer.
 ///
 /// `dooh-csv` is the ad log digital-out-of-home buyers take (docs/reporting.md): one row a
-/// play with the screen, its place, the start in UTC, the seconds played, the ad's length, the
-/// creative and its line, the venue and the audience, and a hash chained to the row before
-/// (SHA-256 of the previous hash and the row): a row edited, removed or inserted breaks the
-/// chain from there on. `--sign KEY.pem` (an Ed25519 key; with `--output`) writes `FILE.sig`,
-/// a detached signature of the file's bytes that `openssl pkeyutl -verify -rawin` checks.
+/// closed play, in the ledger's chain order, its ledger columns (`PlayLedger.columns`) then
+/// the hash of the play chained before it and its own — **as the daemon stored them when the
+/// play closed**, not recomputed: an export after a row was edited does not verify. An export
+/// that starts later (`--since`, `--after-sequence`) starts from the stored hash of the play
+/// before its first, so it links to the export before it. `--sign KEY.pem` (an Ed25519 key
+/// readable by its owner alone; with `--output`) writes `FILE.sig`, a detached signature of the
+/// file's bytes that `openssl pkeyutl -verify -rawin` and `plays verify FILE --public-key`
+/// check. FILE and FILE.sig are written to temporary names, synced, then renamed: a failure at
+/// any step leaves the previous pair as it was.
 struct PlaysCommand {
     static let usage = """
-        usage: adplayerd plays export --state-dir DIR [--format csv|jsonl|dooh-csv] [--since TIME]
+        usage: adplayerd plays export --state-dir DIR [--format csv|jsonl|dooh-csv] [--since TIME | --after-sequence N]
                                       [--output FILE [--sign KEY.pem]] [--screen-id ID]
                                                                   every ad shown (proof of play), oldest first
+               adplayerd plays verify --state-dir DIR             the ledger's chain on the box (exit 0 whole, 1 broken)
+               adplayerd plays verify FILE [--public-key PUB.pem [--signature FILE.sig]]
+                                                                  an exported dooh-csv log: its chain row by row, its signature
         """
 
     let arguments: [String]
 
+    /// A failure that is not a usage error: one line, exit 1.
+    struct Failure: Error, CustomStringConvertible {
+        let description: String
+        init(_ description: String) { self.description = description }
+    }
+
     func run() throws -> Int32 {
         let parsed = try CommandLineArguments(arguments, spec: ["state-dir": .value, "format": .value, "since": .value, "output": .value,
-                                                                 "sign": .value, "screen-id": .value])
-        guard parsed.positional == ["export"] else { throw UsageError("plays needs export") }
+                                                                 "sign": .value, "screen-id": .value, "after-sequence": .value,
+                                                                 "public-key": .value, "signature": .value])
+        switch parsed.positional.first {
+        case "export" where parsed.positional.count == 1: return try export(parsed)
+        case "verify": return try verify(parsed)
+        default: throw UsageError("plays needs export or verify")
+        }
+    }
+
+    private func database(_ parsed: CommandLineArguments) throws -> String {
         guard let stateDir = parsed.value("state-dir") else { throw UsageError("--state-dir is required") }
+        let path = stateDir + "/adplayerd.sqlite"
+        guard FileManager.default.fileExists(atPath: path) else { throw Failure("\(path): no state database") }
+        return path
+    }
+
+    private func export(_ parsed: CommandLineArguments) throws -> Int32 {
         let format = parsed.value("format") ?? "csv"
         guard ["csv", "jsonl", "dooh-csv"].contains(format) else { throw UsageError("--format is csv, jsonl or dooh-csv") }
         var since: Double?
@@ -38,77 +64,143 @@ struct PlaysCommand {
             guard let seconds = Double(text) ?? ISO8601.parse(text) else { throw UsageError("--since: \(text) is not seconds since 1970 or ISO 8601") }
             since = seconds
         }
+        var afterSequence: Int64?
+        if let text = parsed.value("after-sequence") {
+            guard let n = Int64(text), n >= 0 else { throw UsageError("--after-sequence: \(text) is not a play's sequence number") }
+            guard since == nil else { throw UsageError("--since and --after-sequence: one or the other") }
+            guard format == "dooh-csv" else { throw UsageError("--after-sequence is for --format dooh-csv (the ledger's chain)") }
+            afterSequence = n
+        }
         let output = parsed.value("output")
         let key = parsed.value("sign")
         if key != nil, output == nil { throw UsageError("--sign needs --output FILE (the signature goes to FILE.sig)") }
-        let path = stateDir + "/adplayerd.sqlite"
-        guard FileManager.default.fileExists(atPath: path) else { throw UsageError("\(path): no state database") }
-        let plays = try PlayRecord.read(path: path, since: since)
+        let path = try database(parsed)
+        // The key is checked before anything is read or written.
+        if let key {
+            do { try SafeFile.requirePrivate(key) } catch { throw Failure("--sign \(error.description)") }
+        }
         var lines: [String] = []
         switch format {
         case "csv":
-            lines.append("id,ad_id,kind,source,content_id,started,ended,seconds,reason,viewable,beacons_sent,beacons_pending,beacons_failed,"
+            lines.append("sequence,id,ad_id,kind,source,content_id,started,ended,seconds,reason,viewable,beacons_sent,beacons_pending,beacons_failed,"
                          + "beacons_deadline,venue_id,impressions")
-            for play in plays {
-                let fields = [play.id, play.adID, play.kind, play.source ?? "", play.contentID, ISO8601.format(play.started),
-                              play.ended.map(ISO8601.format) ?? "", play.seconds.map { String(format: "%.3f", $0) } ?? "", play.reason ?? "",
-                              play.viewable ?? "", String(play.beaconsSent), String(play.beaconsPending), String(play.beaconsFailed),
-                              String(play.beaconsDeadline), play.venue ?? "", play.impressions.map { String(format: "%g", $0) } ?? ""]
-                lines.append(fields.map(Self.csv).joined(separator: ","))
+            for play in try PlayRecord.read(path: path, since: since) {
+                let fields = [CSV.number(play.sequence), CSV.field(play.id), CSV.field(play.adID), CSV.field(play.kind), CSV.field(play.source ?? ""),
+                              CSV.field(play.contentID), CSV.field(ISO8601.format(play.started)), CSV.field(play.ended.map(ISO8601.format) ?? ""),
+                              CSV.number(play.seconds, "%.3f"), CSV.field(play.reason ?? ""), CSV.field(play.viewable ?? ""),
+                              CSV.number(Int64(play.beaconsSent)), CSV.number(Int64(play.beaconsPending)), CSV.number(Int64(play.beaconsFailed)),
+                              CSV.number(Int64(play.beaconsDeadline)), CSV.field(play.venue ?? ""), CSV.number(play.impressions)]
+                lines.append(fields.joined(separator: ","))
             }
         case "dooh-csv":
+            let plays = try PlayRecord.readChain(path: path, since: since, afterSequence: afterSequence)
             lines = Self.doohLog(plays, screen: try parsed.value("screen-id") ?? Self.machineID())
         default:
-            lines = plays.map { CommandRouter.describe($0).text }
+            lines = try PlayRecord.read(path: path, since: since).map { CommandRouter.describe($0).text }
         }
-        let text = lines.map { $0 + "\n" }.joined()
+        let data = Data(lines.map { $0 + "\n" }.joined().utf8)
         guard let output else {
-            FileHandle.standardOutput.write(Data(text.utf8))
+            FileHandle.standardOutput.write(data)
             return 0
         }
-        let data = Data(text.utf8)
-        do {
-            try data.write(to: URL(fileURLWithPath: output), options: .atomic)
-        } catch {
-            throw UsageError("--output \(output): \(error.localizedDescription)")
-        }
-        if let key {
-            let signature = try Self.sign(data, key: key)
-            do {
-                try signature.write(to: URL(fileURLWithPath: output + ".sig"), options: .atomic)
-            } catch {
-                throw UsageError("\(output).sig: \(error.localizedDescription)")
-            }
-        }
+        let signature = try key.map { try Self.sign(data, key: $0) }
+        try Self.replace([(output, data)] + (signature.map { [(output + ".sig", $0)] } ?? []))
         return 0
     }
 
-    /// The columns of `dooh-csv`, in order.
-    static let doohColumns = ["screen_id", "latitude", "longitude", "ad_start_utc", "play_seconds", "ad_duration_seconds", "creative_id",
-                              "line_id", "venue_id", "impressions", "play_id", "kind", "content_id", "beacons_deadline", "previous_hash", "row_hash"]
+    /// The columns of `dooh-csv`, in order: the ledger's (hashed), the chain, then the
+    /// export's own (covered by the signature, not the chain).
+    static let doohColumns = PlayLedger.columns + ["previous_hash", "row_hash", "screen_id", "beacons_deadline"]
 
-    /// The DOOH ad log: a header, then a row a play with its hash chained to the row before
-    /// (the header's hash starts the chain). Plays still on screen are left out (no length yet).
+    /// The DOOH ad log: a header, then a row a closed play (chain order) with its stored hashes.
     static func doohLog(_ plays: [PlayRecord], screen: String) -> [String] {
-        let header = doohColumns.joined(separator: ",")
-        var lines = [header]
-        var previous = CreativeCache.sha256(Data(header.utf8))
-        for play in plays where play.ended != nil {
-            let place: [String] = (play.latLong ?? "").split(separator: ",").map(String.init)
-            let latitude: String = place.count == 2 ? place[0] : ""
-            let longitude: String = place.count == 2 ? place[1] : ""
-            let seconds: String = play.seconds.map { String(format: "%.3f", $0) } ?? "0.000"
-            let duration: String = play.adDuration.map { String(format: "%.3f", $0) } ?? ""
-            let line: String = play.source.map { "\($0):\(play.adID)" } ?? play.adID
-            let audience: String = play.impressions.map { String(format: "%g", $0) } ?? "1"
-            var fields: [String] = [screen, latitude, longitude, ISO8601.format(play.started), seconds, duration, play.adID, line]
-            fields += [play.venue ?? "", audience, play.id, play.kind, play.contentID, String(play.beaconsDeadline), previous]
-            let body = fields.map(Self.csv).joined(separator: ",")
-            let hash = CreativeCache.sha256(Data(body.utf8))
-            lines.append(body + "," + hash)
-            previous = hash
+        [doohColumns.joined(separator: ",")] + plays.map { play in
+            (PlayLedger.cells(play) + [play.previousHash ?? "", play.hash ?? "", CSV.field(screen), CSV.number(Int64(play.beaconsDeadline))])
+                .joined(separator: ",")
         }
-        return lines
+    }
+
+    /// Writes each file to a temporary name beside it, syncs it, then renames them all over
+    /// the old ones (and syncs the folder): until the renames nothing old is touched, so any
+    /// failure before them leaves the previous files as they were (the temporaries removed).
+    static func replace(_ files: [(path: String, data: Data)]) throws {
+        var written: [(temporary: String, path: String)] = []
+        defer { for file in written { unlink(file.temporary) } }
+        for file in files {
+            let temporary = file.path + ".tmp-\(getpid())"
+            let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
+            guard fd >= 0 else { throw Failure("\(file.path): cannot be written (\(String(cString: strerror(errno))))") }
+            written.append((temporary, file.path))
+            var offset = 0
+            let failure: String? = file.data.withUnsafeBytes { bytes in
+                while offset < bytes.count {
+                    let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                    if n < 0 && errno == EINTR { continue }
+                    guard n > 0 else { return String(cString: strerror(errno)) }
+                    offset += n
+                }
+                return fsync(fd) == 0 ? nil : String(cString: strerror(errno))
+            }
+            let closed = close(fd) == 0 ? nil : String(cString: strerror(errno))
+            if let problem = failure ?? closed { throw Failure("\(file.path): cannot be written (\(problem)); the previous file is kept") }
+        }
+        for file in written {
+            guard rename(file.temporary, file.path) == 0 else {
+                throw Failure("\(file.path): cannot be replaced (\(String(cString: strerror(errno))))")
+            }
+        }
+        written = []
+        if let folder = files.first.map({ ($0.path as NSString).deletingLastPathComponent }) {
+            let fd = open(folder.isEmpty ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            if fd >= 0 { fsync(fd); close(fd) }
+        }
+    }
+
+    // MARK: Verifying
+
+    private func verify(_ parsed: CommandLineArguments) throws -> Int32 {
+        if parsed.positional.count == 1 {
+            let path = try database(parsed)
+            let (ledger, verdict) = try BeaconOutbox.verifyLedger(path: path)
+            return Self.report(verdict, "ledger \(ledger)")
+        }
+        guard parsed.positional.count == 2 else { throw UsageError("plays verify takes one FILE, or --state-dir DIR") }
+        let file = parsed.positional[1]
+        guard let data = FileManager.default.contents(atPath: file) else { throw Failure("\(file): cannot be read") }
+        var signed = true
+        if let key = parsed.value("public-key") {
+            let signatureFile = parsed.value("signature") ?? file + ".sig"
+            guard let signature = FileManager.default.contents(atPath: signatureFile) else { throw Failure("\(signatureFile): cannot be read") }
+            var error = [CChar](repeating: 0, count: 256)
+            let rc = data.withUnsafeBytes { bytes in
+                signature.withUnsafeBytes { sig in
+                    csign_ed25519_verify(key, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count,
+                                         sig.bindMemory(to: UInt8.self).baseAddress, sig.count, &error, error.count)
+                }
+            }
+            let message = String(nulTerminated: error)
+            if rc < 0 { throw Failure("--public-key \(key): \(message)") }
+            signed = rc == 0
+            print(signed ? "signature: verified with \(key)" : "signature: BAD — \(message) (\(signatureFile))")
+        }
+        guard let text = String(data: data, encoding: .utf8) else { throw Failure("\(file): not UTF-8 text") }
+        switch PlayLedger.verify(csv: text) {
+        case .failure(let error): throw Failure("\(file): \(error)")
+        case .success(let verdict):
+            let chain = Self.report(verdict, file)
+            return signed ? chain : 1
+        }
+    }
+
+    /// Prints a verdict: exit 0 when the chain is whole, 1 when broken.
+    static func report(_ verdict: PlayLedger.Verdict, _ what: String) -> Int32 {
+        for segment in verdict.segments { print("segment: a new chain starts at play \(segment.sequence): \(segment.reason)") }
+        if let broken = verdict.broken {
+            print("\(what): BROKEN at play \(broken.sequence): \(broken.reason)")
+            return 1
+        }
+        print("\(what): \(verdict.rows) play\(verdict.rows == 1 ? "" : "s") chained, whole" + (verdict.anchor.map { " (from \($0))" } ?? ""))
+        return 0
     }
 
     /// The detached Ed25519 signature of `data` with the PEM key at `key`.
@@ -118,7 +210,7 @@ struct PlaysCommand {
         let rc = data.withUnsafeBytes { bytes in
             csign_ed25519(key, bytes.bindMemory(to: UInt8.self).baseAddress, bytes.count, &signature, &error, error.count)
         }
-        guard rc == 0 else { throw UsageError("--sign \(key): \(String(cString: error))") }
+        guard rc == 0 else { throw Failure("--sign \(key): \(String(nulTerminated: error))") }
         return Data(signature)
     }
 
@@ -126,11 +218,8 @@ struct PlaysCommand {
     static func machineID() throws -> String {
         guard let data = try? SafeFile.read("/etc/machine-id", maxBytes: 256),
               let id = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines), !id.isEmpty else {
-            throw UsageError("no /etc/machine-id: give the screen's id with --screen-id")
+            throw Failure("no /etc/machine-id: give the screen's id with --screen-id")
         }
         return id
     }
-
-    /// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
-    static func csv(_ field: String) -> String { CSV.field(field) }
 }

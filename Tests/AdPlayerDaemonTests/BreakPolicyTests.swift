@@ -78,8 +78,8 @@ final class BreakPolicyTests: XCTestCase {
         let started = h.wait(for: .adStarted) { $0.fields["kind"] == "preroll" }
         XCTAssertNil(h.player.snapshot().item, "the episode is not in the player")
         XCTAssertFalse(h.eventNames.contains(.playerItem))
-        XCTAssertEqual(h.onLoop { refusal { try h.controller.seek(.to(5)) } }, .adPlaying)
-        XCTAssertEqual(h.onLoop { refusal { try h.controller.next() } }, .adPlaying)
+        XCTAssertEqual(h.onLoop { refusal { try h.controller.perform(.seek(.to(5))) } }, .adPlaying)
+        XCTAssertEqual(h.onLoop { refusal { try h.controller.perform(.next) } }, .adPlaying)
         XCTAssertEqual(h.onLoop { refusal { try h.controller.skipAd() } }, .notSkippable)
         let id = try instance(started)
         h.onLoop { h.surface.reporter(id)?.progress(1, of: 5) }
@@ -88,6 +88,55 @@ final class BreakPolicyTests: XCTestCase {
         XCTAssertEqual(names(h), ["ad.break_started preroll", "ad.started preroll", "ad.ended preroll", "ad.break_ended preroll",
                                   "player.item", "player.playing"])
         XCTAssertEqual(h.player.snapshot().position, 0, accuracy: 0.01)
+    }
+
+    /// What a linear ad refuses is its command's row, for every row of the table: while a
+    /// mid-roll plays, each example request of every command (ProtocolTests' examples) is refused
+    /// `ad_playing` exactly when its row's `duringLinearAd` says so — `remove` of the entry that
+    /// plays, not of another — and nothing is refused for it once the break is over. `speed`
+    /// (the socket, the page, the bridge and MPRIS's `Rate` all reach `perform`) leaves the
+    /// rate as it was, and MPRIS reads 1 while the ad plays.
+    func testWhatALinearAdRefusesIsItsRowsColumnForEveryRow() throws {
+        XCTAssertEqual(Set(Commands.all.filter { if case .refused = $0.duringLinearAd { true } else { false } }.map(\.name)),
+                       ["jump", "next", "open", "previous", "seek", "speed"])
+        let h = try harness(#"{"version": 1, "midrolls": [{"id": "mid", "video": "mid.mp4", "at": 3}]}"#)
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4"), QueueEntry(path: "/lib/ep2.mp4")]) }
+        h.wait(for: .playerPlaying)
+        _ = try h.onLoop { try h.controller.perform(.speed(2)) }
+        h.advance(3)
+        let started = h.wait(for: .adStarted) { $0.fields["kind"] == "midroll" }
+        func refusal(_ request: Request) -> ErrorCode? {
+            h.onLoop { () -> ErrorCode? in
+                do {
+                    try h.controller.admit(request)
+                    return nil
+                } catch let error as ControlError {
+                    return error.code
+                } catch {
+                    return nil
+                }
+            }
+        }
+        for (name, requests) in ProtocolTests.examples {
+            for request in requests + (name == "remove" ? [.remove(index: 1)] : []) {
+                let row = try XCTUnwrap(Commands.row(of: request))
+                let refused: Bool = switch row.duringLinearAd {
+                case .allowed: false
+                case .refused: true
+                case .refusedForPlayingEntry: request.entryIndex == 0
+                }
+                XCTAssertEqual(refusal(request), refused ? .adPlaying : nil, "\(request) during a mid-roll")
+            }
+        }
+        XCTAssertEqual(h.onLoop { self.refusal { try h.controller.perform(.speed(100)) } }, .adPlaying)
+        XCTAssertEqual(h.onLoop { h.controller.desktopState().rate }, 1, "MPRIS's Rate reads 1 while a linear ad plays")
+        let id = try instance(started)
+        h.onLoop { h.surface.reporter(id)?.finished() }
+        h.wait(for: .adBreakEnded)
+        for requests in ProtocolTests.examples.values {
+            for request in requests { XCTAssertNil(refusal(request), "\(request) after the break") }
+        }
+        XCTAssertEqual(h.onLoop { h.controller.desktopState().rate }, 2, "the content's speed is as it was before the break")
     }
 
     /// Crossing the mid-roll's time holds the content there — no `player.paused`, no pause ad
@@ -112,8 +161,8 @@ final class BreakPolicyTests: XCTestCase {
         XCTAssertTrue(h.player.isHeld)
         XCTAssertEqual(h.player.snapshot().position, 3, accuracy: 1e-6)
         XCTAssertEqual(h.player.snapshot().item, item)
-        XCTAssertEqual(h.onLoop { refusal { try h.controller.seek(.to(8)) } }, .adPlaying)
-        XCTAssertEqual(h.onLoop { refusal { try h.controller.next() } }, .adPlaying)
+        XCTAssertEqual(h.onLoop { refusal { try h.controller.perform(.seek(.to(8))) } }, .adPlaying)
+        XCTAssertEqual(h.onLoop { refusal { try h.controller.perform(.next) } }, .adPlaying)
         _ = try h.onLoop { try h.controller.pause() }
         h.advance(2)
         h.onLoop {}

@@ -77,8 +77,13 @@ public final class CommandRouter: Sendable {
         switch request {
         case .metrics: return .success(Self.describe(metrics))
         case .plays(let since, let afterRow, let limit, let newest):
-            let plays = outbox?.plays(since: since, afterRow: afterRow, limit: limit ?? 10_000, newest: newest) ?? []
-            return .success(["plays": .array(plays.map(Self.describe))])
+            guard let outbox else { return .success(["plays": [], "ledger": .null]) }
+            // The ledger first: a reader whose cursor is past its last play, or whose ledger
+            // id differs, starts over (docs/protocol.md, "plays").
+            let ledger = outbox.ledger()
+            let plays = outbox.plays(since: since, afterSequence: afterRow, limit: limit ?? 10_000, newest: newest)
+            return .success(["plays": .array(plays.map(Self.describe)),
+                             "ledger": ["id": .string(ledger.id), "last": .int(max(ledger.lastSequence, plays.last?.sequence ?? 0))]])
         case .health:
             guard let health = extras.health else { return .failure(ControlError(.unavailable, "this daemon keeps no health verdict")) }
             return .success(health.verdictJSON())
@@ -107,7 +112,10 @@ public final class CommandRouter: Sendable {
                     // A file (with its content id), or a folder's files in name order.
                     let paths = checked.paths
                     let entries = paths.count == 1 ? [QueueEntry(path: paths[0], contentID: contentID)] : paths.map { QueueEntry(path: $0) }
-                    onLoop(reply) { checked.adding(to: try controller.open(entries, start: start)) }
+                    onLoop(reply) {
+                        try controller.admit(request)
+                        return checked.adding(to: try controller.open(entries, start: start))
+                    }
                 case .failure(let error):
                     reply(.failure(error))
                 }
@@ -230,7 +238,7 @@ public final class CommandRouter: Sendable {
          "reason": play.reason.map { .string($0) } ?? .null, "viewable": play.viewable.map { .string($0) } ?? .null,
          "beacons": ["sent": .int(play.beaconsSent), "pending": .int(play.beaconsPending), "failed": .int(play.beaconsFailed),
                      "deadline": .int(play.beaconsDeadline)],
-         "row": .int(play.row), "venue_id": play.venue.map { .string($0) } ?? .null, "impressions": play.impressions.map { .number($0) } ?? .null,
+         "row": .int(play.sequence), "sequence": .int(play.sequence), "hash": play.hash.map { .string($0) } ?? .null, "venue_id": play.venue.map { .string($0) } ?? .null, "impressions": play.impressions.map { .number($0) } ?? .null,
          "latlong": play.latLong.map { .string($0) } ?? .null, "ad_duration": play.adDuration.map { .number($0) } ?? .null]
     }
 

@@ -5,6 +5,7 @@ extension Controller {
     /// Runs a command whose row of the table says `Venue.loop`. On the loop. Every request is
     /// named here (no `default`): a new command is placed by the compiler, not forgotten.
     public func perform(_ request: Request) throws(ControlError) -> JSONValue {
+        try admit(request)
         switch request {
         case .status(let queue): return status(queue: queue)
         case .play: return try play()
@@ -35,6 +36,18 @@ extension Controller {
         case .display(let mode): return setDisplay(mode)
         case .open, .queue, .screenshot, .metrics, .plays, .subscribe, .version, .health, .logs, .identify, .reload:
             throw ControlError(.internalError, "\(request.name) does not run on the loop alone")
+        }
+    }
+
+    /// What a linear ad (or its break) refuses of `request`: its row's `duringLinearAd`, the
+    /// one rule for every client (docs/protocol.md, "While a linear ad plays"). Every command
+    /// that reaches the player passes here (`perform`, the router's files-then-loop commands).
+    public func admit(_ request: Request) throws(ControlError) {
+        player.loop.requireInLoop()
+        switch Commands.row(of: request)?.duringLinearAd ?? .allowed {
+        case .allowed: return
+        case .refused(let what): try refuseDuringLinearAd(what)
+        case .refusedForPlayingEntry(let what): if request.entryIndex == current { try refuseDuringLinearAd(what) }
         }
     }
 }

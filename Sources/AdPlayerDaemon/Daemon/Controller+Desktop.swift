@@ -11,7 +11,7 @@ extension Controller {
         player.loop.requireInLoop()
         let snapshot = player.snapshot()
         var state = DesktopState()
-        state.rate = speedSetting
+        state.rate = linearAd != nil || adBreak != nil ? 1 : speedSetting   // a linear ad plays at its own pace
         state.position = snapshot.position
         state.at = MonotonicTime.now()
         state.loop = loopOn

@@ -336,7 +336,6 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     public func seek(_ seek: SeekTarget) throws(ControlError) -> JSONValue {
         player.loop.requireInLoop()
-        try refuseDuringPostroll("seeked")
         guard episode != nil, player.snapshot().item != nil else { throw ControlError(.notPlaying, "no episode is in the player") }
         switch seek {
         case .to(let seconds): try onPlayer { try player.seek(seconds, relative: false) }
@@ -355,7 +354,6 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     public func next() throws(ControlError) -> JSONValue {
         player.loop.requireInLoop()
-        try refuseDuringPostroll("skipped")
         guard let current, let next = queue.next(after: current) else {
             stopPlaying()
             queue.current = nil
@@ -369,7 +367,6 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     /// The episode before this one in the queue, from its start.
     public func previous() throws(ControlError) -> JSONValue {
         player.loop.requireInLoop()
-        try refuseDuringPostroll("skipped")
         guard let current, let previous = queue.previous(before: current) else {
             throw ControlError(.noPrevious, "this is the first episode of the queue")
         }
@@ -378,9 +375,10 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     /// A linear ad has the screen (SPEC §6): the viewer can pause it, skip it past its skip
-    /// offset (`skip`), not seek it or go to another episode (`stop` still ends everything) — nor
-    /// between a break's ads. MPRIS's `CanSeek`/`CanGoNext` say so.
-    func refuseDuringPostroll(_ what: String) throws(ControlError) {
+    /// offset (`skip`), not seek it, change its speed or go to another episode (`stop` still
+    /// ends everything) — nor between a break's ads. Which commands is their rows' column
+    /// (`admit`); MPRIS's `CanSeek`/`CanGoNext` say so and its `Rate` reads 1.
+    func refuseDuringLinearAd(_ what: String) throws(ControlError) {
         if let linearAd {
             throw ControlError(.adPlaying, "a \(linearAd.kind.protocolName) plays: it cannot be \(what)\(linearAd.kind == .postroll ? "" : " (skip, once it allows)")")
         }
@@ -465,8 +463,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         player.loop.requireInLoop()
         try queue.checkIndex(index, "remove")
         if index == current {
-            try refuseDuringPostroll("removed")
-            stopPlaying()
+                stopPlaying()
             try queue.remove(at: index)
             store.saveQueue(queue.entries, current: queue.contains(index) ? index : nil)
             if queue.contains(index) { play(index, start: nil, fresh: true) }
@@ -491,7 +488,6 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     public func jump(_ index: Int) throws(ControlError) -> JSONValue {
         player.loop.requireInLoop()
         try queue.checkIndex(index, "jump")
-        try refuseDuringPostroll("skipped")
         try queue.jump(to: index)
         play(index, start: 0, fresh: true)
         queueChanged()

@@ -177,11 +177,11 @@ public final class DesktopService: @unchecked Sendable {
         case Int(MPRIS_PAUSE): body = { if controller.desktopState().canPause { _ = try controller.pause() } }
         case Int(MPRIS_PLAY_PAUSE): body = { _ = try controller.toggle() }
         case Int(MPRIS_STOP): body = { _ = controller.stopCommand() }
-        case Int(MPRIS_NEXT): body = { if controller.desktopState().canGoNext { _ = try controller.next() } }
-        case Int(MPRIS_PREVIOUS): body = { if controller.desktopState().canGoPrevious { _ = try controller.previous() } }
+        case Int(MPRIS_NEXT): body = { if controller.desktopState().canGoNext { _ = try controller.perform(.next) } }
+        case Int(MPRIS_PREVIOUS): body = { if controller.desktopState().canGoPrevious { _ = try controller.perform(.previous) } }
         case Int(MPRIS_SEEK):
             guard let by = try? Seconds.check(Double(argument) / 1e6, .offset, field: "Seek") else { return "Seek: offset out of range" }
-            body = { if controller.desktopState().canSeek { _ = try controller.seek(.by(by)) } }
+            body = { if controller.desktopState().canSeek { _ = try controller.perform(.seek(.by(by))) } }
         case Int(MPRIS_SET_POSITION):
             guard let to = try? Seconds.check(Double(argument) / 1e6, .position, field: "SetPosition") else {
                 body = {}   // ignored, as specified
@@ -191,14 +191,14 @@ public final class DesktopService: @unchecked Sendable {
             body = { () throws(ControlError) in
                 let state = controller.desktopState()
                 guard state.canSeek, state.track?.id == track, state.length.map({ to <= $0 }) ?? true else { return }   // stale or past the end
-                _ = try controller.seek(.to(to))
+                _ = try controller.perform(.seek(.to(to)))
             }
         case Int(MPRIS_SET_RATE):
             if value == 0 {
                 body = { if controller.desktopState().canPause { _ = try controller.pause() } }   // as Pause, as specified
             } else {
                 guard value.isFinite, value >= 0.01, value <= 100 else { return "Rate must be within MinimumRate (0.01) and MaximumRate (100)" }
-                body = { _ = try controller.speed(value) }
+                body = { _ = try controller.perform(.speed(value)) }
             }
         case Int(MPRIS_SET_LOOP):
             let mode: RepeatMode = argument == 2 ? .all : argument == 1 ? .one : .off

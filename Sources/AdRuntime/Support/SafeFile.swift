@@ -63,6 +63,19 @@ public enum SafeFile {
         return Checked(path: real, size: size)
     }
 
+    /// A secret (a signing key, a password file) must be readable by its owner alone: a file
+    /// whose group or others may read or write it is refused, naming its mode.
+    public static func requirePrivate(_ path: String) throws(FileRefusal) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw FileRefusal(path: path, kind: errno == ENOENT ? .missing : .unreadable, reason: String(cString: strerror(errno)))
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw FileRefusal(path: path, kind: .unreadable,
+                              reason: "is readable by others (mode \(String(info.st_mode & 0o777, radix: 8))): chmod 600 it")
+        }
+    }
+
     /// Whether the resolved path `real` is `base` or inside it, compared **byte for byte**: a
     /// file system names files by bytes, and Swift's string comparison would take a sibling
     /// folder `lib-café` spelled in NFD for the library `lib-café` in NFC (canonical

@@ -9,4 +9,10 @@
 int csign_ed25519(const char *key_path, const unsigned char *data, size_t length,
                   unsigned char signature[64], char *error, size_t error_size);
 
+/* Checks a detached Ed25519 signature of `length` bytes with the PEM public key at
+ * `public_key_path`: 0 when it matches, 1 when it does not (a sentence in `error`), -1 when
+ * it cannot be checked (no key, not Ed25519; a sentence in `error`). */
+int csign_ed25519_verify(const char *public_key_path, const unsigned char *data, size_t length,
+                         const unsigned char *signature, size_t signature_length, char *error, size_t error_size);
+
 #endif

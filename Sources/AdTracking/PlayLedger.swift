@@ -1,0 +1,305 @@
+import AdRuntime
+import AdSources
+import Foundation
+
+/// The ledger of proof of play (docs/reporting.md, "The ledger"): what a buyer reconciles
+/// against, made so that the box cannot quietly rewrite it.
+///
+/// - Every play gets a **sequence number** when it starts: one more than the ledger's last,
+///   kept in `outbox_meta` (`ledger_seq`) beside the ledger's random **id** (`ledger_id`), so
+///   neither pruning, a restart nor salvage (which carries `outbox_meta` and the rows' own
+///   `seq`) ever hands one out twice. A file found empty or damaged beyond reading starts a new
+///   ledger with a new id: readers see the id change and start over.
+/// - When a play **closes** (it ended, or a later start found it open: `interrupted`), its
+///   final fields and the hash of the play closed before it are hashed into its row, in the
+///   transaction that writes its end: `hash = SHA-256(line + "," + previous)`, `line` the
+///   ledger's columns of the play as `dooh-csv` writes them (`columns`). The chain runs in
+///   the order plays closed (`chain_pos`); its first link is `genesis(id)`.
+/// - A **segment** starts where the chain cannot go on from what the box holds (after
+///   salvage lost rows; rows recorded before the ledger existed): the next play closed
+///   carries the reason in its `segment` column — hashed with it — so a verifier says so.
+public enum PlayLedger {
+    /// The columns a play's hash covers, in order: the first columns of `dooh-csv`, before
+    /// `previous_hash` and `row_hash`.
+    public static let columns = ["sequence", "play_id", "kind", "creative_id", "line_id", "content_id", "ad_start_utc", "ad_end_utc",
+                                 "play_seconds", "ad_duration_seconds", "reason", "viewable", "venue_id", "impressions",
+                                 "latitude", "longitude", "segment"]
+
+    /// The play's ledger cells, in `columns` order: numbers as numbers, text guarded.
+    public static func cells(_ play: PlayRecord) -> [String] {
+        let place = (play.latLong ?? "").split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
+        let line = play.source.map { "\($0):\(play.adID)" } ?? play.adID
+        return [CSV.number(play.sequence), CSV.field(play.id), CSV.field(play.kind), CSV.field(play.adID), CSV.field(line),
+                CSV.field(play.contentID), CSV.field(ISO8601.format(play.started)), CSV.field(play.ended.map(ISO8601.format) ?? ""),
+                CSV.number(play.seconds ?? 0, "%.3f"), CSV.number(play.adDuration, "%.3f"), CSV.field(play.reason ?? ""),
+                CSV.field(play.viewable ?? ""), CSV.field(play.venue ?? ""), CSV.number(play.impressions ?? 1),
+                CSV.number(place.count == 2 ? place[0] : nil, "%.6f"), CSV.number(place.count == 2 ? place[1] : nil, "%.6f"),
+                CSV.field(play.segment ?? "")]
+    }
+
+    /// SHA-256 (hex) of a play's ledger line and the hash before it: its `row_hash`.
+    public static func hash(line: String, previous: String) -> String {
+        CreativeCache.sha256(Data((line + "," + previous).utf8))
+    }
+
+    public static func hash(_ play: PlayRecord, previous: String) -> String {
+        hash(line: cells(play).joined(separator: ","), previous: previous)
+    }
+
+    /// The hash the ledger's first play chains from.
+    public static func genesis(_ ledgerID: String) -> String { CreativeCache.sha256(Data("adplayerd ledger \(ledgerID)".utf8)) }
+
+    /// What a verification found.
+    public struct Verdict: Sendable, Equatable {
+        /// Rows checked, and those that start a segment (sequence, reason).
+        public var rows = 0
+        public var segments: [(sequence: Int64, reason: String)] = []
+        /// The hash the first row chained from.
+        public var anchor: String?
+        /// The first row that breaks the chain, and why; nil when it is whole.
+        public var broken: (sequence: Int64, reason: String)?
+
+        public static func == (a: Verdict, b: Verdict) -> Bool {
+            a.rows == b.rows && a.anchor == b.anchor && a.broken?.sequence == b.broken?.sequence && a.segments.map(\.sequence) == b.segments.map(\.sequence)
+        }
+    }
+
+    /// Checks chained plays in chain order: each row's hash against its fields and the hash
+    /// before it, each `previous_hash` against the row before (a segment's first row excepted,
+    /// and said). `genesis`: what the ledger's first play (chain position 1) must chain from.
+    public static func verify(_ plays: [PlayRecord], genesis: String?) -> Verdict {
+        var verdict = Verdict()
+        var previous: String?
+        for play in plays {
+            verdict.rows += 1
+            guard let stored = play.hash, let before = play.previousHash else {
+                verdict.broken = (play.sequence, "it has no hash although it was chained")
+                return verdict
+            }
+            if let previous, before != previous {
+                if let segment = play.segment, !segment.isEmpty {
+                    verdict.segments.append((play.sequence, segment))
+                } else {
+                    verdict.broken = (play.sequence, "its previous_hash is not the hash of the play chained before it "
+                                      + "(a play was removed, inserted or rewritten before it)")
+                    return verdict
+                }
+            } else if previous == nil {
+                verdict.anchor = before
+                if play.chainPosition == 1, let genesis, before != genesis, (play.segment ?? "").isEmpty {
+                    verdict.broken = (play.sequence, "the ledger's first play does not chain from the ledger's start")
+                    return verdict
+                }
+                if let segment = play.segment, !segment.isEmpty { verdict.segments.append((play.sequence, segment)) }
+            }
+            guard hash(play, previous: before) == stored else {
+                verdict.broken = (play.sequence, "its fields do not match its hash (the row was changed after it was recorded)")
+                return verdict
+            }
+            previous = stored
+        }
+        return verdict
+    }
+
+    /// Checks an exported `dooh-csv` file's chain row by row, from its bytes: each row's
+    /// `row_hash` is SHA-256 of the row's raw text up to and with its `previous_hash`, and each
+    /// `previous_hash` the `row_hash` above it (a segment's first row excepted, and said).
+    public static func verify(csv text: String) -> Result<Verdict, LedgerFileError> {
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        if lines.last == "" { lines.removeLast() }
+        guard let header = lines.first.flatMap({ CSV.split($0) })?.text,
+              let previousColumn = header.firstIndex(of: "previous_hash"), header.indices.contains(previousColumn + 1),
+              header[previousColumn + 1] == "row_hash" else {
+            return .failure(LedgerFileError("not a dooh-csv ad log: its header has no previous_hash, row_hash"))
+        }
+        let sequenceColumn = header.firstIndex(of: "sequence"), segmentColumn = header.firstIndex(of: "segment")
+        var verdict = Verdict()
+        var previous: String?
+        for (number, line) in lines.dropFirst().enumerated() {
+            let lineNumber = number + 2
+            guard let fields = CSV.split(line), fields.raw.count == header.count else {
+                return .failure(LedgerFileError("line \(lineNumber): not \(header.count) fields"))
+            }
+            verdict.rows += 1
+            let sequence = sequenceColumn.flatMap { Int64(fields.text[$0]) } ?? Int64(lineNumber)
+            let before = fields.text[previousColumn], stored = fields.text[previousColumn + 1]
+            let segment = segmentColumn.map { fields.text[$0] } ?? ""
+            if let previous, before != previous {
+                guard !segment.isEmpty else {
+                    verdict.broken = (sequence, "line \(lineNumber): its previous_hash is not the row_hash above it")
+                    return .success(verdict)
+                }
+                verdict.segments.append((sequence, segment))
+            } else if previous == nil {
+                verdict.anchor = before
+                if !segment.isEmpty { verdict.segments.append((sequence, segment)) }
+            }
+            let hashed = fields.raw[...previousColumn].joined(separator: ",")
+            guard CreativeCache.sha256(Data(hashed.utf8)) == stored else {
+                verdict.broken = (sequence, "line \(lineNumber): its fields do not match its row_hash")
+                return .success(verdict)
+            }
+            previous = stored
+        }
+        return .success(verdict)
+    }
+}
+
+public struct LedgerFileError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// The ledger's running values: cached in the outbox's state, on disk in `outbox_meta`, both
+/// changed only by a transaction that committed.
+struct LedgerHead: Sendable {
+    var id: String
+    var lastSequence: Int64
+    var chainPosition: Int64
+    var chainHash: String
+    /// The reason of a segment that starts with the next play closed.
+    var segment: String?
+
+    /// The ledger of `db`, made (with a new id) when it has none; rows numbered before the
+    /// ledger existed (by SQLite's rowid) get their sequence from it. Inside a transaction.
+    static func load(_ db: SQLiteDatabase) throws -> LedgerHead {
+        var meta: [String: String] = [:]
+        for row in try db.execute("SELECT key, value FROM outbox_meta WHERE key LIKE 'ledger_%' OR key LIKE 'chain_%'") {
+            if let key = row[0].text, let value = row[1].text { meta[key] = value }
+        }
+        // Rows of an earlier version: numbered as they were (their rowid), once.
+        let base = try db.execute("SELECT COALESCE(MAX(seq), 0) FROM plays").first?.first?.integer ?? 0
+        try db.execute("UPDATE plays SET seq = rowid + ? WHERE seq IS NULL", [.integer(base)])
+        let maxSequence = try db.execute("SELECT COALESCE(MAX(seq), 0), COALESCE(MAX(chain_pos), 0) FROM plays").first
+        let rowsSequence = maxSequence?[0].integer ?? 0, rowsChain = maxSequence?[1].integer ?? 0
+        var head: LedgerHead
+        if let id = meta["ledger_id"] {
+            head = LedgerHead(id: id, lastSequence: max(Int64(meta["ledger_seq"] ?? "") ?? 0, rowsSequence),
+                              chainPosition: max(Int64(meta["chain_pos"] ?? "") ?? 0, rowsChain),
+                              chainHash: meta["chain_head"] ?? PlayLedger.genesis(id), segment: meta["chain_segment"])
+            // The head on disk says less than the rows do (only a hand could do that): go on
+            // from the rows, in a segment that says so.
+            if (Int64(meta["chain_pos"] ?? "") ?? 0) < rowsChain,
+               let last = try db.execute("SELECT hash FROM plays WHERE chain_pos = ?", [.integer(rowsChain)]).first?.first?.text {
+                head.chainHash = last
+                head.segment = head.segment ?? "the ledger's head was behind its rows"
+            }
+        } else {
+            let id = UUID().uuidString.lowercased()
+            head = LedgerHead(id: id, lastSequence: rowsSequence, chainPosition: rowsChain, chainHash: PlayLedger.genesis(id), segment: nil)
+            if rowsSequence > 0 { head.segment = "plays recorded before this ledger began (ledger \(id))" }
+        }
+        try head.save(db)
+        return head
+    }
+
+    func save(_ db: SQLiteDatabase) throws {
+        for (key, value) in [("ledger_id", id), ("ledger_seq", String(lastSequence)), ("chain_pos", String(chainPosition)),
+                             ("chain_head", chainHash)] {
+            try db.execute("INSERT OR REPLACE INTO outbox_meta (key, value) VALUES (?, ?)", [.text(key), .text(value)])
+        }
+        if let segment {
+            try db.execute("INSERT OR REPLACE INTO outbox_meta (key, value) VALUES ('chain_segment', ?)", [.text(segment)])
+        } else {
+            try db.execute("DELETE FROM outbox_meta WHERE key = 'chain_segment'")
+        }
+    }
+
+    /// Closes the open play `id` (its end written) and chains it. False when there is no such
+    /// open play (already closed, or never written). Inside a transaction.
+    @discardableResult
+    mutating func close(_ db: SQLiteDatabase, id: String, _ ended: PlayEnd) throws -> Bool {
+        guard var play = try db.execute("SELECT \(PlayRecord.columns) FROM plays WHERE id = ? AND chain_pos IS NULL", [.text(id)])
+            .first.map(PlayRecord.init(row:)) else { return false }
+        play.ended = ended.wall
+        play.seconds = ended.seconds
+        play.reason = ended.reason
+        play.viewable = ended.viewable ?? play.viewable
+        play.segment = segment
+        let hash = PlayLedger.hash(play, previous: chainHash)
+        try db.execute("""
+            UPDATE plays SET ended_wall = ?, ended_run = ?, seconds = ?, reason = ?, viewable = ?, chain_pos = ?, prev_hash = ?, hash = ?,
+                             segment = ? WHERE id = ?
+            """, [.real(ended.wall), .real(ended.run), ended.seconds.map { .real($0) } ?? .null, .text(ended.reason),
+                  play.viewable.map { .text($0) } ?? .null, .integer(chainPosition + 1), .text(chainHash), .text(hash),
+                  segment.map { .text($0) } ?? .null, .text(id)])
+        chainPosition += 1
+        chainHash = hash
+        segment = nil
+        try save(db)
+        return true
+    }
+
+    /// At start (before any play of this run): plays recorded as ended but not chained (by a
+    /// version before the ledger) are chained in their order, and plays a previous run left
+    /// open — a `kill -9`, a power cut — are closed `interrupted`, ended at the last moment that
+    /// run knew it was on screen (`lastAlive`, the run clock it saved; never before the play's
+    /// start), `seconds` counted to it. Returns how many were closed. Inside a transaction.
+    mutating func closeLeftOpen(_ db: SQLiteDatabase, lastAlive: Double) throws -> Int {
+        let unchained = try db.execute("""
+            SELECT id, ended_wall, ended_run, seconds, reason, viewable FROM plays WHERE chain_pos IS NULL AND ended_wall IS NOT NULL ORDER BY seq
+            """)
+        for row in unchained {
+            guard let id = row[0].text else { continue }
+            try close(db, id: id, PlayEnd(wall: row[1].real ?? 0, run: row[2].real ?? 0, seconds: row[3].real,
+                                          reason: row[4].text ?? "ended", viewable: row[5].text))
+        }
+        var closed = 0
+        for row in try db.execute("SELECT id, started_wall, started_run FROM plays WHERE ended_wall IS NULL ORDER BY seq") {
+            guard let id = row[0].text, let startedWall = row[1].real, let startedRun = row[2].real else { continue }
+            let seconds = max(0, lastAlive - startedRun)
+            if try close(db, id: id, PlayEnd(wall: startedWall + seconds, run: startedRun + seconds, seconds: seconds,
+                                             reason: "interrupted", viewable: nil)) {
+                closed += 1
+            }
+        }
+        return closed
+    }
+
+    /// Rows a salvage could not carry (gaps in the sequence up to the ledger's last), as
+    /// ranges: `12–15, 40`.
+    static func missing(_ db: SQLiteDatabase, lastSequence: Int64) throws -> String {
+        var ranges: [String] = []
+        func add(_ from: Int64, _ to: Int64) { ranges.append(from == to ? "\(from)" : "\(from)–\(to)") }
+        for row in try db.execute("""
+            SELECT seq + 1, next - 1 FROM (SELECT seq, LEAD(seq) OVER (ORDER BY seq) AS next FROM plays) WHERE next > seq + 1
+            """) {
+            if let from = row[0].integer, let to = row[1].integer { add(from, to) }
+        }
+        let maxSequence = try db.execute("SELECT COALESCE(MAX(seq), 0) FROM plays").first?.first?.integer ?? 0
+        if lastSequence > maxSequence { add(maxSequence + 1, lastSequence) }
+        return ranges.prefix(20).joined(separator: ", ") + (ranges.count > 20 ? " and \(ranges.count - 20) more ranges" : "")
+    }
+}
+
+/// How a play ended, as its row records it.
+struct PlayEnd: Sendable {
+    var wall: Double
+    var run: Double
+    var seconds: Double?
+    var reason: String
+    var viewable: String?
+}
+
+extension OutboxSchema {
+    /// The ledger of `db` at open, in one transaction: its head (made if new); a segment for
+    /// each salvage not yet said (`repairs`, written by `SQLiteDatabase.openRepairing`: the
+    /// rows it could not carry named); with `closingLeftOpen`, the plays a previous run left
+    /// open closed `interrupted` at `lastAlive`. Returns the head and how many it closed.
+    static func openLedger(_ db: SQLiteDatabase, lastAlive: Double, closingLeftOpen: Bool) throws -> (LedgerHead, Int) {
+        try db.transaction {
+            var head = try LedgerHead.load(db)
+            let repairs = (try? db.execute("SELECT rowid, aside, summary FROM repairs WHERE seen = 0 ORDER BY rowid")) ?? []
+            for repair in repairs {
+                let missing = try LedgerHead.missing(db, lastSequence: head.lastSequence)
+                let lost = missing.isEmpty ? "every play carried" : "plays \(missing) could not be carried"
+                let reason = "salvaged from \(repair[1].text ?? "?"): \(lost)"
+                head.segment = head.segment.map { $0 + "; " + reason } ?? reason
+                try db.execute("UPDATE repairs SET seen = 1 WHERE rowid = ?", [repair[0]])
+            }
+            let closed = closingLeftOpen ? try head.closeLeftOpen(db, lastAlive: lastAlive) : 0
+            try head.save(db)
+            return (head, closed)
+        }
+    }
+}
