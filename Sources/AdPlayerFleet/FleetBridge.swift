@@ -442,6 +442,9 @@ public final class FleetBridge: Sendable {
     /// once — at least once, never skipped (each play's `id` dedupes). False when it did.
     private func followLedger(_ ledger: JSONValue?, _ state: inout State) -> Bool {
         guard let id = ledger?["id"]?.string, let last = ledger?["last"]?.integer else { return true }
+        // The daemon's file is locked: its plays are numbered in memory until it opens (and
+        // then in the file's ledger): nothing is published meanwhile, nothing is skipped.
+        if ledger?["waiting"]?.bool == true { return false }
         if state.cursorLedger == nil {
             state.cursorLedger = id
             saveCursor(state)

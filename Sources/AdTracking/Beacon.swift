@@ -63,6 +63,11 @@ public enum OutboxEvent: Sendable, Equatable {
     case diskFailing(String)
     /// The disk takes writes again: what waited in memory is written.
     case diskRecovered(written: Int)
+    /// The database was locked by another process at open: beacons and plays are kept in
+    /// memory (within the outbox's bounds) until it opens (`BeaconOutbox+Waiting.swift`).
+    case databaseLocked(String)
+    /// It opened (or a side file a stop left was imported): what was kept is in it now.
+    case databaseOpened(beacons: Int, plays: Int, from: String)
 }
 
 /// Why a beacon was not delivered. Every one is counted (`OutboxStatus.dropped`), reported

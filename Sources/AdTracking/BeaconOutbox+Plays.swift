@@ -143,9 +143,11 @@ extension BeaconOutbox {
         }
     }
 
-    /// The ledger: its id and its last sequence number (what readers page up to).
-    public func ledger() -> (id: String, lastSequence: Int64) {
-        state.withLock { ($0.ledger.id, $0.ledger.lastSequence) }
+    /// The ledger: its id and its last sequence number (what readers page up to); `waiting`
+    /// while the file is locked and plays are numbered in memory for now (renumbered in the
+    /// file's ledger once it opens: readers wait for it).
+    public func ledger() -> (id: String, lastSequence: Int64, waiting: Bool) {
+        state.withLock { ($0.ledger.id, $0.ledger.lastSequence, $0.waiting != nil) }
     }
 
     /// Heartbeats written since the outbox opened (for the benchmarks and the docs' figure).
@@ -159,6 +161,9 @@ extension BeaconOutbox {
         _ = try? state.db.execute("DELETE FROM plays WHERE started_run < ?", [.real(state.run.now() - configuration.playsMaxAge)])
         _ = try? state.db.execute("DELETE FROM plays WHERE seq IN (SELECT seq FROM plays ORDER BY seq DESC LIMIT -1 OFFSET ?)",
                                   [.integer(Int64(configuration.playsMaxRows))])
+        // The lowest play the ledger still keeps: what salvage counts missing plays from.
+        _ = try? state.db.execute("INSERT OR REPLACE INTO outbox_meta (key, value) VALUES ('ledger_low', (SELECT COALESCE(MIN(seq), ?) FROM plays))",
+                                  [.integer(state.ledger.lastSequence + 1)])
     }
 
     /// The plays that started at or after `since` (wall clock) and, with `afterSequence`, whose

@@ -67,7 +67,10 @@ public final class BeaconOutbox: Sendable {
     }
 
     struct State {
-        let db: SQLiteDatabase
+        /// The database; while the file is locked by another process at open (`waiting`), one
+        /// in memory that is written into the file once it opens.
+        var db: SQLiteDatabase
+        var waiting: Waiting?
         var run: RunClock
         var rows = 0
         var bytes = 0
@@ -116,6 +119,7 @@ public final class BeaconOutbox: Sendable {
     let sender: any BeaconSender
     let clock: any TrackingClock
     let onEvent: @Sendable (OutboxEvent) -> Void
+    let onWarning: @Sendable (String) -> Void
     let enqueued = Locked<(@Sendable () -> Void)?>(nil)
 
     /// `action` runs (on the enqueuing thread, with no lock held) after each enqueue: a courier's
@@ -130,7 +134,41 @@ public final class BeaconOutbox: Sendable {
                 clock: any TrackingClock = SystemTrackingClock(), onEvent: @escaping @Sendable (OutboxEvent) -> Void = { _ in },
                 onWarning: @escaping @Sendable (String) -> Void = { _ in }) throws {
         // A damaged file is read back whole by `openRepairing` (every table, for every owner).
-        let db = try SQLiteDatabase.openRepairing(path: path, onWarning: onWarning)
+        // One locked by another process is "later", never "never": memory until it opens.
+        let db: SQLiteDatabase
+        var waiting: Waiting?
+        do {
+            db = try SQLiteDatabase.openRepairing(path: path, onWarning: onWarning)
+        } catch let error as SQLiteError where error.isBusy && configuration.ownsLedger {
+            db = try SQLiteDatabase(path: ":memory:")
+            waiting = Waiting(path: path, lastTry: clock.monotonicNow())
+            onEvent(.databaseLocked("\(path) is locked by another process (\(error.message)): beacons and proof of play are kept in memory, "
+                                    + "within the outbox's bounds, and written to it once it opens (tried every \(Int(Waiting.retry)) s)"))
+        }
+        let (saved, ledger) = try Self.prepare(db, clock: clock, configuration: configuration, onWarning: onWarning)
+        var state = State(db: db, run: RunClock(saved: saved, clock: clock), ledger: ledger)
+        state.waiting = waiting
+        // The newest wall time this box recorded: a clock that says earlier is evidently wrong.
+        if let evidence = clock.evidence {
+            for query in ["SELECT MAX(wall) FROM beacons WHERE synced > 0", "SELECT MAX(started_wall) FROM plays"] {
+                if let newest = (try? db.execute(query))?.first?.first?.real { evidence.saw(newest) }
+            }
+        }
+        try Self.count(&state)
+        self.state = Locked(state)
+        self.configuration = configuration
+        self.sender = sender
+        self.clock = clock
+        self.onEvent = onEvent
+        self.onWarning = onWarning
+        // What a stop left beside the file while it was locked: imported now.
+        if waiting == nil, configuration.ownsLedger { importSideFile() }
+    }
+
+    /// The tables, their migrations and the ledger of `db` (the plays a previous run left open
+    /// closed); returns the run clock it saved and the ledger's head.
+    static func prepare(_ db: SQLiteDatabase, clock: any TrackingClock, configuration: Configuration,
+                        onWarning: @Sendable (String) -> Void) throws -> (saved: Double, ledger: LedgerHead) {
         try OutboxSchema.create(db)
         let saved = (try? db.execute("SELECT value FROM outbox_meta WHERE key = 'run_seconds'"))?.first?.first?.text.flatMap(Double.init) ?? 0
         let (ledger, interrupted) = try OutboxSchema.openLedger(db, lastAlive: saved, closingLeftOpen: configuration.ownsLedger)
@@ -138,26 +176,19 @@ public final class BeaconOutbox: Sendable {
             onWarning("proof of play: \(interrupted) play\(interrupted == 1 ? "" : "s") left open by the previous run (a kill, a power cut) "
                       + "closed as interrupted, ended at the last moment it was known on screen")
         }
-        var state = State(db: db, run: RunClock(saved: saved, clock: clock), ledger: ledger)
-        let now = state.run.now()
-        try OutboxSchema.migrate(db, runNow: now, clock: clock)
-        // The newest wall time this box recorded: a clock that says earlier is evidently wrong.
-        if let evidence = clock.evidence {
-            for query in ["SELECT MAX(wall) FROM beacons WHERE synced > 0", "SELECT MAX(started_wall) FROM plays"] {
-                if let newest = (try? db.execute(query))?.first?.first?.real { evidence.saw(newest) }
-            }
-        }
-        let totals = try db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(url)), 0) FROM beacons").first
+        try OutboxSchema.migrate(db, runNow: saved, clock: clock)
+        return (saved, ledger)
+    }
+
+    /// The beacons' rows and bytes, and the counters, as the database has them. Under the lock.
+    static func count(_ state: inout State) throws {
+        let totals = try state.db.execute("SELECT COUNT(*), COALESCE(SUM(LENGTH(url)), 0) FROM beacons").first
         state.rows = Int(totals?[0].integer ?? 0)
         state.bytes = Int(totals?[1].integer ?? 0)
-        for row in try db.execute("SELECT name, value FROM outbox_counters") {
+        state.counters = [:]
+        for row in try state.db.execute("SELECT name, value FROM outbox_counters") {
             if let name = row[0].text, let value = row[1].integer { state.counters[name] = Int(value) }
         }
-        self.state = Locked(state)
-        self.configuration = configuration
-        self.sender = sender
-        self.clock = clock
-        self.onEvent = onEvent
     }
 
     /// The outbox at `path`, read only: works on a read-only state folder and creates nothing.

@@ -28,7 +28,9 @@ public final class OutboxCourier: Sendable {
                 if let deadline, MonotonicTime.now() >= UInt64(deadline) { break }
                 // The ledger's heartbeat while an ad is on screen (`keepAlive`) wakes it too.
                 let alive = outbox.keepAlive()
-                let next = [outbox.nextDue(), alive].compactMap { $0 }.min()
+                // A database locked at open is tried again every few seconds (`openIfWaiting`).
+                let reopen = outbox.openIfWaiting()
+                let next = [outbox.nextDue(), alive, reopen].compactMap { $0 }.min()
                 // Blocking this thread is fine: it is the courier's own.
                 let current = bell.withLock { $0 }
                 if let deadline {

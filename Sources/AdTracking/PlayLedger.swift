@@ -256,18 +256,25 @@ struct LedgerHead: Sendable {
         return closed
     }
 
-    /// Rows a salvage could not carry (gaps in the sequence up to the ledger's last), as
-    /// ranges: `12–15, 40`.
+    /// Plays a salvage could not carry: the sequence numbers from the lowest the ledger still
+    /// kept (`ledger_low`, moved up by pruning) to its last that no row has, as ranges:
+    /// `12–15, 40`.
     static func missing(_ db: SQLiteDatabase, lastSequence: Int64) throws -> String {
+        let low = try db.execute("SELECT value FROM outbox_meta WHERE key = 'ledger_low'").first?.first?.text.flatMap { Int64($0) } ?? 1
         var ranges: [String] = []
-        func add(_ from: Int64, _ to: Int64) { ranges.append(from == to ? "\(from)" : "\(from)–\(to)") }
+        func add(_ from: Int64, _ to: Int64) { if from <= to { ranges.append(from == to ? "\(from)" : "\(from)–\(to)") } }
+        let bounds = try db.execute("SELECT MIN(seq), MAX(seq) FROM plays").first
+        guard let first = bounds?[0].integer, let last = bounds?[1].integer else {
+            add(low, lastSequence)
+            return ranges.joined(separator: ", ")
+        }
+        add(low, first - 1)
         for row in try db.execute("""
             SELECT seq + 1, next - 1 FROM (SELECT seq, LEAD(seq) OVER (ORDER BY seq) AS next FROM plays) WHERE next > seq + 1
             """) {
             if let from = row[0].integer, let to = row[1].integer { add(from, to) }
         }
-        let maxSequence = try db.execute("SELECT COALESCE(MAX(seq), 0) FROM plays").first?.first?.integer ?? 0
-        if lastSequence > maxSequence { add(maxSequence + 1, lastSequence) }
+        add(last + 1, lastSequence)
         return ranges.prefix(20).joined(separator: ", ") + (ranges.count > 20 ? " and \(ranges.count - 20) more ranges" : "")
     }
 }

@@ -99,7 +99,10 @@ struct PlayCommand {
         let outbox: BeaconOutbox? = options.stateDir.flatMap { stateDir in
             do {
                 try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
-                return try BeaconOutbox(path: stateDir + "/adplayerd.sqlite", sender: HTTPBeaconSender(fetcher: http), onEvent: { event in
+                var configuration = BeaconOutbox.Configuration()
+                configuration.ownsLedger = true   // the player of this state folder, as the daemon is
+                return try BeaconOutbox(path: stateDir + "/adplayerd.sqlite", configuration: configuration,
+                                        sender: HTTPBeaconSender(fetcher: http), onEvent: { event in
                     if case .sent(let url, _) = event { printer.note("beacon sent \(url)") }
                 }, onWarning: { log.warning("tracking: \($0)") })
             } catch {

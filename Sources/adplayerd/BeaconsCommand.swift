@@ -53,6 +53,8 @@ struct BeaconsCommand {
             case .dropped(let url, let reason): print("dropped \(url): \(reason)")
             case .diskFailing(let why): print("the disk refuses writes (\(why)): beacons wait in memory")
             case .diskRecovered(let written): print("the disk takes writes again: \(written) written")
+            case .databaseLocked(let why): print(why)   // (not for a tool: it does not own the ledger)
+            case .databaseOpened(let beacons, let plays, _): print("the database took \(beacons) beacons and \(plays) plays kept meanwhile")
             }
         }, onWarning: { FileHandle.standardError.write(Data("<4>adplayerd: \($0)\n".utf8)) })
         switch action {

@@ -76,11 +76,16 @@ struct DaemonCommand {
         let store: StateStore
         do {
             store = try StateStore(path: durable ? statePath : ":memory:", log: log)
+        } catch let error as SQLiteError where error.isBusy {
+            // Locked by another process: not damage — left as it is. Playback does not wait for
+            // it (a quarter of a second at most); the queue and positions of this run are kept in
+            // memory, while tracking keeps beacons and plays in memory and writes them to the
+            // file once it opens, or beside it at a stop (BeaconOutbox+Waiting.swift).
+            log.error("state: \(statePath): \(error); this run's queue and positions are not saved (nothing in the file is lost: it is used "
+                      + "again at the next start); beacons and proof of play are written to it once it opens")
+            store = try StateStore(path: ":memory:", log: log)
         } catch {
-            // Locked by another process: not damage — left as it is, used again at the next start.
-            // Playback does not wait for it (a quarter of a second at most).
-            log.error("state: \(statePath): \(error); running without saved state this time"
-                      + ((error as? SQLiteError)?.isBusy == true ? " (nothing in it is lost: it is used again at the next start)" : ""))
+            log.error("state: \(statePath): \(error); running without saved state this time")
             store = try StateStore(path: ":memory:", log: log)
             durable = false
         }
@@ -115,7 +120,9 @@ struct DaemonCommand {
             clients.send(Self.describe(announcement))
         }
         let metrics = Metrics()
-        let outbox = try BeaconOutbox(path: durable ? statePath : ":memory:", configuration: configuration.outbox,
+        var outboxConfiguration = configuration.outbox
+        outboxConfiguration.ownsLedger = true   // the daemon owns the ledger: it closes what a kill left open
+        let outbox = try BeaconOutbox(path: durable ? statePath : ":memory:", configuration: outboxConfiguration,
                                       sender: HTTPBeaconSender(fetcher: http), onEvent: { event in
             switch event {
             case .sent(let url, let attempts):
@@ -128,6 +135,11 @@ struct DaemonCommand {
                 log.error("tracking: the state disk refuses writes (\(why)); beacons wait in memory until it takes them again")
             case .diskRecovered(let written):
                 log.notice("tracking: the state disk takes writes again; \(written) beacons written from memory")
+            case .databaseLocked(let why):
+                log.error("tracking: \(why)")
+            case .databaseOpened(let beacons, let plays, let from):
+                log.notice("tracking: the state database took what was kept \(from == "memory" ? "in memory" : "in \(from)"): "
+                           + "\(beacons) beacons, \(plays) plays")
             }
         }, onWarning: { log.warning("tracking: \($0)") })
         metrics.report(outbox)
@@ -328,6 +340,7 @@ struct DaemonCommand {
                       + "proof of play and beacons of the last moments may be missing")
         }
         courier.stop(flushingFor: 2)
+        outbox.finish()   // a database still locked: what this run kept goes beside it
         metricsFile?.stop()   // written once more: what the stop did
         player.shutdown()
         store.flush()

@@ -83,7 +83,8 @@ public final class CommandRouter: Sendable {
             let ledger = outbox.ledger()
             let plays = outbox.plays(since: since, afterSequence: afterRow, limit: limit ?? 10_000, newest: newest)
             return .success(["plays": .array(plays.map(Self.describe)),
-                             "ledger": ["id": .string(ledger.id), "last": .int(max(ledger.lastSequence, plays.last?.sequence ?? 0))]])
+                             "ledger": ["id": .string(ledger.id), "last": .int(max(ledger.lastSequence, plays.last?.sequence ?? 0)),
+                                        "waiting": .bool(ledger.waiting)]])
         case .health:
             guard let health = extras.health else { return .failure(ControlError(.unavailable, "this daemon keeps no health verdict")) }
             return .success(health.verdictJSON())

@@ -1,0 +1,261 @@
+import AdRuntime
+import AdSources
+import AdTestSupport
+@testable import AdTracking
+import Foundation
+import XCTest
+
+/// The ledger of proof of play (issue 33, docs/reporting.md "The ledger"): sequence numbers
+/// that are never used twice, a chain stored when a play closes that names an edited row,
+/// plays a kill left open closed at their last heartbeat, salvage that says what it lost, a
+/// file locked at open that loses nothing, and numbers written as numbers.
+final class PlayLedgerTests: XCTestCase {
+    private var directory: URL!
+
+    override func setUpWithError() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("ledger-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+    }
+
+    override func tearDownWithError() throws { try? FileManager.default.removeItem(at: directory) }
+
+    private var database: String { directory.appendingPathComponent("adplayerd.sqlite").path }
+
+    private func outbox(owner: Bool = true, clock: any TrackingClock = SystemTrackingClock(), configure: (inout BeaconOutbox.Configuration) -> Void = { _ in },
+                        events: Locked<[OutboxEvent]>? = nil, warnings: Locked<[String]>? = nil) throws -> BeaconOutbox {
+        var configuration = BeaconOutbox.Configuration()
+        configuration.ownsLedger = owner
+        configure(&configuration)
+        return try BeaconOutbox(path: database, configuration: configuration, clock: clock,
+                                onEvent: { e in events?.withLock { $0.append(e) } }, onWarning: { w in warnings?.withLock { $0.append(w) } })
+    }
+
+    private func play(_ id: String, at wall: Double = 1_800_000_000) -> Play {
+        var play = Play(id: id, adID: "ad-\(id)", kind: "overlay", source: "catalog", contentID: "ep", startedWall: wall)
+        play.latLong = "40.712800,-74.006000"
+        play.venue = "lobby"
+        return play
+    }
+
+    private func show(_ outbox: BeaconOutbox, _ id: String, seconds: Double = 5) {
+        outbox.recordPlayStart(play(id))
+        outbox.recordPlayEnd(id: id, endedWall: 1_800_000_000 + seconds, seconds: seconds, reason: "completed", viewable: "viewable")
+    }
+
+    /// Sequence numbers only grow: across a reopen, after pruning, and after salvage
+    /// (which keeps the ledger's id and says which plays it could not carry, in a new segment).
+    func testASequenceNumberIsNeverUsedTwiceAcrossReopenPruningAndSalvage() throws {
+        var ledger = ""
+        do {
+            let outbox = try outbox(configure: { $0.playsMaxRows = 20 })
+            for n in 1...120 { show(outbox, "p\(n)") }
+            XCTAssertEqual(outbox.ledger().lastSequence, 120)
+            let kept = outbox.plays(afterSequence: 0, limit: 1000)
+            XCTAssertEqual(kept.count, 40, "pruned to 20 at the 100th play, 20 more since")
+            XCTAssertEqual(kept.first?.sequence, 81)
+            XCTAssertEqual(kept.last?.sequence, 120)
+            ledger = outbox.ledger().id
+        }
+        do {
+            let outbox = try outbox(configure: { $0.playsMaxRows = 20 })
+            XCTAssertEqual(outbox.ledger().id, ledger, "the same ledger after a reopen")
+            show(outbox, "q1")
+            XCTAssertEqual(outbox.plays(newest: true).last?.sequence, 121)
+            XCTAssertEqual(try BeaconOutbox.verifyLedger(path: database).verdict.broken?.sequence, nil)
+            let db = try SQLiteDatabase(path: database)
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+        // The plays table destroyed: salvage carries the rest (the ledger's meta among it).
+        let root = try SQLiteDatabase(path: database, readOnly: true)
+            .execute("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = 'plays'").first?.first?.integer ?? 0
+        XCTAssertGreaterThan(root, 1)
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: database))
+        try handle.seek(toOffset: UInt64(root - 1) * 4096)
+        try handle.write(contentsOf: Data(repeating: 0x5A, count: 4096))
+        try handle.close()
+        let warnings = Locked<[String]>([])
+        let salvaged = try outbox(warnings: warnings)
+        XCTAssertTrue(warnings.withLock { $0 }.contains { $0.contains(".bad-") }, "\(warnings.withLock { $0 })")
+        XCTAssertEqual(salvaged.ledger().id, ledger, "salvage keeps the ledger's id")
+        show(salvaged, "after")
+        let after = try XCTUnwrap(salvaged.plays(newest: true).last)
+        XCTAssertEqual(after.sequence, 122, "numbered after every play the ledger ever numbered")
+        XCTAssertTrue(after.segment?.contains("plays 81–121 could not be carried") == true, after.segment ?? "no segment")
+        let verdict = try BeaconOutbox.verifyLedger(path: database).verdict
+        XCTAssertNil(verdict.broken)
+        XCTAssertEqual(verdict.segments.map(\.sequence), [122])
+    }
+
+    /// The chain is made when a play closes (in the order plays close, not start) and stored:
+    /// `plays verify` finds it whole, and names the row an edit changed — and the play after a
+    /// row whose hash was rewritten to match.
+    func testTheChainIsStoredWhenAPlayClosesAndAnEditedRowIsNamed() throws {
+        let outbox = try outbox()
+        for n in 1...4 { show(outbox, "p\(n)") }
+        outbox.recordPlayStart(play("long"))     // 5: starts before 6 and ends after it
+        show(outbox, "p6")
+        outbox.recordPlayEnd(id: "long", endedWall: 1_800_000_030, seconds: 30, reason: "completed", viewable: nil)
+        outbox.recordViewability(id: "long", "viewable")   // a closed row is not changed
+        let chained = outbox.plays(afterSequence: 0).sorted { ($0.chainPosition ?? 0) < ($1.chainPosition ?? 0) }
+        XCTAssertEqual(chained.map(\.sequence), [1, 2, 3, 4, 6, 5], "chained in the order they closed")
+        XCTAssertEqual(chained.first?.previousHash, PlayLedger.genesis(outbox.ledger().id))
+        XCTAssertNil(chained.last?.viewable)
+        var (_, verdict) = try BeaconOutbox.verifyLedger(path: database)
+        XCTAssertNil(verdict.broken)
+        XCTAssertEqual(verdict.rows, 6)
+
+        let db = try SQLiteDatabase(path: database)
+        try db.execute("UPDATE plays SET seconds = 50 WHERE seq = 3")
+        verdict = try BeaconOutbox.verifyLedger(path: database).verdict
+        XCTAssertEqual(verdict.broken?.sequence, 3)
+        XCTAssertTrue(verdict.broken?.reason.contains("do not match its hash") == true)
+        // Its hash rewritten to match its new fields: the play chained after it names the break.
+        var row = try XCTUnwrap(outbox.plays(afterSequence: 2, limit: 1).first)
+        try db.execute("UPDATE plays SET hash = ? WHERE seq = 3", [.text(PlayLedger.hash(row, previous: row.previousHash ?? ""))])
+        verdict = try BeaconOutbox.verifyLedger(path: database).verdict
+        XCTAssertEqual(verdict.broken?.sequence, 4)
+        // A row removed from the middle: the next one names it too.
+        try db.execute("UPDATE plays SET seconds = 5 WHERE seq = 3")
+        row = try XCTUnwrap(outbox.plays(afterSequence: 2, limit: 1).first)
+        try db.execute("UPDATE plays SET hash = ? WHERE seq = 3", [.text(PlayLedger.hash(row, previous: row.previousHash ?? ""))])
+        XCTAssertNil(try BeaconOutbox.verifyLedger(path: database).verdict.broken, "as it was")
+        try db.execute("DELETE FROM plays WHERE seq = 2")
+        XCTAssertEqual(try BeaconOutbox.verifyLedger(path: database).verdict.broken?.sequence, 3)
+    }
+
+    /// A play a kill left open is closed `interrupted` at the next start of the ledger's owner,
+    /// ended at its last heartbeat (written every `heartbeat` seconds while it is on screen, on
+    /// the run clock), its seconds counted to it; a tool that opens the file meanwhile leaves it
+    /// open. The heartbeat writes nothing while no play is open.
+    func testAPlayLeftOpenByAKillIsClosedInterruptedAtItsLastHeartbeat() throws {
+        let clock = TestTrackingClock()
+        do {
+            let outbox = try outbox(clock: clock)
+            XCTAssertNil(outbox.keepAlive(), "no play open: no heartbeat")
+            show(outbox, "done")
+            outbox.recordPlayStart(play("cut", at: clock.wallNow().timeIntervalSince1970))
+            clock.advance(4)
+            XCTAssertEqual(outbox.keepAlive() ?? 0, 1, accuracy: 1e-6, "not due yet")
+            clock.advance(8)
+            XCTAssertEqual(outbox.keepAlive(), 5, "written, due again in 5 s")
+            clock.advance(3)
+            outbox.keepAlive()
+            XCTAssertEqual(outbox.heartbeatCount(), 1)
+            // kill -9: nothing more is written.
+        }
+        do {
+            let tool = try outbox(owner: false, clock: clock)
+            XCTAssertNil(tool.plays(afterSequence: 0).first { $0.id == "cut" }?.ended, "a tool leaves it open")
+        }
+        let warnings = Locked<[String]>([])
+        let restarted = try outbox(clock: clock, warnings: warnings)
+        let cut = try XCTUnwrap(restarted.plays(afterSequence: 0).first { $0.id == "cut" })
+        XCTAssertEqual(cut.reason, "interrupted")
+        XCTAssertEqual(cut.seconds ?? 0, 12, accuracy: 1e-6, "counted to its last heartbeat")
+        XCTAssertEqual((cut.ended ?? 0) - cut.started, 12, accuracy: 1e-6)
+        XCTAssertNotNil(cut.hash, "chained")
+        XCTAssertTrue(warnings.withLock { $0 }.contains { $0.contains("1 play left open") }, "\(warnings.withLock { $0 })")
+        XCTAssertNil(try BeaconOutbox.verifyLedger(path: database).verdict.broken)
+    }
+
+    /// A file another process holds locked at open is "later", never "never": the ledger's owner
+    /// works in memory (beacons, plays listed, the ledger marked waiting) and writes all of it
+    /// into the file once it opens — the plays numbered and chained after the file's own.
+    func testAFileLockedAtOpenLosesNothingAndTakesItAllOnceItOpens() throws {
+        do {
+            let before = try outbox()
+            before.enqueue(urls: (0..<5).map { "http://127.0.0.1:9/before-\($0)" })
+            show(before, "before")
+        }
+        let holder = try SQLiteDatabase(path: database)
+        try holder.execute("PRAGMA journal_mode=DELETE")
+        try holder.execute("BEGIN EXCLUSIVE")
+        let events = Locked<[OutboxEvent]>([])
+        let outbox = try outbox(events: events)
+        XCTAssertTrue(events.withLock { $0 }.contains { if case .databaseLocked = $0 { true } else { false } })
+        XCTAssertTrue(outbox.ledger().waiting)
+        outbox.enqueue(urls: (0..<3).map { "http://127.0.0.1:9/during-\($0)" })
+        show(outbox, "during")
+        outbox.recordPlayStart(play("open"))
+        XCTAssertEqual(outbox.plays(afterSequence: 0).map(\.id), ["during", "open"], "listed while the file is locked")
+        XCTAssertNotNil(outbox.openIfWaiting(now: true), "still locked")
+        try holder.execute("COMMIT")
+        XCTAssertNil(outbox.openIfWaiting(now: true), "open now")
+        XCTAssertFalse(outbox.ledger().waiting)
+        XCTAssertTrue(events.withLock { $0 }.contains { $0 == .databaseOpened(beacons: 3, plays: 2, from: "memory") }, "\(events.withLock { $0 })")
+        XCTAssertEqual(outbox.pendingCount(), 8, "every beacon, before and during")
+        outbox.recordPlayEnd(id: "open", endedWall: 1_800_000_009, seconds: 9, reason: "completed", viewable: nil)
+        let plays = outbox.plays(afterSequence: 0)
+        XCTAssertEqual(plays.map(\.id), ["before", "during", "open"])
+        XCTAssertEqual(plays.map(\.sequence), [1, 2, 3])
+        XCTAssertEqual(plays.last?.reason, "completed")
+        XCTAssertNil(try BeaconOutbox.verifyLedger(path: database).verdict.broken)
+        XCTAssertEqual(try BeaconOutbox.verifyLedger(path: database).verdict.rows, 3)
+    }
+
+    /// A stop while the file is still locked writes what the memory holds beside it (synced);
+    /// the next start imports it and removes it.
+    func testAStopWhileLockedLeavesASideFileThatTheNextStartImports() throws {
+        do { show(try outbox(), "before") }
+        let holder = try SQLiteDatabase(path: database)
+        try holder.execute("PRAGMA journal_mode=DELETE")
+        try holder.execute("BEGIN EXCLUSIVE")
+        do {
+            let outbox = try outbox()
+            outbox.enqueue(urls: ["http://127.0.0.1:9/kept"])
+            show(outbox, "kept")
+            XCTAssertTrue(outbox.finish())
+        }
+        var sides = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains("-pending-") }
+        XCTAssertEqual(sides.count, 1, "\(sides)")
+        try holder.execute("COMMIT")
+        let events = Locked<[OutboxEvent]>([])
+        let next = try outbox(events: events)
+        XCTAssertEqual(next.pendingCount(), 1)
+        XCTAssertEqual(next.plays(afterSequence: 0).map(\.id), ["before", "kept"])
+        XCTAssertTrue(events.withLock { $0 }.contains { if case .databaseOpened(1, 1, _) = $0 { true } else { false } })
+        sides = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains("-pending-") }
+        XCTAssertEqual(sides, [], "imported, then removed")
+        XCTAssertNil(try BeaconOutbox.verifyLedger(path: database).verdict.broken)
+    }
+
+    /// Numbers are written as numbers (west of Greenwich, south of the equator), text alone is
+    /// guarded against formulas; an exported log's chain is checked from its bytes.
+    func testNumbersAreNumbersAndAnExportedChainIsCheckedFromItsBytes() throws {
+        var record = PlayRecord(row: Array(repeating: .null, count: 23))
+        record.sequence = 7
+        record.id = "-1+1"
+        record.adID = "=HYPERLINK(\"x\")"
+        record.kind = "overlay"
+        record.contentID = "ep,1"
+        record.started = 1_800_000_000
+        record.ended = 1_800_000_005.5
+        record.seconds = 5.5
+        record.latLong = "-33.868800,-151.209300"
+        let cells = PlayLedger.cells(record)
+        let column = { (name: String) in cells[PlayLedger.columns.firstIndex(of: name)!] }
+        XCTAssertEqual(column("latitude"), "-33.868800")
+        XCTAssertEqual(column("longitude"), "-151.209300")
+        XCTAssertEqual(column("play_seconds"), "5.500")
+        XCTAssertEqual(column("play_id"), "'-1+1", "text that starts like a formula is guarded")
+        XCTAssertEqual(column("creative_id"), "\"'=HYPERLINK(\"\"x\"\")\"")
+        XCTAssertEqual(column("content_id"), "\"ep,1\"")
+
+        let header = (PlayLedger.columns + ["previous_hash", "row_hash", "screen_id"]).joined(separator: ",")
+        var previous = PlayLedger.genesis("test"), lines = [header]
+        for n in 1...3 {
+            record.sequence = Int64(n)
+            let hash = PlayLedger.hash(record, previous: previous)
+            lines.append(PlayLedger.cells(record).joined(separator: ",") + ",\(previous),\(hash),screen-1")
+            previous = hash
+        }
+        var verdict = try PlayLedger.verify(csv: lines.joined(separator: "\n") + "\n").get()
+        XCTAssertNil(verdict.broken)
+        XCTAssertEqual(verdict.rows, 3)
+        XCTAssertEqual(verdict.anchor, PlayLedger.genesis("test"))
+        lines[2] = lines[2].replacingOccurrences(of: "5.500", with: "9.500")
+        verdict = try PlayLedger.verify(csv: lines.joined(separator: "\n")).get()
+        XCTAssertEqual(verdict.broken?.sequence, 2)
+        XCTAssertThrowsError(try PlayLedger.verify(csv: "a,b\n1,2\n").get())
+    }
+}
