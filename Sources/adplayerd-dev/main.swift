@@ -15,9 +15,11 @@ let tools: [String: ([String]) throws -> Int32] = [
     "bench-latency": { try BenchCommand(arguments: $0).run() },
     "bench-catalog": { try BenchCatalogCommand(arguments: $0).run() },
     "bench-outbox": { try BenchOutboxCommand(arguments: $0).run() },
+    "bench-ledger": { try BenchLedgerCommand(arguments: $0).run() },
     "off-loop": { try OffLoopCommand(arguments: $0).run() },
 ]
-let usage = [PlayCommand.usage, BenchCommand.usage, BenchCatalogCommand.usage, BenchOutboxCommand.usage, OffLoopCommand.usage]
+let usage = [PlayCommand.usage, BenchCommand.usage, BenchCatalogCommand.usage, BenchOutboxCommand.usage, BenchLedgerCommand.usage,
+             OffLoopCommand.usage]
     .joined(separator: "\n")
 
 ProcessSetup.runTools("adplayerd-dev", arguments, tools: tools, usage: usage, otherwise: nil)

@@ -133,7 +133,7 @@ final class DOOHTests: XCTestCase {
         XCTAssertEqual(status, 0, output)
         let text = try String(contentsOfFile: log, encoding: .utf8)
         let rows = text.split(separator: "\n").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
-        XCTAssertEqual(rows.first?.first, "screen_id")
+        XCTAssertEqual(rows.first?.first, "sequence")
         XCTAssertEqual(rows.count, 2, text)
         let header = rows[0], row = rows[1]
         func field(_ name: String) -> String? { header.firstIndex(of: name).map { row[$0] } }
@@ -145,8 +145,12 @@ final class DOOHTests: XCTestCase {
         XCTAssertEqual(field("creative_id"), "dooh-ad")
         XCTAssertEqual(field("ad_duration_seconds"), "2.000")
         XCTAssertGreaterThan(Double(field("play_seconds") ?? "") ?? 0, 1)
-        let (_, sum) = try runToEnd("/bin/sh", ["-c", "printf '%s' \"$0\" | sha256sum", text.split(separator: "\n")[0].description])
-        XCTAssertEqual(field("previous_hash"), String(sum.prefix(64)), "the chain starts at the header's hash")
+        // A buyer's own tools check a row's hash: SHA-256 of the row's text up to its previous_hash.
+        let line = text.split(separator: "\n")[1]
+        let hashed = try XCTUnwrap(line.range(of: "," + (field("row_hash") ?? "?")).map { String(line[..<$0.lowerBound]) })
+        let (_, sum) = try runToEnd("/bin/sh", ["-c", "printf '%s' \"$0\" | sha256sum", hashed])
+        XCTAssertEqual(field("row_hash"), String(sum.prefix(64)), "row_hash is SHA-256 of the row up to its previous_hash")
+        XCTAssertEqual(try runToEnd(Executables.adplayerd, ["plays", "verify", log]).status, 0)
         (status, output) = try runToEnd("/usr/bin/openssl", ["pkeyutl", "-verify", "-pubin", "-inkey", pub, "-rawin", "-in", log, "-sigfile", log + ".sig"])
         XCTAssertEqual(status, 0, output)
         XCTAssertTrue(output.contains("Signature Verified Successfully"), output)
@@ -159,8 +163,8 @@ final class DOOHTests: XCTestCase {
         XCTAssertEqual(try runToEnd("/usr/bin/openssl", ["genpkey", "-algorithm", "rsa", "-pkeyopt", "rsa_keygen_bits:1024", "-out", rsa]).status, 0)
         (status, output) = try runToEnd(Executables.adplayerd, ["plays", "export", "--state-dir", state, "--format", "dooh-csv",
                                                                  "--output", log, "--sign", rsa, "--screen-id", "s"])
-        XCTAssertEqual(status, 2, output)
-        XCTAssertTrue(output.contains("not Ed25519"), output)
+        XCTAssertEqual(status, 1, output)
+        XCTAssertTrue(output.contains("not Ed25519") && !output.contains("usage:"), output)
         (status, output) = try runToEnd(Executables.adplayerd, ["plays", "export", "--state-dir", state, "--format", "dooh-csv", "--sign", key])
         XCTAssertEqual(status, 2, output)
         // The jsonl export carries the venue and the audience.

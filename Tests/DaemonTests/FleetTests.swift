@@ -99,7 +99,17 @@ final class BridgeProcess: @unchecked Sendable {
                                         + (groups.isEmpty ? [] : ["--mqtt-groups", groups.joined(separator: ",")]) + extra)
     }
 
-    var cursor: Int64 { (try? String(contentsOfFile: stateDir + "/mqtt-plays.cursor", encoding: .utf8)).flatMap { Int64($0.trimmingCharacters(in: .whitespacesAndNewlines)) } ?? 0 }
+    /// The cursor file's sequence number (`LEDGER SEQUENCE`).
+    var cursor: Int64 {
+        (try? String(contentsOfFile: stateDir + "/mqtt-plays.cursor", encoding: .utf8))
+            .flatMap { $0.split(whereSeparator: \.isWhitespace).last.flatMap { Int64($0) } } ?? 0
+    }
+    var cursorLedger: String? {
+        (try? String(contentsOfFile: stateDir + "/mqtt-plays.cursor", encoding: .utf8)).flatMap { text in
+            let words = text.split(whereSeparator: \.isWhitespace)
+            return words.count == 2 ? String(words[0]) : nil
+        }
+    }
 
     func waitConnected() throws {
         guard waitUntil(timeout: 30, { self.log.contains("mqtt: connected") || !self.process.isRunning }), process.isRunning else {
@@ -220,6 +230,44 @@ final class FleetTests: XCTestCase {
         let got = Set(received.compactMap { $0.value["row"] as? Int })
         XCTAssertEqual(Set(expected).subtracting(got), [], "every play reached the broker (received rows \(got.sorted()))")
         XCTAssertTrue(received.allSatisfy { $0.value["box"] as? String == "box-p" && $0.value["id"] != nil && $0.value["ad_id"] as? String == "ov-fleet" })
+    }
+
+    /// The state file re-created under a running bridge (found damaged or emptied, or removed):
+    /// its plays start again from sequence 1 in a new ledger, all at or below the bridge's old
+    /// cursor. The bridge sees the ledger's id change, says so once, and publishes every play of
+    /// the new ledger — none skipped (issue 33).
+    func testANewLedgerUnderTheBridgeIsPublishedWholeFromItsFirstPlay() throws {
+        let broker = try Broker()
+        let session = ["-c", "-i", "fleet-ledger", "-q", "1"]
+        _ = try broker.subscribe("adplayer/box-l/plays", count: 1, seconds: 1, extra: session)
+        let daemon = try DaemonProcess(catalog: makeCatalog(Self.catalog))
+        let bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "box-l")
+        try bridge.waitConnected()
+        func ended() throws -> [(id: String, row: Int)] {
+            let plays = try daemon.connect().call("plays")
+            return ((plays["result"] as? [String: Any])?["plays"] as? [[String: Any]] ?? []).compactMap { play in
+                play["ended"] is NSNull ? nil : (play["id"] as? String ?? "", play["row"] as? Int ?? 0)
+            }
+        }
+        XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
+        XCTAssertTrue(waitUntil(timeout: 60) { (try? ended().count) ?? 0 >= 4 && bridge.cursor >= 4 }, "plays acknowledged: \(bridge.log)")
+        let firstLedger = bridge.cursorLedger
+        XCTAssertNotNil(firstLedger)
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        let oldCursor = bridge.cursor
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: daemon.stateDir + "/adplayerd.sqlite" + suffix) }
+        try daemon.launch()
+        XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
+        XCTAssertTrue(waitUntil(timeout: 60) { (try? ended().count) ?? 0 >= 2 }, "plays of the new ledger")
+        XCTAssertEqual(try daemon.ctl("stop").0, 0)
+        let expected = try ended()
+        XCTAssertTrue(expected.allSatisfy { $0.row <= oldCursor }, "numbered at or below the old cursor \(oldCursor): \(expected)")
+        XCTAssertTrue(waitUntil(timeout: 30) { bridge.cursorLedger != firstLedger && bridge.cursor >= Int64(expected.map(\.row).max() ?? 0) },
+                      "the cursor follows the new ledger: \(bridge.log)")
+        XCTAssertEqual(bridge.log.components(separatedBy: "publishing its plays again from the first").count - 1, 1, bridge.log)
+        let received = Broker.json(try broker.subscribe("adplayer/box-l/plays", count: 1000, seconds: 5, extra: session))
+        let got = Set(received.compactMap { $0.value["id"] as? String })
+        XCTAssertEqual(Set(expected.map(\.id)).subtracting(got), [], "every play of the new ledger reached the broker")
     }
 
     /// The bridge killed between its publish and the broker's acknowledgement (the broker frozen

@@ -204,7 +204,8 @@ final class MprisTests: XCTestCase {
 
     /// While a post-roll plays, MPRIS says it cannot be seeked or skipped (the policy: the
     /// viewer may pause it, not skip it) and means it: `playerctl next` changes nothing, the
-    /// socket's `next` is refused, the post-roll plays to its end, then the next episode.
+    /// socket's `next` is refused, `Rate` reads 1 and setting it is refused, the post-roll
+    /// plays to its end, then the next episode.
     func testCanFlagsAreHonestDuringAPostroll() throws {
         let daemon = try daemon(catalog: Self.catalog)
         let events = try daemon.connect()
@@ -225,6 +226,10 @@ final class MprisTests: XCTestCase {
         _ = try session.playerctl("position", "0.5")
         let refused = try control.call("next")
         XCTAssertEqual((refused["error"] as? [String: Any])?["code"] as? String, "ad_playing")
+        // A linear ad plays at its own pace: MPRIS's Rate reads 1 and cannot be set (issue 33).
+        XCTAssertEqual(try session.playerProperty("Rate"), "double 1")
+        XCTAssertNotEqual(try session.setPlayerProperty("Rate", "double:100").status, 0, "Rate refused during a post-roll")
+        XCTAssertEqual(try session.playerProperty("Rate"), "double 1")
         XCTAssertEqual(try session.playerctl("play").status, 0)
         let end = try events.event(named("ad.ended", "kind", "postroll"))
         XCTAssertEqual(end["reason"] as? String, "completed", "\(events.events)")

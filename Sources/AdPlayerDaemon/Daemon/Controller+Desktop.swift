@@ -11,7 +11,8 @@ extension Controller {
         player.loop.requireInLoop()
         let snapshot = player.snapshot()
         var state = DesktopState()
-        state.rate = linearAd != nil || adBreak != nil ? 1 : speedSetting   // a linear ad plays at its own pace
+        state.linearAd = linearAd != nil || adBreak != nil
+        state.rate = state.linearAd ? 1 : speedSetting   // a linear ad plays at its own pace
         state.position = snapshot.position
         state.at = MonotonicTime.now()
         state.loop = loopOn
@@ -96,6 +97,8 @@ public struct DesktopState: Sendable, Equatable {
     /// MPRIS's Volume: 0…1 (0 while muted).
     public var volume = 1.0
     public var canPlay = false, canPause = false, canSeek = false, canGoNext = false, canGoPrevious = false
+    /// A linear ad or its break has the screen: `Rate` reads 1 and a write of it is refused.
+    public var linearAd = false
 
     public init() {}
 

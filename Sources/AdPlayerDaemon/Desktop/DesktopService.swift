@@ -198,6 +198,8 @@ public final class DesktopService: @unchecked Sendable {
                 body = { if controller.desktopState().canPause { _ = try controller.pause() } }   // as Pause, as specified
             } else {
                 guard value.isFinite, value >= 0.01, value <= 100 else { return "Rate must be within MinimumRate (0.01) and MaximumRate (100)" }
+                // Answered at once, as a property write is: the loop's `speed` row refuses it too.
+                if shown.withLock({ $0.linearAd }) { return "a linear ad plays at its own pace: Rate cannot be set while it plays" }
                 body = { _ = try controller.perform(.speed(value)) }
             }
         case Int(MPRIS_SET_LOOP):
