@@ -8,7 +8,7 @@ import Foundation
 /// daemon runs it): the start's write (the row with its sequence number — what `ad.started`
 /// waits for), the end's write (the row's end and its link in the chain, hashed in the same
 /// transaction), the hash alone, and the heartbeat's write while an ad is on screen. Medians
-/// and 99th percentiles of N plays; transactions counted (each one fsync). docs/benchmarks.md §10.
+/// and 99th percentiles of N plays; transactions counted (each one fsync). docs/benchmarks.md §11.
 struct BenchLedgerCommand {
     static let usage = """
         usage: adplayerd-dev bench-ledger [--plays N]     the ledger's cost per play (docs/benchmarks.md)

@@ -258,4 +258,16 @@ final class PlayLedgerTests: XCTestCase {
         XCTAssertEqual(verdict.broken?.sequence, 2)
         XCTAssertThrowsError(try PlayLedger.verify(csv: "a,b\n1,2\n").get())
     }
+
+    /// The ledger hashes times as `ISO8601.format` writes them, made by hand for speed: the
+    /// same text as Foundation's formatter, rounding included, over random instants.
+    func testTimesAreWrittenAsFoundationWritesThem() {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var generator = SystemRandomNumberGenerator()
+        let fixed: [Double] = [0, -0.5, 1_800_000_000.9996, 1_800_000_000.0005, 951_782_400, 4_102_444_799.9994]
+        for value in fixed + (0..<5000).map({ _ in Double.random(in: -1e9...4.1e9, using: &generator) }) {
+            XCTAssertEqual(ISO8601.format(value), formatter.string(from: Date(timeIntervalSince1970: value)), "\(value)")
+        }
+    }
 }
