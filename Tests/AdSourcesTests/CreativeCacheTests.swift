@@ -163,3 +163,27 @@ final class CreativeCacheTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: (held["overlay.jpg"]! as NSString).deletingLastPathComponent))
     }
 }
+
+/// The offline store of a VAST tag (issue 39): what it keeps is on disk when `remember`
+/// returns, and the last list made is the one a restart reads — with ads of two kinds kept at
+/// once from two threads, as an overlay and a pause ad resolved together are.
+final class OfflineAdsTests: XCTestCase {
+    func testAdsKeptAtOnceAreAllThereAfterARestart() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("offline-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let cache = try CreativeCache(folder: folder)
+        let expires = Date().timeIntervalSince1970 + 3600
+        for round in 0..<200 {
+            let tag = "https://ads.example/tag-\(round)"
+            let store = OfflineAds(cache: cache, tag: tag)
+            let kinds = ["overlay", "pause"]
+            DispatchQueue.concurrentPerform(iterations: kinds.count) { index in
+                store.remember(OfflineAds.Entry(kind: kinds[index], id: "ad-\(kinds[index])", media: "https://ads.example/\(kinds[index]).png",
+                                                expires: expires))
+            }
+            let restarted = OfflineAds(cache: cache, tag: tag)
+            XCTAssertEqual(Set(restarted.kept().map(\.kind)), Set(kinds), "round \(round): both kept across a restart")
+            if Set(restarted.kept().map(\.kind)) != Set(kinds) { break }
+        }
+    }
+}

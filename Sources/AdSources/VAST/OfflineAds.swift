@@ -7,14 +7,19 @@ import Foundation
 /// tracking is theirs: an impression shown offline is recorded at show time and delivered
 /// when the network returns (R17).
 ///
-/// Kept in the cache folder (`offline-<tag hash>.json`, written whole: temp + rename), at most
-/// `maxPerKind` a kind, the newest first; served in turn.
+/// Kept in the cache folder (`offline-<tag hash>.json`, written whole: a temporary file,
+/// fsynced, renamed, the folder fsynced), at most `maxPerKind` a kind, the newest first; served
+/// in turn. Read whole when the source is made, before its first request.
+///
+/// Each list is written under the lock that made it (issue 39): two ads kept at once (an
+/// overlay and a pause ad resolved together) used to be saved outside it, and the older list
+/// could be renamed over the newer one — after a restart the ad kept first was gone.
 ///
 /// Threading: any thread but the player's loop (file reads and writes); one lock.
-final class OfflineAds: Sendable {
-    struct Entry: Codable, Equatable {
-        var kind: String
-        var id: String
+package final class OfflineAds: Sendable {
+    package struct Entry: Codable, Equatable {
+        package var kind: String
+        package var id: String
         /// The creative file's URL (the cache's key) and what it is.
         var media: String
         var video: Bool
@@ -30,6 +35,25 @@ final class OfflineAds: Sendable {
         var skipOffset: Double?
         /// Seconds since 1970.
         var expires: Double
+
+        package init(kind: String, id: String, media: String, video: Bool = false, width: Int? = nil, height: Int? = nil,
+                     duration: Double? = nil, tracking: [String: [String]] = [:], adServingID: String? = nil, universalAdID: String? = nil,
+                     advertiser: String? = nil, categories: [String]? = nil, skipOffset: Double? = nil, expires: Double) {
+            self.kind = kind
+            self.id = id
+            self.media = media
+            self.video = video
+            self.width = width
+            self.height = height
+            self.duration = duration
+            self.tracking = tracking
+            self.adServingID = adServingID
+            self.universalAdID = universalAdID
+            self.advertiser = advertiser
+            self.categories = categories
+            self.skipOffset = skipOffset
+            self.expires = expires
+        }
     }
 
     private struct State {
@@ -43,16 +67,17 @@ final class OfflineAds: Sendable {
     private let cache: CreativeCache
     private let state: Locked<State>
 
-    init(cache: CreativeCache, tag: String) {
+    package init(cache: CreativeCache, tag: String) {
         self.cache = cache
         path = cache.folder + "/offline-" + CreativeCache.sha256(Data(tag.utf8)).prefix(16) + ".json"
         let saved = (try? SafeFile.read(path, maxBytes: Self.maxFileBytes)).flatMap { try? JSONDecoder().decode([Entry].self, from: $0) } ?? []
         state = Locked(State(entries: saved))
     }
 
-    /// Keeps `entry` (replacing an older serving of the same creative) and saves the list.
-    func remember(_ entry: Entry) {
-        let entries = state.withLock { state -> [Entry] in
+    /// Keeps `entry` (replacing an older serving of the same creative) and saves the list, on
+    /// disk when this returns.
+    package func remember(_ entry: Entry) {
+        state.withLock { state in
             state.entries.removeAll { ($0.kind == entry.kind && $0.id == entry.id && $0.media == entry.media) || $0.expires <= Date().timeIntervalSince1970 }
             state.entries.insert(entry, at: 0)
             var counts: [String: Int] = [:]
@@ -60,14 +85,16 @@ final class OfflineAds: Sendable {
                 counts[e.kind, default: 0] += 1
                 return counts[e.kind]! <= Self.maxPerKind
             }
-            return state.entries
+            save(state.entries)
         }
-        save(entries)
     }
+
+    /// What is kept, newest first.
+    package func kept() -> [Entry] { state.withLock { $0.entries } }
 
     /// An ad of `kind` that has not expired and whose file is in the cache (checked), in turn;
     /// nil if none.
-    func take(_ kind: AdKind) -> AdCreative? {
+    package func take(_ kind: AdKind) -> AdCreative? {
         let now = Date().timeIntervalSince1970
         let candidates = state.withLock { $0.entries.filter { $0.kind == kind.rawValue && $0.expires > now } }
         guard !candidates.isEmpty else { return nil }
@@ -91,14 +118,32 @@ final class OfflineAds: Sendable {
         return nil
     }
 
+    /// Writes the list durably: a temporary file, fsync, rename, the folder's fsync. Under the
+    /// lock (the order of the lists is the order of the writes).
     private func save(_ entries: [Entry]) {
         guard let data = try? JSONEncoder().encode(entries) else { return }
         let temporary = path + ".tmp-" + UUID().uuidString
-        do {
-            try data.write(to: URL(fileURLWithPath: temporary))
-            if rename(temporary, path) != 0 { unlink(temporary) }
-        } catch {
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return }
+        var written = 0
+        data.withUnsafeBytes { bytes in
+            while written < bytes.count {
+                let n = write(fd, bytes.baseAddress! + written, bytes.count - written)
+                if n < 0 && errno == EINTR { continue }
+                guard n > 0 else { break }
+                written += n
+            }
+        }
+        let synced = fsync(fd) == 0
+        close(fd)
+        guard written == data.count, synced, rename(temporary, path) == 0 else {
             unlink(temporary)
+            return
+        }
+        let folder = open(cache.folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if folder >= 0 {
+            fsync(folder)
+            close(folder)
         }
     }
 }
