@@ -235,7 +235,8 @@ final class FleetTests: XCTestCase {
     /// The state file re-created under a running bridge (found damaged or emptied, or removed):
     /// its plays start again from sequence 1 in a new ledger, all at or below the bridge's old
     /// cursor. The bridge sees the ledger's id change, says so once, and publishes every play of
-    /// the new ledger — none skipped (issue 33).
+    /// the new ledger — none skipped (issue 33). Then salvaged (its plays table destroyed): the
+    /// ledger and its numbers go on, and every play after the salvage is published.
     func testANewLedgerUnderTheBridgeIsPublishedWholeFromItsFirstPlay() throws {
         let broker = try Broker()
         let session = ["-c", "-i", "fleet-ledger", "-q", "1"]
@@ -265,9 +266,33 @@ final class FleetTests: XCTestCase {
         XCTAssertTrue(waitUntil(timeout: 30) { bridge.cursorLedger != firstLedger && bridge.cursor >= Int64(expected.map(\.row).max() ?? 0) },
                       "the cursor follows the new ledger: \(bridge.log)")
         XCTAssertEqual(bridge.log.components(separatedBy: "publishing its plays again from the first").count - 1, 1, bridge.log)
-        let received = Broker.json(try broker.subscribe("adplayer/box-l/plays", count: 1000, seconds: 5, extra: session))
-        let got = Set(received.compactMap { $0.value["id"] as? String })
+        var received = Broker.json(try broker.subscribe("adplayer/box-l/plays", count: 1000, seconds: 5, extra: session))
+        var got = Set(received.compactMap { $0.value["id"] as? String })
         XCTAssertEqual(Set(expected.map(\.id)).subtracting(got), [], "every play of the new ledger reached the broker")
+
+        // Salvaged: the plays table destroyed, the rest read back — the ledger and its numbers
+        // go on, and every play after the salvage is published.
+        let ledger = bridge.cursorLedger
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        let damage = """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1]); db.execute('PRAGMA wal_checkpoint(TRUNCATE)')
+            root = db.execute("SELECT rootpage FROM sqlite_master WHERE type='table' AND name='plays'").fetchone()[0]; db.close()
+            f = open(sys.argv[1], 'r+b'); f.seek((root - 1) * 4096); f.write(bytes([0x5A]) * 4096); f.close()
+            """
+        XCTAssertEqual(try runToEnd("/usr/bin/python3", ["-c", damage, daemon.stateDir + "/adplayerd.sqlite"]).status, 0)
+        try daemon.launch()
+        XCTAssertTrue(daemon.log.contains(".bad-"), "salvaged: \(daemon.log)")
+        XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
+        XCTAssertTrue(waitUntil(timeout: 60) { (try? ended().count) ?? 0 >= 2 }, "plays after the salvage")
+        XCTAssertEqual(try daemon.ctl("stop").0, 0)
+        let salvaged = try ended()
+        XCTAssertTrue(salvaged.allSatisfy { $0.row > Int(expected.map(\.row).max() ?? 0) }, "numbered on: \(salvaged)")
+        XCTAssertTrue(waitUntil(timeout: 30) { bridge.cursor >= Int64(salvaged.map(\.row).max() ?? 0) }, bridge.log)
+        XCTAssertEqual(bridge.cursorLedger, ledger, "the same ledger")
+        received = Broker.json(try broker.subscribe("adplayer/box-l/plays", count: 1000, seconds: 5, extra: session))
+        got = Set(received.compactMap { $0.value["id"] as? String })
+        XCTAssertEqual(Set(salvaged.map(\.id)).subtracting(got), [], "every play after the salvage reached the broker")
     }
 
     /// The bridge killed between its publish and the broker's acknowledgement (the broker frozen
