@@ -14,21 +14,32 @@ static int fail(char *error, size_t size, const char *what) {
     return -1;
 }
 
-int csign_ed25519(const char *key_path, const unsigned char *data, size_t length,
-                  unsigned char signature[64], char *error, size_t error_size) {
-    FILE *file = fopen(key_path, "rb");
+/* The Ed25519 key (private, or public) in the PEM file at `path`, or NULL and a sentence in `error`. */
+static EVP_PKEY *read_key(const char *path, int public_key, char *error, size_t error_size) {
+    FILE *file = fopen(path, "rb");
     if (!file) {
-        snprintf(error, error_size, "%s: cannot be opened", key_path);
-        return -1;
+        snprintf(error, error_size, "%s: cannot be opened", path);
+        return NULL;
     }
-    EVP_PKEY *key = PEM_read_PrivateKey(file, NULL, NULL, NULL);
+    EVP_PKEY *key = public_key ? PEM_read_PUBKEY(file, NULL, NULL, NULL) : PEM_read_PrivateKey(file, NULL, NULL, NULL);
     fclose(file);
-    if (!key) return fail(error, error_size, "not a PEM private key (openssl genpkey -algorithm ed25519 makes one)");
+    if (!key) {
+        fail(error, error_size, public_key ? "not a PEM public key (openssl pkey -in KEY -pubout makes one)"
+                                           : "not a PEM private key (openssl genpkey -algorithm ed25519 makes one)");
+        return NULL;
+    }
     if (EVP_PKEY_get_id(key) != EVP_PKEY_ED25519) {
         EVP_PKEY_free(key);
         snprintf(error, error_size, "the key is not Ed25519 (openssl genpkey -algorithm ed25519 makes one)");
-        return -1;
+        return NULL;
     }
+    return key;
+}
+
+int csign_ed25519(const char *key_path, const unsigned char *data, size_t length,
+                  unsigned char signature[64], char *error, size_t error_size) {
+    EVP_PKEY *key = read_key(key_path, 0, error, error_size);
+    if (!key) return -1;
     EVP_MD_CTX *context = EVP_MD_CTX_new();
     size_t size = 64;
     int ok = context && EVP_DigestSignInit(context, NULL, NULL, NULL, key) == 1
@@ -40,19 +51,8 @@ int csign_ed25519(const char *key_path, const unsigned char *data, size_t length
 
 int csign_ed25519_verify(const char *public_key_path, const unsigned char *data, size_t length,
                          const unsigned char *signature, size_t signature_length, char *error, size_t error_size) {
-    FILE *file = fopen(public_key_path, "rb");
-    if (!file) {
-        snprintf(error, error_size, "%s: cannot be opened", public_key_path);
-        return -1;
-    }
-    EVP_PKEY *key = PEM_read_PUBKEY(file, NULL, NULL, NULL);
-    fclose(file);
-    if (!key) return fail(error, error_size, "not a PEM public key (openssl pkey -in KEY -pubout makes one)");
-    if (EVP_PKEY_get_id(key) != EVP_PKEY_ED25519) {
-        EVP_PKEY_free(key);
-        snprintf(error, error_size, "the public key is not Ed25519");
-        return -1;
-    }
+    EVP_PKEY *key = read_key(public_key_path, 1, error, error_size);
+    if (!key) return -1;
     EVP_MD_CTX *context = EVP_MD_CTX_new();
     int rc = -1;
     if (context && EVP_DigestVerifyInit(context, NULL, NULL, NULL, key) == 1) {

@@ -126,6 +126,14 @@ final class FleetTests: XCTestCase {
           "slots": [\((0..<60).map { "{\"start\": \(Double($0) * 2 + 0.5), \"duration\": 1}" }.joined(separator: ", "))]}]}
         """
 
+    /// The daemon's plays that ended: their ids and rows.
+    private func endedPlays(_ daemon: DaemonProcess) throws -> [(id: String, row: Int)] {
+        let plays = try daemon.connect().call("plays")
+        return ((plays["result"] as? [String: Any])?["plays"] as? [[String: Any]] ?? []).compactMap { play in
+            play["ended"] is NSNull ? nil : (play["id"] as? String ?? "", play["row"] as? Int ?? 0)
+        }
+    }
+
     private func playing(_ daemon: DaemonProcess) throws -> Bool? {
         try daemon.connect().call("status")["result"].flatMap { ($0 as? [String: Any])?["playing"] as? Bool }
     }
@@ -207,12 +215,7 @@ final class FleetTests: XCTestCase {
         var bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "box-p")
         try bridge.waitConnected()
         XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
-        func rows() throws -> [Int] {
-            let plays = try daemon.connect().call("plays")
-            return ((plays["result"] as? [String: Any])?["plays"] as? [[String: Any]] ?? []).compactMap { play in
-                play["ended"] is NSNull ? nil : play["row"] as? Int
-            }
-        }
+        func rows() throws -> [Int] { try endedPlays(daemon).map(\.row) }
         XCTAssertTrue(waitUntil(timeout: 30) { (try? rows().count) ?? 0 >= 2 }, "plays before the outage")
         broker.stop()
         let before = try rows().count
@@ -244,12 +247,7 @@ final class FleetTests: XCTestCase {
         let daemon = try DaemonProcess(catalog: makeCatalog(Self.catalog))
         let bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "box-l")
         try bridge.waitConnected()
-        func ended() throws -> [(id: String, row: Int)] {
-            let plays = try daemon.connect().call("plays")
-            return ((plays["result"] as? [String: Any])?["plays"] as? [[String: Any]] ?? []).compactMap { play in
-                play["ended"] is NSNull ? nil : (play["id"] as? String ?? "", play["row"] as? Int ?? 0)
-            }
-        }
+        func ended() throws -> [(id: String, row: Int)] { try endedPlays(daemon) }
         XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
         XCTAssertTrue(waitUntil(timeout: 60) { (try? ended().count) ?? 0 >= 4 && bridge.cursor >= 4 }, "plays acknowledged: \(bridge.log)")
         let firstLedger = bridge.cursorLedger
@@ -306,12 +304,7 @@ final class FleetTests: XCTestCase {
         var bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "box-a", extra: ["--mqtt-keepalive", "60"])
         try bridge.waitConnected()
         XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
-        func rows() throws -> [Int] {
-            let plays = try daemon.connect().call("plays")
-            return ((plays["result"] as? [String: Any])?["plays"] as? [[String: Any]] ?? []).compactMap { play in
-                play["ended"] is NSNull ? nil : play["row"] as? Int
-            }
-        }
+        func rows() throws -> [Int] { try endedPlays(daemon).map(\.row) }
         XCTAssertTrue(waitUntil(timeout: 30) { (try? rows().count) ?? 0 >= 1 && bridge.cursor >= 1 }, "a first row acknowledged: \(bridge.log)")
         let acknowledged = bridge.cursor
         // Frozen: what the bridge publishes now is never acknowledged.
