@@ -49,7 +49,7 @@ public final class FleetBridge: Sendable {
         case status(JSONValue, generation: Int)
         case health(JSONValue, generation: Int)
         case plays([JSONValue], ledger: JSONValue?, full: Bool, generation: Int)
-        case reply(JSONValue, responseTopic: String?, correlation: [UInt8]?, generation: Int)
+        case reply(JSONValue, responseTopic: String?, correlation: [UInt8]?, key: String, generation: Int)
         case callFailed(generation: Int)
     }
 
@@ -67,7 +67,19 @@ public final class FleetBridge: Sendable {
     private let finished = Locked(false)
     private let calls = DispatchQueue(label: "adplayerd-mqtt-calls")
     private let pendingCalls = Locked(0)
-    private let counters = Locked((published: 0, commands: 0, refused: 0, rateLimited: 0, cursorResets: 0))
+    let counters = Locked(Counters())
+
+    /// What the bridge did and refused, for its log at stop and the tests.
+    struct Counters {
+        var published = 0, commands = 0, refused = 0, rateLimited = 0, cursorResets = 0
+        /// Response topics outside the reply namespace; retained commands dropped; commands
+        /// delivered again and answered with their first reply; PUBACKs with a failure reason.
+        var responseTopicsRefused = 0, retainedDropped = 0, duplicates = 0, pubacksRefused = 0
+    }
+
+    /// Seconds on the monotonic clock: every interval the bridge measures (a wall clock that
+    /// steps back must not stop reconnects or refuse every command).
+    static func now() -> Double { Double(MonotonicTime.now()) / 1e9 }
 
     public init(settings: Settings, link: DaemonLink, log: @escaping @Sendable (String) -> Void) {
         self.settings = settings
@@ -96,7 +108,7 @@ public final class FleetBridge: Sendable {
 
     /// A daemon call off the bridge's thread (it may take seconds); its answer comes back posted.
     /// At most `maxPendingCalls` wait: beyond, `refused` runs instead.
-    private func call(_ request: Request, timeout: Double = 5, _ answer: @escaping @Sendable (Result<JSONValue, ControlClient.Failure>) -> Input,
+    func call(_ request: Request, timeout: Double = 5, _ answer: @escaping @Sendable (Result<JSONValue, ControlClient.Failure>) -> Input,
                       refused: () -> Void = {}) {
         let admitted = pendingCalls.withLock { count -> Bool in
             guard count < 64 else { return false }
@@ -130,16 +142,16 @@ public final class FleetBridge: Sendable {
     public func stop() {
         stopping.withLock { $0 = true }
         signal()
-        let deadline = Date(timeIntervalSinceNow: 5)
-        while !finished.withLock({ $0 }), deadline.timeIntervalSinceNow > 0 { usleep(20_000) }
+        let deadline = Self.now() + 5
+        while !finished.withLock({ $0 }), Self.now() < deadline { usleep(20_000) }
         link.stop()
     }
 
     struct State {
         var connection: MqttConnection?
         var connected = false
-        var connectStarted = Date.distantPast
-        var nextAttempt = Date.distantPast
+        var connectStarted = -Double.infinity
+        var nextAttempt = -Double.infinity
         var backoff = 1.0
         var failures = 0
         var generation = 0
@@ -152,34 +164,43 @@ public final class FleetBridge: Sendable {
         var ackedRows: Set<Int64> = []
         var batchRows: [Int64] = []
         var morePlays = false
-        var lastPlaysPump = Date.distantPast
+        var lastPlaysPump = -Double.infinity
+        /// When the plays topic last moved (a batch published, a row acknowledged), and when a
+        /// batch the broker refused is tried again.
+        var lastPlaysProgress = -Double.infinity
+        var playsRetryAt = -Double.infinity
         var statusDirty = true
         var fetchingStatus = false
-        var lastStatus = Date.distantPast
+        var lastStatus = -Double.infinity
         var fetchingHealth = false
-        var lastHealth = Date.distantPast
+        var lastHealth = -Double.infinity
         var lastHealthText = ""
+        /// The command bucket: full at each connection (the first commands after `online` run).
         var tokens = 0.0
-        var lastRefill = Date()
-        var lastPublishAck = Date()
+        var lastRefill = FleetBridge.now()
+        var lastOverLimitReply = -Double.infinity
+        /// Commands seen lately (a bounded window): a redelivery is answered with the first reply.
+        var recent = RecentCommands()
+        /// What was said once: a refused response topic, a retained command, refused PUBACKs by reason.
+        var said: Set<String> = []
         var since = ISO8601.format(Date().timeIntervalSince1970)
     }
 
     private func run(_ state: inout State) {
         while !stopping.withLock({ $0 }) {
-            if state.connection == nil, Date() >= state.nextAttempt { connect(&state) }
+            if state.connection == nil, Self.now() >= state.nextAttempt { connect(&state) }
             drain(&state)
             if let connection = state.connection {
                 let code = connection.loop(50)
                 handle(connection.inbox, &state)
-                if code != 0 || (!state.connected && Date().timeIntervalSince(state.connectStarted) > 10) {
+                if code != 0 || (!state.connected && Self.now() - state.connectStarted > 10) {
                     lost(&state, code != 0 ? "the connection to the broker was lost (\(MqttConnection.errorText(code)))" : "no CONNACK within 10 s")
                     continue
                 }
                 if state.connected { periodic(&state) }
             } else {
                 let stopping = self.stopping
-                _ = inbox.wait(timeout: max(0, min(state.nextAttempt.timeIntervalSinceNow, 0.25))) { inbox in
+                _ = inbox.wait(timeout: max(0, min(state.nextAttempt - Self.now(), 0.25))) { inbox in
                     inbox.items.isEmpty && !stopping.withLock({ $0 }) ? nil : true
                 }
             }
@@ -187,10 +208,10 @@ public final class FleetBridge: Sendable {
         // A clean stop says so itself (the will is for the unclean ones).
         if let connection = state.connection, state.connected {
             let said = publish(connection, "\(topic)/online", ["online": false, "reason": "stopped", "box": .string(settings.boxID)], qos: 1, retain: true)
-            let deadline = Date(timeIntervalSinceNow: 2)
-            while let mid = said, deadline.timeIntervalSinceNow > 0 {
+            let deadline = Self.now() + 2
+            while let mid = said, Self.now() < deadline {
                 guard connection.loop(50) == 0 else { break }
-                if connection.inbox.items.contains(where: { if case .published(mid) = $0 { true } else { false } }) { break }
+                if connection.inbox.items.contains(where: { if case .published(mid, _) = $0 { true } else { false } }) { break }
             }
             connection.disconnect()
             _ = connection.loop(50)
@@ -213,7 +234,7 @@ public final class FleetBridge: Sendable {
             let connection = try MqttConnection(mqtt)
             try connection.connect(mqtt)
             state.connection = connection
-            state.connectStarted = Date()
+            state.connectStarted = Self.now()
         } catch {
             failed(&state, "\(error)")
         }
@@ -227,11 +248,11 @@ public final class FleetBridge: Sendable {
             log("mqtt: \(why); trying again (attempt \(state.failures), backing off up to 60 s)")
         }
         let wait = state.backoff * Double.random(in: 0.5...1.0)
-        state.nextAttempt = Date(timeIntervalSinceNow: wait)
+        state.nextAttempt = Self.now() + wait
         state.backoff = min(state.backoff * 2, 60)
     }
 
-    private func lost(_ state: inout State, _ why: String) {
+    func lost(_ state: inout State, _ why: String) {
         state.connection = nil
         state.connected = false
         state.inflightPlays = [:]
@@ -261,10 +282,22 @@ public final class FleetBridge: Sendable {
             case .disconnected(let reason):
                 lost(&state, "the connection to the broker was lost (\(MqttConnection.errorText(reason)))")
                 return
-            case .published(let mid):
-                state.lastPublishAck = Date()
-                if let row = state.inflightPlays.removeValue(forKey: mid) { acknowledged(row, &state) }
-            case .message(let topic, let payload, let responseTopic, let correlation):
+            case .published(let mid, let reason) where reason >= 0x80:
+                refusedAcknowledgement(mid, reason: reason, &state)
+            case .published(let mid, _):
+                if let row = state.inflightPlays.removeValue(forKey: mid) {
+                    state.lastPlaysProgress = Self.now()
+                    acknowledged(row, &state)
+                }
+            case .message(let topic, let payload, let retained, let responseTopic, let correlation):
+                guard !retained else {
+                    // A retained command is a standing one the broker replays at every
+                    // (re)subscription: never run (the subscription asks for none; this drops any).
+                    counters.withLock { $0.retainedDropped += 1 }
+                    sayOnce("retained:\(topic)", &state, "mqtt: a retained message on \(topic) was dropped: retained commands are never run "
+                            + "(clear it: mosquitto_pub -r -n -t \(topic))")
+                    continue
+                }
                 command(topic, payload, responseTopic: responseTopic, correlation: correlation, &state)
             case .log(let level, let text):
                 // Errors (and warnings) of libmosquitto: TLS refusals say why here.
@@ -277,7 +310,8 @@ public final class FleetBridge: Sendable {
         state.connected = true
         state.failures = 0
         state.backoff = 1
-        state.lastPublishAck = Date()
+        state.tokens = settings.commandsPerSecond   // full: automation configuring a box as it comes up is served
+        state.lastRefill = Self.now()
         log("mqtt: connected to \(settings.broker.tls ? "mqtts" : "mqtt")://\(settings.broker.host):\(settings.broker.port) as \(topic)")
         guard let connection = state.connection else { return }
         _ = publish(connection, "\(topic)/online", ["online": true, "version": .string(settings.version), "since": .string(state.since),
@@ -288,12 +322,12 @@ public final class FleetBridge: Sendable {
             for pattern in patterns where !connection.subscribe(pattern, qos: 1) { log("mqtt: cannot subscribe to \(pattern)") }
         }
         state.statusDirty = true
-        state.lastHealth = .distantPast
-        state.lastPlaysPump = .distantPast
+        state.lastHealth = -.infinity
+        state.lastPlaysPump = -.infinity
     }
 
     @discardableResult
-    private func publish(_ connection: MqttConnection, _ topic: String, _ value: JSONValue, qos: Int32, retain: Bool,
+    func publish(_ connection: MqttConnection, _ topic: String, _ value: JSONValue, qos: Int32, retain: Bool,
                          correlation: [UInt8]? = nil) -> Int32? {
         var bytes = value.line()
         bytes.removeLast()   // the newline
@@ -314,7 +348,7 @@ public final class FleetBridge: Sendable {
             switch item {
             case .event(let event):
                 state.statusDirty = true
-                if let name = event["event"]?.string, name == "ad.ended" { state.lastPlaysPump = .distantPast }
+                if let name = event["event"]?.string, name == "ad.ended" { state.lastPlaysPump = -.infinity }
                 guard state.connected, let connection = state.connection, matches(event["event"]?.string ?? "") else { continue }
                 publish(connection, "\(topic)/events", event.adding(["box": .string(settings.boxID)]), qos: 0, retain: false)
             case .daemon(let up):
@@ -344,7 +378,8 @@ public final class FleetBridge: Sendable {
                 guard generation == state.generation, state.connected, let connection = state.connection else { continue }
                 guard followLedger(ledger, &state) else { continue }
                 sendPlays(rows, full: full, connection, &state)
-            case .reply(let reply, let responseTopic, let correlation, let generation):
+            case .reply(let reply, let responseTopic, let correlation, let key, let generation):
+                state.recent.answered(key, reply)
                 guard generation == state.generation, state.connected, let connection = state.connection else { continue }
                 answer(reply, responseTopic: responseTopic, correlation: correlation, connection)
             case .callFailed(let generation):
@@ -366,9 +401,9 @@ public final class FleetBridge: Sendable {
     // MARK: Status, health, plays
 
     private func periodic(_ state: inout State) {
-        let now = Date()
+        let now = Self.now()
         let generation = state.generation
-        if state.statusDirty, !state.fetchingStatus, now.timeIntervalSince(state.lastStatus) >= settings.statusEvery {
+        if state.statusDirty, !state.fetchingStatus, now - state.lastStatus >= settings.statusEvery {
             state.statusDirty = false
             state.fetchingStatus = true
             state.lastStatus = now
@@ -377,7 +412,7 @@ public final class FleetBridge: Sendable {
                 return .status(status, generation: generation)
             } refused: { state.fetchingStatus = false }
         }
-        if !state.fetchingHealth, now.timeIntervalSince(state.lastHealth) >= settings.healthEvery {
+        if !state.fetchingHealth, now - state.lastHealth >= settings.healthEvery {
             state.fetchingHealth = true
             state.lastHealth = now
             call(.health) { result in
@@ -394,8 +429,8 @@ public final class FleetBridge: Sendable {
             } refused: { state.fetchingHealth = false }
         }
         // Plays: one batch at a time, after an ad ends, after connecting, and every 5 s.
-        if !state.fetchingPlays, state.inflightPlays.isEmpty, state.batchRows.isEmpty,
-           state.morePlays || now.timeIntervalSince(state.lastPlaysPump) >= 5 {
+        if !state.fetchingPlays, state.inflightPlays.isEmpty, state.batchRows.isEmpty, now >= state.playsRetryAt,
+           state.morePlays || now - state.lastPlaysPump >= 5 {
             state.morePlays = false
             state.fetchingPlays = true
             state.lastPlaysPump = now
@@ -406,10 +441,11 @@ public final class FleetBridge: Sendable {
                 return .plays(rows, ledger: reply["result"]?["ledger"], full: rows.count == Self.playsBatch, generation: generation)
             } refused: { state.fetchingPlays = false }
         }
-        // A broker that takes publishes and never acknowledges them: the connection is dropped
-        // (and made again) rather than letting libmosquitto's queue grow.
-        if !state.inflightPlays.isEmpty, now.timeIntervalSince(state.lastPublishAck) > 60 {
-            lost(&state, "the broker acknowledged nothing for 60 s")
+        // A broker that takes proof of play and never acknowledges it: the connection is dropped
+        // (and made again) rather than letting libmosquitto's queue grow. Judged by the plays
+        // topic alone: status acknowledgements arriving meanwhile do not hide it.
+        if !state.inflightPlays.isEmpty, now - state.lastPlaysProgress > 60 {
+            lost(&state, "the broker acknowledged no proof of play for 60 s")
         }
     }
 
@@ -430,6 +466,7 @@ public final class FleetBridge: Sendable {
                 fields[key] = row[key] ?? .null
             }
             guard let mid = publish(connection, "\(topic)/plays", .object(fields), qos: 1, retain: false) else { break }
+            if state.inflightPlays.isEmpty { state.lastPlaysProgress = Self.now() }
             state.inflightPlays[mid] = number
             sent.append(number)
         }
@@ -484,71 +521,12 @@ public final class FleetBridge: Sendable {
         saveCursor(state)
     }
 
-    // MARK: Commands
-
-    private func command(_ topic: String, _ payload: [UInt8], responseTopic: String?, correlation: [UInt8]?, _ state: inout State) {
-        guard state.connected, let connection = state.connection else { return }
-        let generation = state.generation
-        var response = responseTopic
-        if let candidate = response, !MqttConnection.publishable(candidate) {
-            log("mqtt: a command's response topic is not a topic to publish to; the reply goes to \(self.topic)/reply only")
-            response = nil
-        }
-        func refuse(_ id: JSONValue, _ error: ControlError) {
-            counters.withLock { $0.refused += 1 }
-            answer(Reply.error(id, error), responseTopic: response, correlation: correlation, connection)
-        }
-        // At most commandsPerSecond reach the daemon (a token bucket of one second's worth).
-        let now = Date()
-        state.tokens = min(settings.commandsPerSecond, state.tokens + now.timeIntervalSince(state.lastRefill) * settings.commandsPerSecond)
-        state.lastRefill = now
-        guard let value = try? JSONValue.parse(payload), value.object != nil else {
-            return refuse(.null, .malformed("a command is one JSON object {\"id\", \"cmd\", \"args\"} of at most \(Self.maxPayload) bytes"))
-        }
-        switch Commands.decode(value) {
-        case .failure(let failure):
-            refuse(failure.id, failure.error)
-        case .success(let envelope):
-            if case .subscribe = envelope.request {
-                return refuse(envelope.id, ControlError(.badArgs, "events are published on \(self.topic)/events: subscribe to that topic"))
-            }
-            let tier = settings.mqtt.commands ?? .read
-            if let refusal = Commands.refusal(envelope.request, tier: tier) {
-                return refuse(envelope.id, ControlError(.forbidden, "\(envelope.request.name) needs the \(Commands.row(of: envelope.request)?.tier.name ?? "?") tier; "
-                                                        + "commands from the broker have \(tier.name) (mqtt-commands)"))
-            }
-            guard state.tokens >= 1 else {
-                counters.withLock { $0.rateLimited += 1 }
-                return refuse(envelope.id, ControlError(.unavailable, "too many commands: at most \(Int(settings.commandsPerSecond)) a second reach the daemon"))
-            }
-            state.tokens -= 1
-            counters.withLock { $0.commands += 1 }
-            let id = envelope.id
-            let response = response
-            call(envelope.request, timeout: 10) { result in
-                switch result {
-                case .success(let reply):
-                    return .reply(reply.adding(["id": id]), responseTopic: response, correlation: correlation, generation: generation)
-                case .failure(let failure):
-                    return .reply(Reply.error(id, ControlError(.unavailable, "the daemon: \(failure.description)")), responseTopic: response,
-                                  correlation: correlation, generation: generation)
-                }
-            } refused: {
-                refuse(id, ControlError(.unavailable, "too many commands waiting for the daemon"))
-            }
-        }
-    }
-
-    private func answer(_ reply: JSONValue, responseTopic: String?, correlation: [UInt8]?, _ connection: MqttConnection) {
-        let value = reply.adding(["box": .string(settings.boxID)])
-        publish(connection, "\(topic)/reply", value, qos: 1, retain: false)
-        if let responseTopic { publish(connection, responseTopic, value, qos: 1, retain: false, correlation: correlation) }
-    }
-
     /// For the log at stop and the benchmark.
     public var summary: String {
         let c = counters.withLock { $0 }
-        return "published \(c.published), commands \(c.commands), refused \(c.refused), over the rate \(c.rateLimited), plays cursor started over \(c.cursorResets)"
+        return "published \(c.published), commands \(c.commands), refused \(c.refused), over the rate \(c.rateLimited), "
+            + "duplicates \(c.duplicates), retained dropped \(c.retainedDropped), response topics refused \(c.responseTopicsRefused), "
+            + "PUBACKs refused \(c.pubacksRefused), plays cursor started over \(c.cursorResets)"
     }
 }
 

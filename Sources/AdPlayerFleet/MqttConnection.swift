@@ -6,8 +6,10 @@ import Foundation
 enum MqttIncoming: Sendable {
     case connected(reason: Int32)
     case disconnected(reason: Int32)
-    case published(mid: Int32)
-    case message(topic: String, payload: [UInt8], responseTopic: String?, correlation: [UInt8]?)
+    /// A PUBACK: `reason` 0x80 or more is a refusal (a broker's ACL), not a delivery.
+    case published(mid: Int32, reason: Int32)
+    /// `retained`: the broker kept it and replays it (never a command to run).
+    case message(topic: String, payload: [UInt8], retained: Bool, responseTopic: String?, correlation: [UInt8]?)
     case log(level: Int32, text: String)
 }
 
@@ -31,8 +33,8 @@ private func inbox(_ context: UnsafeMutableRawPointer?) -> MqttInbox? {
 private let callbacks = cmqtt_callbacks(
     connected: { context, reason in inbox(context)?.items.append(.connected(reason: reason)) },
     disconnected: { context, reason in inbox(context)?.items.append(.disconnected(reason: reason)) },
-    published: { context, mid in inbox(context)?.items.append(.published(mid: mid)) },
-    message: { context, topic, payload, length, responseTopic, correlation, correlationLength in
+    published: { context, mid, reason in inbox(context)?.items.append(.published(mid: mid, reason: reason)) },
+    message: { context, topic, payload, length, retained, responseTopic, correlation, correlationLength in
         guard let box = inbox(context), let topic else { return }
         guard Int(length) <= box.maxPayload else {
             box.oversized += 1
@@ -40,8 +42,8 @@ private let callbacks = cmqtt_callbacks(
         }
         let bytes = payload.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(length))) } ?? []
         let correlationBytes = correlation.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(correlationLength))) }
-        box.items.append(.message(topic: String(cString: topic), payload: bytes, responseTopic: responseTopic.map { String(cString: $0) },
-                                  correlation: correlationBytes))
+        box.items.append(.message(topic: String(cString: topic), payload: bytes, retained: retained,
+                                  responseTopic: responseTopic.map { String(cString: $0) }, correlation: correlationBytes))
     },
     logged: { context, level, text in
         guard let text else { return }
@@ -149,6 +151,7 @@ final class MqttConnection {
     static func publishable(_ topic: String) -> Bool { topic.utf8.count <= 512 && cmqtt_publishable(topic) }
 
     static func connackReason(_ code: Int32) -> String { String(cString: cmqtt_connack(code)) }
+    static func reasonText(_ code: Int32) -> String { String(cString: cmqtt_reason(code)) }
 
     /// libmosquitto's words for one of its error codes (a keepalive that ran out, a reset).
     static func errorText(_ code: Int32) -> String {

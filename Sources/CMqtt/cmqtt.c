@@ -24,8 +24,9 @@ static void on_disconnect(struct mosquitto *m, void *obj, int rc, const mosquitt
 static void on_publish(struct mosquitto *m, void *obj, int mid, int reason, const mosquitto_property *props) {
     (void)m; (void)props;
     holder *h = obj;
-    /* A PUBACK whose reason is a failure (>= 0x80) is not an acknowledgement of delivery. */
-    if (reason < 0x80 && h->callbacks.published) h->callbacks.published(h->context, mid);
+    /* A PUBACK whose reason is a failure (>= 0x80) is not an acknowledgement of delivery: the
+       bridge hears it with its reason (and says so). */
+    if (h->callbacks.published) h->callbacks.published(h->context, mid, reason);
 }
 
 static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_message *message, const mosquitto_property *props) {
@@ -37,7 +38,8 @@ static void on_message(struct mosquitto *m, void *obj, const struct mosquitto_me
     mosquitto_property_read_string(props, MQTT_PROP_RESPONSE_TOPIC, &response, false);
     mosquitto_property_read_binary(props, MQTT_PROP_CORRELATION_DATA, &correlation, &correlation_length, false);
     if (h->callbacks.message) {
-        h->callbacks.message(h->context, message->topic, message->payload, message->payloadlen, response, correlation, correlation_length);
+        h->callbacks.message(h->context, message->topic, message->payload, message->payloadlen, message->retain, response, correlation,
+                             correlation_length);
     }
     free(response);
     free(correlation);
@@ -52,6 +54,7 @@ static void on_log(struct mosquitto *m, void *obj, int level, const char *text) 
 void cmqtt_init(void) { mosquitto_lib_init(); }
 const char *cmqtt_error(int code) { return mosquitto_strerror(code); }
 const char *cmqtt_connack(int reason) { return mosquitto_reason_string(reason); }
+const char *cmqtt_reason(int reason) { return mosquitto_reason_string(reason); }
 
 struct mosquitto *cmqtt_new(const char *client_id, void *context, const cmqtt_callbacks *callbacks) {
     holder *h = calloc(1, sizeof(holder));
@@ -115,7 +118,9 @@ int cmqtt_publish(struct mosquitto *client, int *mid, const char *topic, const v
 }
 
 int cmqtt_subscribe(struct mosquitto *client, const char *pattern, int qos) {
-    return mosquitto_subscribe_v5(client, NULL, pattern, qos, 0, NULL);
+    /* No retained message at subscription, and the retain flag kept on live ones: a retained
+       command is never run, whether it is replayed or published live with -r. */
+    return mosquitto_subscribe_v5(client, NULL, pattern, qos, MQTT_SUB_OPT_SEND_RETAIN_NEVER | MQTT_SUB_OPT_RETAIN_AS_PUBLISHED, NULL);
 }
 
 bool cmqtt_publishable(const char *topic) {

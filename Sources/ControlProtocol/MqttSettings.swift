@@ -7,6 +7,9 @@ public struct MqttSettings: Sendable, Equatable {
     public var broker: URLParts?
     /// nil: `/etc/machine-id` (the bridge reads it).
     public var boxID: String?
+    /// The levels under the prefix that are the fleet's, not a box's (`P/all/cmd`,
+    /// `P/group/G/cmd`, `P/reply/…`): no box may be named so.
+    public static let layoutWords: Set<String> = ["all", "group", "reply"]
     public var prefix = "adplayer"
     public var groups: [String] = []
     public var username: String?
@@ -57,6 +60,10 @@ public struct MqttSettings: Sendable, Equatable {
             broker = URLParts(tls: tls, host: String(host), port: port)
         case "mqtt-box-id":
             guard value.isEmpty || Self.isTopicName(value) else { throw UsageError("mqtt-box-id: 1 to 64 of A-Z a-z 0-9 . _ - (it is a topic level)") }
+            guard !Self.layoutWords.contains(value) else {
+                throw UsageError("mqtt-box-id: \(value) is a word of the topic layout (\(Self.layoutWords.sorted().joined(separator: ", "))): "
+                                 + "a box named so would take the fleet's topics as its own")
+            }
             boxID = value.isEmpty ? nil : value
         case "mqtt-prefix":
             let levels = value.split(separator: "/", omittingEmptySubsequences: false)

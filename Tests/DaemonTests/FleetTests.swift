@@ -12,7 +12,7 @@ final class Broker: @unchecked Sendable {
     private let configuration: String
 
     init(password: (user: String, password: String)? = nil, tls: (ca: String, cert: String, key: String)? = nil,
-         requireCertificate: Bool = false) throws {
+         requireCertificate: Bool = false, acl: String? = nil) throws {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("broker-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         port = try freePort()
@@ -25,6 +25,11 @@ final class Broker: @unchecked Sendable {
             lines += ["allow_anonymous false", "password_file \(file)"]
         } else {
             lines.append("allow_anonymous true")
+        }
+        if let acl {
+            let file = folder.appendingPathComponent("acl").path
+            try Data((acl + "\n").utf8).write(to: URL(fileURLWithPath: file))
+            lines.append("acl_file \(file)")
         }
         if let tls {
             lines += ["cafile \(tls.ca)", "certfile \(tls.cert)", "keyfile \(tls.key)"]
@@ -337,7 +342,7 @@ final class FleetTests: XCTestCase {
         let bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "h", extra: ["--mqtt-commands", "read"])
         try bridge.waitConnected()
         let listener = try BackgroundProcess("/usr/bin/mosquitto_sub", ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "adplayer/h/reply",
-                                                                      "-t", "answers/x"], collectOutput: true)
+                                                                      "-t", "adplayer/reply/x"], collectOutput: true)
         usleep(300_000)
         func reply(_ match: @escaping (String) -> Bool) -> String? {
             var found: String?
@@ -375,7 +380,7 @@ final class FleetTests: XCTestCase {
         var answered: Int?
         for attempt in 0..<30 where answered == nil {
             let id = 600 + attempt
-            try broker.publish("adplayer/h/cmd", "{\"id\": \(id), \"cmd\": \"status\"}", extra: ["-V", "5", "-D", "publish", "response-topic", "answers/x",
+            try broker.publish("adplayer/h/cmd", "{\"id\": \(id), \"cmd\": \"status\"}", extra: ["-V", "5", "-D", "publish", "response-topic", "adplayer/reply/x",
                                                                                          "-D", "publish", "correlation-data", "c-\(id)"])
             guard let said = reply({ $0.contains("\"id\":\(id),") }) else { continue }
             if said.contains("\"ok\":true") { answered = id } else { usleep(200_000) }
@@ -387,6 +392,101 @@ final class FleetTests: XCTestCase {
         XCTAssertEqual(try playing(daemon), true)
         XCTAssertTrue(bridge.log.contains("over 65536 bytes") || !listener.log.contains("\"id\":5,"),
                       "the oversized command was not run: \(bridge.log)")
+    }
+
+    /// The fleet channel cannot be turned against the boxes (issue 34, 1–4): a reply goes only
+    /// to the box's `P/B/reply` and, for a v5 response topic, only inside `P/reply/…` — never to
+    /// a box's command, state or proof topics (each refused response topic counted, said once);
+    /// a retained command is never run (replayed at connect, after a broker restart, or
+    /// published live with -r); the first commands after `online` are served (the bucket starts
+    /// full); a command delivered twice (same id, correlation, response topic) runs once and
+    /// both deliveries get the first reply.
+    func testTheFleetChannelCannotBeTurnedAgainstTheBoxes() throws {
+        let broker = try Broker()
+        let daemon = try DaemonProcess()
+        XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
+        // A retained pause waiting on the box's topic before its bridge ever connects.
+        try broker.publish("adplayer/h2/cmd", #"{"id": 1, "cmd": "pause"}"#, extra: ["-r"])
+        let everything = try BackgroundProcess("/usr/bin/mosquitto_sub", ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "#", "-v"],
+                                               collectOutput: true)
+        usleep(300_000)
+        let bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "h2", extra: ["--mqtt-commands", "control"])
+        try bridge.waitConnected()
+        // At once: twelve commands right after online, all served.
+        let burst = daemon.folder.appendingPathComponent("burst.txt").path
+        try Data((0..<12).map { "{\"id\": \(100 + $0), \"cmd\": \"status\"}" }.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: burst))
+        let burstSender = Process()
+        burstSender.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_pub")
+        burstSender.arguments = ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "adplayer/h2/cmd", "-l"]
+        burstSender.standardInput = FileHandle(forReadingAtPath: burst)
+        try burstSender.run()
+        burstSender.waitUntilExit()
+        func lines(_ topic: String) -> [String] {
+            everything.log.split(separator: "\n").filter { $0.hasPrefix(topic + " ") }.map(String.init)
+        }
+        XCTAssertTrue(waitUntil(timeout: 20) { lines("adplayer/h2/reply").filter { $0.contains("\"ok\":true") }.count >= 12 },
+                      "every command of the burst answered ok: \(lines("adplayer/h2/reply"))")
+        XCTAssertFalse(lines("adplayer/h2/reply").contains { $0.contains("too many commands") })
+        XCTAssertEqual(try playing(daemon), true, "the retained pause was not run")
+
+        // Response topics: the namespace only.
+        let hostile = ["adplayer/h2/cmd", "adplayer/other/cmd", "adplayer/all/cmd", "adplayer/group/lobby/cmd", "adplayer/other/plays",
+                       "adplayer/other/online", "adplayer/other/status", "adplayer/other/health", "adplayer/h2/plays", "elsewhere/x"]
+        for (index, topic) in hostile.enumerated() {
+            try broker.publish("adplayer/h2/cmd", "{\"id\": \(200 + index), \"cmd\": \"status\"}",
+                               extra: ["-V", "5", "-D", "publish", "response-topic", topic, "-D", "publish", "correlation-data", "c\(index)"])
+        }
+        try broker.publish("adplayer/h2/cmd", #"{"id": 300, "cmd": "status"}"#,
+                           extra: ["-V", "5", "-D", "publish", "response-topic", "adplayer/reply/ctl-1", "-D", "publish", "correlation-data", "ok"])
+        XCTAssertTrue(waitUntil(timeout: 20) { lines("adplayer/reply/ctl-1").contains { $0.contains("\"id\":300,") } }, "\(everything.log)")
+        XCTAssertTrue(waitUntil(timeout: 20) { (200..<210).allSatisfy { id in lines("adplayer/h2/reply").contains { $0.contains("\"id\":\(id),") } } })
+        for topic in hostile {
+            XCTAssertFalse(lines(topic).contains { line in (200..<210).contains { line.contains("\"id\":\($0),") } }, "nothing replied on \(topic)")
+        }
+        XCTAssertEqual(bridge.log.components(separatedBy: "outside the reply namespace").count - 1, 1, "said once: \(bridge.log)")
+
+        // The same command delivered twice: one run, the first reply twice.
+        let length = { () throws -> Int in
+            ((try daemon.connect().call("status", ["queue": true])["result"] as? [String: Any])?["queue"] as? [Any])?.count ?? -1
+        }
+        let before = try length()
+        let queue = "{\"id\": 400, \"cmd\": \"queue\", \"args\": {\"paths\": [\"\(try Media.path("episode-2.mp4"))\"]}}"
+        for _ in 0..<2 {
+            try broker.publish("adplayer/h2/cmd", queue, extra: ["-V", "5", "-D", "publish", "response-topic", "adplayer/reply/ctl-1",
+                                                                 "-D", "publish", "correlation-data", "dup"])
+        }
+        XCTAssertTrue(waitUntil(timeout: 20) { lines("adplayer/reply/ctl-1").filter { $0.contains("\"id\":400,") }.count == 2 }, "\(everything.log)")
+        let replies = Set(lines("adplayer/reply/ctl-1").filter { $0.contains("\"id\":400,") })
+        XCTAssertEqual(replies.count, 1, "the same reply twice: \(replies)")
+        XCTAssertEqual(try length(), before + 1, "run once")
+
+        // Retained, live: dropped and said; and nothing is replayed after a broker restart.
+        try broker.publish("adplayer/h2/cmd", #"{"id": 500, "cmd": "pause"}"#, extra: ["-r"])
+        XCTAssertTrue(waitUntil(timeout: 20) { bridge.log.contains("retained commands are never run") }, bridge.log)
+        broker.stop()
+        try broker.start()
+        XCTAssertTrue(waitUntil(timeout: 30) { bridge.log.components(separatedBy: "mqtt: connected").count >= 3 }, bridge.log)
+        usleep(500_000)
+        XCTAssertEqual(try playing(daemon), true, "no retained pause ran, before or after the restart")
+        XCTAssertFalse(lines("adplayer/h2/reply").contains { $0.contains("\"id\":500,") || $0.contains("\"id\":1,") })
+    }
+
+    /// A broker whose ACL refuses the box's proof-of-play topic (PUBACK 0x87): the bridge says
+    /// so once, counts it, keeps the plays (the cursor does not move) and tries them again —
+    /// while status and health go on (issue 34, 5).
+    func testARefusedPubackIsSaidAndThePlaysWait() throws {
+        let acl = ["adplayer/acl/online", "adplayer/acl/status", "adplayer/acl/health", "adplayer/acl/events", "adplayer/acl/reply",
+                   "adplayer/acl/cmd", "adplayer/all/cmd"].map { "topic readwrite \($0)" }.joined(separator: "\n")
+        let broker = try Broker(acl: acl)
+        let daemon = try DaemonProcess(catalog: makeCatalog(Self.catalog))
+        let bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "acl")
+        try bridge.waitConnected()
+        XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
+        XCTAssertTrue(waitUntil(timeout: 60) { bridge.log.contains("refused a publish of proof of play") }, bridge.log)
+        XCTAssertTrue(bridge.log.contains("Not authorized") || bridge.log.contains("0x87"), bridge.log)
+        XCTAssertEqual(bridge.cursor, 0, "nothing acknowledged, nothing skipped")
+        XCTAssertEqual(bridge.log.components(separatedBy: "refused a publish of proof of play").count - 1, 1, "said once")
+        XCTAssertTrue(bridge.process.isRunning)
     }
 
     /// A "broker" that accepts the connection and never answers: the attempt is given up (no
@@ -413,6 +513,11 @@ final class FleetTests: XCTestCase {
         (status, output) = try runToEnd(Executables.adplayerd, ["check-config", "--socket", "/tmp/never.sock", "--mqtt-box-id", "lobby/#"])
         XCTAssertEqual(status, 2, output)
         XCTAssertTrue(output.contains("mqtt-box-id"), output)
+        for word in ["all", "group", "reply"] {
+            (status, output) = try runToEnd(Executables.adplayerd, ["check-config", "--socket", "/tmp/never.sock", "--mqtt-box-id", word])
+            XCTAssertEqual(status, 2, output)
+            XCTAssertTrue(output.contains("a word of the topic layout"), output)
+        }
         (status, output) = try runToEnd(Executables.adplayerd, ["check-config", "--socket", "/tmp/never.sock", "--mqtt-broker", "mqtts://broker:8883",
                                                                  "--mqtt-ca-file", "/nonexistent/ca.pem", "--mqtt-cert-file", "/nonexistent/box.pem"])
         XCTAssertEqual(status, 2, output)

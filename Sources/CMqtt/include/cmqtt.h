@@ -12,8 +12,8 @@ struct mosquitto;
 typedef struct cmqtt_callbacks {
     void (*connected)(void *context, int reason);                  /* CONNACK: 0 accepted */
     void (*disconnected)(void *context, int reason);               /* 0: asked for */
-    void (*published)(void *context, int mid);                     /* QoS 1: PUBACK */
-    void (*message)(void *context, const char *topic, const void *payload, int length,
+    void (*published)(void *context, int mid, int reason);         /* QoS 1: PUBACK (reason >= 0x80: refused) */
+    void (*message)(void *context, const char *topic, const void *payload, int length, bool retained,
                     const char *response_topic, const void *correlation, int correlation_length);
     void (*logged)(void *context, int level, const char *text);
 } cmqtt_callbacks;
@@ -22,6 +22,7 @@ typedef struct cmqtt_callbacks {
 void cmqtt_init(void);
 const char *cmqtt_error(int code);
 const char *cmqtt_connack(int reason);
+const char *cmqtt_reason(int reason);   /* a v5 reason code in words (a refused PUBACK's) */
 
 /* A client (MQTT 5); NULL on failure. */
 struct mosquitto *cmqtt_new(const char *client_id, void *context, const cmqtt_callbacks *callbacks);
@@ -44,6 +45,8 @@ int cmqtt_loop(struct mosquitto *client, int timeout_ms);
    `correlation` (may be NULL) goes out as the v5 correlation data. */
 int cmqtt_publish(struct mosquitto *client, int *mid, const char *topic, const void *payload, int length, int qos, bool retain,
                   const void *correlation, int correlation_length);
+/* Subscribes; the broker sends no retained message for it (v5 Retain Handling 2) and keeps the
+   retain flag of live messages (Retain As Published): the bridge drops retained commands. */
 int cmqtt_subscribe(struct mosquitto *client, const char *pattern, int qos);
 
 /* Whether `topic` is a topic a client may publish to (UTF-8, no wildcard, no NUL). */
