@@ -13,6 +13,18 @@ public enum JSONValue: Sendable, Equatable {
     case array([JSONValue])
     case object([String: JSONValue])
 
+    /// Every string in it (keys too) as one line without control characters (`OneLine`): what
+    /// a person's terminal is shown of replies and events that carry ad servers' and catalogs'
+    /// text (`adplayerctl`'s human output).
+    public var printable: JSONValue {
+        switch self {
+        case .string(let text): .string(OneLine.escape(text))
+        case .array(let values): .array(values.map(\.printable))
+        case .object(let fields): .object(Dictionary(fields.map { (OneLine.escape($0.key), $0.value.printable) }, uniquingKeysWith: { a, _ in a }))
+        default: self
+        }
+    }
+
     public static func int(_ value: Int) -> JSONValue { .int(Int64(value)) }
     public static func int(_ value: UInt64) -> JSONValue { value <= UInt64(Int64.max) ? .int(Int64(value)) : .number(Double(value)) }
 

@@ -54,15 +54,15 @@ do {
     let reply = try client.call(request)
     let ok = reply["ok"]?.bool == true
     if case .subscribe = request {
-        guard ok else { fail(Human.error(reply), code: 1) }
+        guard ok else { fail(Human.error(reply.printable), code: 1) }
         while true {
             let event = try client.readMessage()
-            write(json ? event.text : Human.event(event))
+            write(json ? event.text : Human.event(event.printable))
         }
     }
     // health: its verdict is the exit status (0 ok, 1 degraded, 2 failing), for health hooks.
     if case .health = request, ok {
-        write(json ? reply.text : Human.result(request, reply["result"] ?? .object([:])))
+        write(json ? reply.text : Human.result(request, reply.printable["result"] ?? .object([:])))
         switch reply["result"]?["status"]?.string {
         case "ok": exit(0)
         case "degraded": exit(1)
@@ -72,10 +72,12 @@ do {
     if json {
         write(reply.text)
     } else if ok {
-        write(Human.result(request, reply["result"] ?? .object([:])))
+        // What a person reads carries ad servers' and catalogs' text: one line each, no control
+        // characters (--json is JSON, escaped by its encoding).
+        write(Human.result(request, reply.printable["result"] ?? .object([:])))
     }
     if !ok {
-        if !json { FileHandle.standardError.write(Data("adplayerctl: \(Human.error(reply))\n".utf8)) }
+        if !json { FileHandle.standardError.write(Data("adplayerctl: \(Human.error(reply.printable))\n".utf8)) }
         exit(1)
     }
 } catch {

@@ -89,10 +89,10 @@ struct AdsCheckCommand {
                     if let at = ad.at { line += ", at \(at)s" }
                     if let share = ad.atPercent { line += ", at \(share)% of the episode" }
                     if !ad.tracking.isEmpty { line += ", tracking " + ad.tracking.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ") }
-                    print(line)
+                    print(OneLine.escape(line))   // ids and text are the ad servers' and the catalog's
                 }
                 for problem in report.problems {
-                    print("  \(problem.kind.padding(toLength: 9, withPad: " ", startingAt: 0)) \(problem.id.map { "\($0): " } ?? "")nothing: \(problem.message) [\(problem.code)]")
+                    print(OneLine.escape("  \(problem.kind.padding(toLength: 9, withPad: " ", startingAt: 0)) \(problem.id.map { "\($0): " } ?? "")nothing: \(problem.message) [\(problem.code)]"))
                 }
             }
         }

@@ -16,6 +16,36 @@ final class EdgeTests: XCTestCase {
 
     override func tearDownWithError() throws { try? FileManager.default.removeItem(at: scratch) }
 
+    /// What an ad server or a catalog names reaches an operator's terminal as text, never as
+    /// terminal commands or forged lines (issue 34, 12): an overlay id with ESC[31m and a newline
+    /// followed by a log-like line is printed escaped by `adplayerctl status`, `plays`, `events`
+    /// and `adplayerd ads-check` — no ESC byte, no line that starts with the forgery.
+    func testHostileTextReachesTheTerminalEscaped() throws {
+        let id = "ov\u{1b}[31m-red\n<0>adplayerd: FORGED \u{9b}2J"
+        let catalog = try makeCatalog("""
+            {"version": 1, "overlays": [{"id": \(String(decoding: try JSONSerialization.data(withJSONObject: [id]), as: UTF8.self).dropFirst().dropLast()),
+              "text": "Hi", "slots": [{"start": 0.2, "duration": 30}]}]}
+            """)
+        let daemon = try DaemonProcess(catalog: catalog)
+        let follower = try BackgroundProcess(Executables.adplayerctl, ["--socket", daemon.socket, "events", "ad.started"], collectOutput: true)
+        usleep(300_000)
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.started"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-long.mp4")])
+        _ = try events.event(named("ad.started", "kind", "overlay"))
+        XCTAssertTrue(waitUntil(timeout: 20) { follower.log.contains("ov\\x1b[31m-red") }, follower.log)
+        var outputs = [("events", follower.log)]
+        for command in ["status", "plays"] { outputs.append((command, try daemon.ctl(command).1)) }
+        let (_, checked) = try runToEnd(Executables.adplayerd, ["ads-check", catalog.path])
+        outputs.append(("ads-check", checked))
+        for (what, output) in outputs {
+            XCTAssertTrue(output.contains("ov\\x1b[31m-red\\n<0>adplayerd: FORGED \\x9b2J"), "\(what): \(output)")
+            XCTAssertFalse(output.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x9B }, "\(what): no control character")
+            XCTAssertFalse(output.split(separator: "\n").contains { $0.hasPrefix("<0>adplayerd: FORGED") }, "\(what): no forged line")
+        }
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
     /// An ad over an episode with no video (audio only) would be on no screen: none is asked
     /// for — no `ad.requested`, no `ad.started`, no impression, no proof of play — while the
     /// same catalog's overlay over a video episode shows (issue 23: it was billed as seen; then

@@ -149,25 +149,7 @@ public final class Logger: Sendable {
     }
 
     /// One line: `\n`, `\r`, other control characters and backslashes written as escapes.
-    public static func escape(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count)
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\\": out += "\\\\"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    out += String(format: "\\x%02x", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out
-    }
+    public static func escape(_ text: String) -> String { OneLine.escape(text) }
 }
 
 /// A line of the log as `logs` returns it: when, how grave, what (escaped to one line, at most
