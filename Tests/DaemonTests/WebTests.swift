@@ -42,6 +42,35 @@ final class WebTests: XCTestCase {
         try XCTUnwrap(try JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any], response.text)
     }
 
+    /// `screenshot` is limited by the daemon for every client (issue 34, 10): fifty at once on
+    /// the socket and thirty through the page's `POST /api/command` make at most one grab a
+    /// second between them (each answer names a file that exists), not one a request.
+    func testScreenshotsAreLimitedForEveryClient() throws {
+        let daemon = try DaemonProcess()
+        XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
+        let web = try WebProcess(socket: daemon.socket)
+        let started = Date()
+        let paths = Locked<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 50) { _ in
+            if let path = ((try? daemon.connect().call("screenshot", ["with_ads": false]))?["result"] as? [String: Any])?["path"] as? String {
+                paths.withLock { $0.append(path) }
+            }
+        }
+        DispatchQueue.concurrentPerform(iterations: 30) { _ in
+            guard let response = try? RawHTTP.command(port: web.port, #"{"id": 1, "cmd": "screenshot", "args": {"with_ads": false}}"#),
+                  let reply = try? JSONSerialization.jsonObject(with: Data(response.body)) as? [String: Any],
+                  let path = (reply["result"] as? [String: Any])?["path"] as? String else { return }
+            paths.withLock { $0.append(path) }
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        let answered = paths.withLock { $0 }
+        XCTAssertEqual(answered.count, 80, "every request answered")
+        let grabs = Set(answered)
+        XCTAssertLessThanOrEqual(grabs.count, Int(elapsed / 1.0) + 2, "one grab a second, not one a request (\(elapsed) s)")
+        XCTAssertTrue(grabs.allSatisfy { FileManager.default.fileExists(atPath: $0) })
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
     /// Chromium loads the page: it shows the episode and its overlay; a pause made by another
     /// client shows on the page (paused, no ad) without a reload; the page's buttons play and
     /// pause; a screenshot of the page is kept under .build/test-artifacts.

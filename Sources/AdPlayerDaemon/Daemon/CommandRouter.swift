@@ -20,6 +20,8 @@ public final class CommandRouter: Sendable {
     private let metrics: Metrics?
     private let outbox: BeaconOutbox?
     private let screenshots: String?
+    /// One grab a second of each kind, for every client (`ScreenshotLimiter`).
+    private let screenshotLimiter = ScreenshotLimiter()
     private let extras: Extras
 
     /// What answers `health`, `logs`, `reload` and `identify` (nil: the command is `unavailable`).
@@ -144,28 +146,32 @@ public final class CommandRouter: Sendable {
         }
     }
 
-    /// On the files worker: the folder (the daemon's own, the oldest shots beyond the last 20
-    /// gone), then the loop takes the shot; inline, the file is read back here once written.
+    /// On the files worker: at most one grab of each kind a second for every client
+    /// (`ScreenshotLimiter`: a request meanwhile gets the last one's file); a grab makes the
+    /// folder (the daemon's own, the oldest shots beyond the last 20 gone), then the loop takes
+    /// the shot; inline, the file is read back here once written.
     private func screenshot(in folder: String, withAds: Bool, inline: Bool, _ reply: @escaping @Sendable (Result<JSONValue, ControlError>) -> Void) {
-        let path: String
-        do {
-            path = try Self.screenshotPath(in: folder)
-        } catch {
-            return reply(.failure(ControlError(.internalError, "screenshot: \(error)")))
-        }
         let files = self.files
         let answer: @Sendable (Result<JSONValue, ControlError>) -> Void
         if inline {
             answer = { (result: Result<JSONValue, ControlError>) in
-                guard case .success(let value) = result else { return reply(result) }
+                guard case .success(let value) = result, let path = value["path"]?.string else { return reply(result) }
                 files.execute { reply(Self.inlined(value, path: path)) }
             }
         } else {
             answer = reply
         }
-        let controller = self.controller
-        let accepted = loop.execute { controller.screenshot(to: path, withAds: withAds, reply: answer) }
-        if !accepted { reply(.failure(ControlError(.unavailable, "the player has shut down"))) }
+        let controller = self.controller, loop = self.loop
+        screenshotLimiter.shot(withAds: withAds, answer) { done in
+            let path: String
+            do {
+                path = try Self.screenshotPath(in: folder)
+            } catch {
+                return done(.failure(ControlError(.internalError, "screenshot: \(error)")))
+            }
+            let accepted = loop.execute { controller.screenshot(to: path, withAds: withAds, reply: done) }
+            if !accepted { done(.failure(ControlError(.unavailable, "the player has shut down"))) }
+        }
     }
 
     /// Largest screenshot a reply carries inline (the web page's `screenshot.png`).
