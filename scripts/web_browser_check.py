@@ -9,7 +9,9 @@ Checks, in order (each waits at most 20 s: a bound for a failing run, not a timi
 2. after `adplayerctl pause` (another client), the page shows `paused` and no ad — with no
    reload: a marker set on the page before the pause is still there after;
 3. the page's Play button plays (the daemon's own status says so), its Pause button pauses;
-4. a screenshot of the page is saved to ARTIFACT_DIR/web-page.png.
+4. a screenshot of the page is saved to ARTIFACT_DIR/web-page.png;
+5. with every event stream taken, a new page is refused (503, Retry-After) and says so; once
+   the streams are free it follows again by itself and shows what happened meanwhile.
 
 Prints one JSON object (the figures: how long the page took to show the pause, in ms) and
 exits 0; on a failed check, says which on stderr and exits 1.
@@ -86,6 +88,36 @@ try:
     path = os.path.join(artifacts, "web-page.png")
     driver.save_screenshot(path)
     result["screenshot"] = path
+
+    # 5. A page opened while every event stream is taken is refused (503 with Retry-After),
+    #    says so, and recovers by itself once streams are free: it shows what happened meanwhile.
+    from urllib.parse import urlparse
+    import socket as sockets
+    where = urlparse(url)
+    taken = []
+    for _ in range(31):   # with this page's own: all 32
+        s = sockets.create_connection((where.hostname, where.port), timeout=10)
+        s.sendall(("GET /events HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (where.hostname, where.port)).encode())
+        taken.append(s)
+    for s in taken:
+        if not s.recv(4096).startswith(b"HTTP/1.1 200"):
+            fail("an event stream was refused before the cap")
+    refused = sockets.create_connection((where.hostname, where.port), timeout=10)
+    refused.sendall(("GET /events HTTP/1.1\r\nHost: %s:%d\r\n\r\n" % (where.hostname, where.port)).encode())
+    answer = refused.recv(4096)
+    refused.close()
+    if not answer.startswith(b"HTTP/1.1 503") or b"Retry-After" not in answer:
+        fail("past the cap, not a 503 with Retry-After: %r" % answer[:200])
+    driver.switch_to.new_window("tab")
+    driver.get(url)
+    until("a page refused its stream says the web server is not answering", lambda: field("daemon") == "web server not answering")
+    for s in taken:
+        s.close()
+    played = subprocess.run([ctl, "--socket", socket, "play"], capture_output=True, text=True, timeout=20)
+    if played.returncode != 0:
+        fail("adplayerctl play: " + played.stderr)
+    until("the refused page recovers and shows what happened meanwhile (playing)",
+          lambda: field("daemon") == "daemon answers" and field("state") == "playing")
     print(json.dumps(result))
 finally:
     driver.quit()

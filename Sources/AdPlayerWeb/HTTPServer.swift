@@ -177,9 +177,7 @@ public final class HTTPServer: Sendable {
         }
         guard let id = admitted else {
             counters.withLock { $0.refused += 1 }
-            let response = HTTPResponse.error(503, "the server is busy: every connection is in use; try again")
-            _ = Self.send(fd, response.head(keepAlive: false, method: "GET") + response.body)
-            close(fd)
+            refuse(fd)
             return
         }
         Self.thread(named: "web-conn") { [self] in
@@ -287,11 +285,37 @@ public final class HTTPServer: Sendable {
 
     /// Before closing: no more writes, and what the client still sends (the rest of a head too
     /// large) read and dropped for a moment, so that its answer is not lost to a reset.
-    static func linger(_ fd: Int32) {
+    /// Connections answered 503 at once (every slot in use), lingering on a queue of their own
+    /// so that the answer is read — closing a socket with its request unread would reset it, and
+    /// the client would get no answer at all. At most `maxRefusing` linger; beyond, closed.
+    private static let refusals = DispatchQueue(label: "web-refusals", attributes: .concurrent)
+    private static let refusing = Locked(0)
+    static let maxRefusing = 64
+
+    private func refuse(_ fd: Int32) {
+        let response = HTTPResponse.error(503, "the server is busy: every connection is in use; try again", headers: [("Retry-After", "2")])
+        _ = Self.send(fd, response.head(keepAlive: false, method: "GET") + response.body)
+        let admitted = Self.refusing.withLock { count -> Bool in
+            guard count < Self.maxRefusing else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else {
+            close(fd)
+            return
+        }
+        Self.refusals.async {
+            Self.linger(fd, for: 0.5)
+            close(fd)
+            Self.refusing.withLock { $0 -= 1 }
+        }
+    }
+
+    static func linger(_ fd: Int32, for seconds: Double = 1) {
         Glibc.shutdown(fd, Int32(SHUT_WR))
         var chunk = [UInt8](repeating: 0, count: 16384)
         var drained = 0
-        let deadline = Date(timeIntervalSinceNow: 1)
+        let deadline = Date(timeIntervalSinceNow: seconds)
         while drained < 4 << 20, deadline.timeIntervalSinceNow > 0, wait(fd, timeout: deadline.timeIntervalSinceNow) {
             let n = recv(fd, &chunk, chunk.count, Int32(MSG_DONTWAIT))
             if n < 0 && errno == EINTR { continue }

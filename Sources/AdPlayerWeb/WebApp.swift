@@ -327,7 +327,9 @@ public final class WebApp: Sendable {
     }
 
     private func events() -> HTTPResponse {
-        guard let stream = hub.open() else { return .error(503, "\(EventHub.maxStreams) event streams are open already") }
+        guard let stream = hub.open() else {
+            return .error(503, "\(EventHub.maxStreams) event streams are open already; try again", headers: [("Retry-After", "5")])
+        }
         // The first message: whether the daemon answers; a status follows shortly.
         stream.send(EventStream.frame(event: "daemon", data: connected.withLock { $0 } ? "{\"connected\":true}" : "{\"connected\":false}"))
         markDirty()

@@ -290,13 +290,31 @@ enum WebPage {
           },
         };
 
+        // The event stream. A refused one (a 503: every stream taken) is closed for good by the
+        // browser: tried again here after 1 s doubling to 30 s (with jitter), and once it is open
+        // the page catches up on what it missed meanwhile.
+        let followBackoff = 1000;
         function follow() {
           const source = new EventSource('/events');
+          source.onopen = () => {
+            followBackoff = 1000;
+            get('/api/status').then(renderStatus).catch(() => {});
+            get('/api/health').then(renderHealth).catch(() => {});
+            loadPlays();
+          };
           source.addEventListener('status', (m) => renderStatus(Object.assign(status && status.box ? { box: status.box } : {}, JSON.parse(m.data))));
           source.addEventListener('health', (m) => renderHealth(JSON.parse(m.data)));
           source.addEventListener('protocol', (m) => applyEvent(JSON.parse(m.data)));
           source.addEventListener('daemon', (m) => { const up = JSON.parse(m.data).connected; set('daemon', up ? 'daemon answers' : 'daemon not answering'); field('daemon').className = 'pill ' + (up ? 'ok' : 'failing'); });
-          source.onerror = () => { set('daemon', 'web server not answering'); field('daemon').className = 'pill failing'; };
+          source.onerror = () => {
+            set('daemon', 'web server not answering'); field('daemon').className = 'pill failing';
+            if (source.readyState === EventSource.CLOSED) {
+              source.close();
+              const wait = followBackoff * (0.5 + Math.random() / 2);
+              followBackoff = Math.min(followBackoff * 2, 30000);
+              setTimeout(follow, wait);
+            }
+          };
         }
 
         document.addEventListener('DOMContentLoaded', () => {

@@ -71,6 +71,44 @@ final class WebTests: XCTestCase {
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
     }
 
+    /// A flood of event-stream requests, far past the caps (32 streams, 64 connections): every
+    /// connection gets an answer — its stream, or a 503 with `Retry-After` — none is closed
+    /// unanswered (issue 34, 9).
+    func testEveryConnectionPastTheCapsIsAnswered() throws {
+        let daemon = try DaemonProcess()
+        let web = try WebProcess(socket: daemon.socket)
+        let script = """
+            import socket, sys, threading
+            port = int(sys.argv[1]); n = 150
+            barrier = threading.Barrier(n); results = [None] * n; keep = []
+            def one(i):
+                try:
+                    barrier.wait()
+                    s = socket.create_connection(("127.0.0.1", port), timeout=15)
+                    s.sendall(("GET /events HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\n\\r\\n" % port).encode())
+                    data = b""
+                    while b"\\r\\n\\r\\n" not in data:
+                        chunk = s.recv(4096)
+                        if not chunk: break
+                        data += chunk
+                    keep.append(s)
+                    results[i] = "200" if data.startswith(b"HTTP/1.1 200") else ("503+retry" if data.startswith(b"HTTP/1.1 503") and b"Retry-After" in data else "none:" + repr(data[:40]).replace(" ", "_"))
+                except Exception as e:
+                    results[i] = "none:" + type(e).__name__
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+            [t.start() for t in threads]; [t.join() for t in threads]
+            print(",".join(sorted(set(results))), results.count("200"), sum(1 for r in results if r.startswith("none")))
+            """
+        let (status, output) = try runToEnd("/usr/bin/python3", ["-c", script, String(web.port)])
+        XCTAssertEqual(status, 0, output)
+        let words = output.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ")
+        XCTAssertEqual(words.count, 3, output)
+        XCTAssertEqual(words.last, "0", "every connection answered: \(output)")
+        XCTAssertEqual(words.dropFirst().first, "32", "the streams up to the cap: \(output)")
+        XCTAssertTrue(web.process.isRunning)
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
     /// Chromium loads the page: it shows the episode and its overlay; a pause made by another
     /// client shows on the page (paused, no ad) without a reload; the page's buttons play and
     /// pause; a screenshot of the page is kept under .build/test-artifacts.
