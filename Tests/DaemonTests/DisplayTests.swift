@@ -96,6 +96,45 @@ final class DisplayTests: XCTestCase {
         XCTAssertFalse(daemon.log.contains("no cec-ctl"), daemon.log)
     }
 
+    /// A `cec-command` that hangs with a child of its own holding its output, after printing 50
+    /// MB: killed at 10 s with what it started, never a zombie, its output not held (the
+    /// daemon's peak memory does not follow it), said once — and the next command runs.
+    func testAHangingTalkativeCECCommandCostsNothingAndTheNextOneRuns() throws {
+        let folder = scratch.appendingPathComponent("bin").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let calls = scratch.appendingPathComponent("cec-calls").path
+        let script = """
+            #!/bin/sh
+            echo "$@" >> '\(calls)'
+            case "$*" in *--standby*) sleep 300 & head -c 50000000 /dev/zero | tr '\\0' x; sleep 300 ;; esac
+            exit 0
+            """
+        try Data(script.utf8).write(to: URL(fileURLWithPath: folder + "/cec-ctl"))
+        chmod(folder + "/cec-ctl", 0o755)
+        let environment = ["PATH": folder + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")]
+        let daemon = try DaemonProcess(environment: environment)
+        let pid = daemon.process.processIdentifier
+        let before = ReliabilityTests.peakResidentMiB(pid)
+        XCTAssertEqual(try runToEnd(Executables.adplayerctl, ["--socket", daemon.socket, "display", "off"]).status, 0)
+        XCTAssertEqual(try runToEnd(Executables.adplayerctl, ["--socket", daemon.socket, "display", "on"]).status, 0)
+        XCTAssertTrue(waitUntil(timeout: 30) { daemon.log.contains("did not finish within 10 s") }, daemon.log)
+        XCTAssertTrue(waitUntil(timeout: 20) {
+            ((try? String(contentsOfFile: calls, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) == ["--standby", "--image-view-on"]
+        }, "the next command ran: \((try? String(contentsOfFile: calls, encoding: .utf8)) ?? "")")
+        XCTAssertTrue(waitUntil(timeout: 20) { daemon.log.contains("--image-view-on works again") }, daemon.log)
+        func zombies() -> [Int32] {
+            ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { Int32($0) }.filter { child in
+                guard let stat = try? String(contentsOfFile: "/proc/\(child)/stat", encoding: .utf8),
+                      let fields = stat.split(separator: ")").last?.split(separator: " "), fields.count > 2 else { return false }
+                return fields[0] == "Z" && Int32(fields[1]) == pid
+            }
+        }
+        XCTAssertEqual(zombies(), [], "every child reaped")
+        XCTAssertLessThan(ReliabilityTests.peakResidentMiB(pid) - before, 32, "50 MB of output not held")
+        XCTAssertEqual(daemon.log.components(separatedBy: "did not finish within").count - 1, 1, "said once")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
     /// A box without `cec-ctl` says so once and blanks only; the display still goes off and on.
     func testWithoutCECItSaysSoOnceAndBlanksOnly() throws {
         let daemon = try DaemonProcess(extra: ["--cec-command", scratch.appendingPathComponent("no-such-cec-ctl").path])

@@ -6,7 +6,8 @@ import Foundation
 /// `--image-view-on` appended.
 ///
 /// Off the loop: each request goes to a thread of its own kind (`Workers`, one thread), the
-/// command is found on `PATH` there, run with its output read, and given 10 s (then killed).
+/// command is found on `PATH` there and run as a `ChildProcess` — its own process group, 10 s
+/// (then killed with everything it started), the last 4 KiB of its output kept, always reaped.
 /// Requests made while one runs are coalesced to the last. A box without the command, or
 /// without a CEC device, says so **once** (then blanks only); a failure that changes is said
 /// again, and so is the first success after failures.
@@ -58,34 +59,15 @@ public final class CECControl: Sendable {
             say("display: no \(command.first ?? "cec-command") on PATH (Debian: apt-get install v4l-utils): the output is blanked only, the display's power is not switched")
             return
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = Array(command.dropFirst()) + [flag]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
+        let outcome: ChildProcess.Outcome
         do {
-            try process.run()
+            outcome = try ChildProcess.run(path, Array(command.dropFirst()) + [flag], timeout: Self.timeout)
         } catch {
-            say("display: \(path) cannot be run (\(error)): the output is blanked only")
+            say("display: \(error): the output is blanked only")
             return
         }
-        let done = Handover<Void>()
-        let reader = output.fileHandleForReading
-        let collected = Locked(Data())
-        workersForOutput.execute {
-            let data = reader.readDataToEndOfFile()   // bounded by the timeout below: the process is killed
-            collected.withLock { $0 = data.prefix(4096) }
-            done.fulfil(())
-        }
-        if done.wait(timeout: 10) == nil {
-            kill(process.processIdentifier, SIGKILL)
-            _ = done.wait(timeout: 2)
-        }
-        process.waitUntilExit()
-        let text = String(decoding: collected.withLock { $0 }, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-        if process.terminationReason == .exit, process.terminationStatus == 0 {
+        let text = outcome.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        if outcome.status == 0 {
             if state.withLock({ state in defer { state.lastProblem = nil }; return state.lastProblem != nil }) {
                 log.notice("display: \(path) \(flag) works again")
             } else {
@@ -93,10 +75,14 @@ public final class CECControl: Sendable {
             }
             return
         }
+        if outcome.timedOut {
+            say("display: \(path) \(flag) did not finish within \(Int(Self.timeout)) s: killed with what it started; the output is blanked")
+            return
+        }
         let last = text.split(separator: "\n").last.map(String.init) ?? "no output"
         let noDevice = text.contains("/dev/cec") || text.lowercased().contains("no such file")
         say(noDevice ? "display: this box has no CEC device (\(path) \(flag): \(last.prefix(200))): the output is blanked only"
-                     : "display: \(path) \(flag) failed (status \(process.terminationStatus)): \(last.prefix(200)); the output is blanked")
+                     : "display: \(path) \(flag) failed (\(outcome.status.map { "status \($0)" } ?? "killed by a signal")): \(last.prefix(200)); the output is blanked")
     }
 
     /// Once until it changes (or the command works again).
@@ -105,7 +91,8 @@ public final class CECControl: Sendable {
         if new { log.warning(problem) }
     }
 
-    private let workersForOutput = Workers(name: "adplayerd-cec-out", threads: 1)
+    /// How long the command may take (then it is killed, with whatever it started).
+    static let timeout = 10.0
 
     /// `program` as given when it names a path, else the first executable of that name on `PATH`.
     static func find(_ program: String) -> String? {
