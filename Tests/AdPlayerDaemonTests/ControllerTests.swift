@@ -428,50 +428,6 @@ final class ControllerTests: XCTestCase {
         XCTAssertEqual(QueueEntry(path: "/srv/tv/show.s01e02.mkv").contentID, "show.s01e02")
         XCTAssertEqual(QueueEntry(path: folder).contentID, FilePath.lastComponent(folder))
     }
-}
-
-/// A source with a pause ad and a post-roll pod of `pod` ads; it records the pod positions
-/// asked for and the kinds prefetched.
-private final class PodSource: AdSource, @unchecked Sendable {
-    // @unchecked: the records behind their locks.
-    let pod: Int
-    let positions = Locked<[Int]>([])
-    let prefetched = Locked<[AdKind]>([])
-
-    init(pod: Int) { self.pod = pod }
-
-    func ad(for request: AdRequest) async throws -> AdCreative? {
-        switch request.kind {
-        case .overlay, .preroll, .midroll: return nil
-        case .pauseAd: return AdCreative(id: "pa", kind: .pauseAd, content: .text("Paused"))
-        case .postroll:
-            positions.withLock { $0.append(request.podPosition) }
-            var creative = AdCreative(id: "pr-\(request.podPosition)", kind: .postroll, content: .video(location: "/ads/pr.mp4"))
-            creative.podRemaining = pod - 1 - request.podPosition
-            return creative
-        }
-    }
-
-    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { kind == .pauseAd || kind == .postroll }
-    func prefetch(_ request: AdRequest) { prefetched.withLock { $0.append(request.kind) } }
-}
-
-/// A source that says when it is asked whether it may fill (`mayFill`), before answering.
-private struct WatchingSource: AdSource {
-    let inner: any AdSource
-    let asked: @Sendable (AdKind) -> Void
-
-    init(_ inner: any AdSource, asked: @escaping @Sendable (AdKind) -> Void) {
-        self.inner = inner
-        self.asked = asked
-    }
-
-    func ad(for request: AdRequest) async throws -> AdCreative? { try await inner.ad(for: request) }
-    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
-        asked(kind)
-        return inner.mayFill(kind, content: content, at: position)
-    }
-    func prefetch(_ request: AdRequest) { inner.prefetch(request) }
 
     /// Operating hours on virtual time across the night the clocks go forward in Europe/Paris
     /// (`daily 09:00-17:00`; 28 → 29 March 2026): at 17:00 CET the display goes off — the
@@ -530,7 +486,7 @@ private struct WatchingSource: AdSource {
         XCTAssertEqual(h.events[on].fields["reason"], .null)
         let night = h.events[off..<on]
         XCTAssertFalse(night.contains { [.adRequested, .adStarted, .adLoaded, .adNoFill].contains($0.name) }, "nothing asked for or shown at night: \(night.map(\.name))")
-        XCTAssertEqual(h.events.filter { $0.name == .adRequested }.count, requestsAtClosing)
+        XCTAssertEqual(h.events[..<on].filter { $0.name == .adRequested }.count, requestsAtClosing, "none asked for until the opening")
         XCTAssertEqual(h.events.filter { $0.name == .playerDisplay }.count, 2, "once each way")
         h.advance(25)
         XCTAssertGreaterThan(h.events.filter { $0.name == .adRequested }.count, requestsAtClosing, "ads by their rules again")
@@ -548,6 +504,29 @@ private struct WatchingSource: AdSource {
         _ = h.onLoop { h.controller.setDisplay(.auto) }
         XCTAssertEqual(h.onLoop { h.controller.status() }["display"]?["power"], "off", "auto: as the hours say")
         XCTAssertEqual(h.onLoop { h.controller.status() }["display"]?["reason"], "schedule")
+    }
+
+    /// An override kept across a reload of the hours holds until the boundary of the new hours
+    /// (issue 34, 18), not the old one's.
+    func testAnOverrideAcrossAReloadKeepsTheNewHoursBoundary() throws {
+        let h = try ControllerHarness(source: nil)
+        h.player.setMedia("/lib/long.mp4", duration: 500_000)
+        h.start()
+        let base = ISO8601DateFormatter().date(from: "2026-06-01T10:00:00Z")!
+        let t0 = h.loop.now()
+        let loop = h.loop
+        let utc = TimeZone(identifier: "UTC")!
+        h.onLoop { h.controller.configureDisplay(hours: try! WeeklyHours("daily 08:00-20:00", timeZone: utc), cec: nil,
+                                                 now: { base.addingTimeInterval(Double(loop.now() - t0) / 1e9) }) }
+        _ = h.onLoop { h.controller.setDisplay(.off) }
+        XCTAssertEqual(h.onLoop { h.controller.status() }["display"]?["override_until"], "2026-06-01T20:00:00.000Z")
+        h.onLoop { h.controller.setDisplayHours(try! WeeklyHours("daily 08:00-12:00", timeZone: utc)) }
+        XCTAssertEqual(h.onLoop { h.controller.status() }["display"]?["override_until"], "2026-06-01T12:00:00.000Z", "the new hours' boundary")
+        XCTAssertEqual(h.onLoop { h.controller.status() }["display"]?["power"], "off")
+        h.advance(2 * 3600 + 1)   // 12:00:01: the override ends where the new hours change
+        XCTAssertEqual(h.onLoop { h.controller.status() }["display"]?["reason"], "schedule")
+        h.onLoop { h.controller.setDisplayHours(nil) }
+        XCTAssertEqual(h.onLoop { h.controller.status() }["display"]?["power"], "on", "no hours: always on")
     }
 
     /// The wall clock jumps (NTP at boot, an operator) across a boundary: the display follows
@@ -647,4 +626,48 @@ private struct WatchingSource: AdSource {
         h.onLoop {}
         XCTAssertEqual(h.events.filter { $0.name == .adStarted }.count, 1, "shown once: capped now \(h.eventNames)")
     }
+}
+
+/// A source with a pause ad and a post-roll pod of `pod` ads; it records the pod positions
+/// asked for and the kinds prefetched.
+private final class PodSource: AdSource, @unchecked Sendable {
+    // @unchecked: the records behind their locks.
+    let pod: Int
+    let positions = Locked<[Int]>([])
+    let prefetched = Locked<[AdKind]>([])
+
+    init(pod: Int) { self.pod = pod }
+
+    func ad(for request: AdRequest) async throws -> AdCreative? {
+        switch request.kind {
+        case .overlay, .preroll, .midroll: return nil
+        case .pauseAd: return AdCreative(id: "pa", kind: .pauseAd, content: .text("Paused"))
+        case .postroll:
+            positions.withLock { $0.append(request.podPosition) }
+            var creative = AdCreative(id: "pr-\(request.podPosition)", kind: .postroll, content: .video(location: "/ads/pr.mp4"))
+            creative.podRemaining = pod - 1 - request.podPosition
+            return creative
+        }
+    }
+
+    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { kind == .pauseAd || kind == .postroll }
+    func prefetch(_ request: AdRequest) { prefetched.withLock { $0.append(request.kind) } }
+}
+
+/// A source that says when it is asked whether it may fill (`mayFill`), before answering.
+private struct WatchingSource: AdSource {
+    let inner: any AdSource
+    let asked: @Sendable (AdKind) -> Void
+
+    init(_ inner: any AdSource, asked: @escaping @Sendable (AdKind) -> Void) {
+        self.inner = inner
+        self.asked = asked
+    }
+
+    func ad(for request: AdRequest) async throws -> AdCreative? { try await inner.ad(for: request) }
+    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
+        asked(kind)
+        return inner.mayFill(kind, content: content, at: position)
+    }
+    func prefetch(_ request: AdRequest) { inner.prefetch(request) }
 }

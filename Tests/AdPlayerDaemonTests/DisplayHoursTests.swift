@@ -90,4 +90,23 @@ final class DisplayHoursTests: XCTestCase {
         XCTAssertEqual(other.nextChange(after: date("2026-01-05T12:30:00Z")), date("2026-01-05T13:00:00Z"))
         XCTAssertEqual(other.nextChange(after: date("2026-01-10T07:00:00Z")), date("2026-01-10T08:00:00Z"), "Saturday: daily and sat together")
     }
+
+    /// A time inside the spring-forward gap (28 March 2027 in Paris: 02:00 CET → 03:00 CEST) is
+    /// the first instant after the gap — 03:00 CEST (01:00Z), not 03:30 — whether it opens the
+    /// hours (`02:30-23:00` opens at 03:00, not 30 minutes dark inside them) or closes them
+    /// (`08:00-02:30` closes at 03:00, not 30 minutes of ads after closing).
+    func testATimeInTheSpringForwardGapIsTheFirstInstantAfterIt() throws {
+        let opens = try WeeklyHours("daily 02:30-23:00", timeZone: paris)
+        XCTAssertFalse(opens.isOpen(at: date("2027-03-28T00:59:59Z")), "01:59:59 CET: before the gap")
+        XCTAssertTrue(opens.isOpen(at: date("2027-03-28T01:00:00Z")), "03:00 CEST: the first instant after the gap")
+        XCTAssertTrue(opens.isOpen(at: date("2027-03-28T01:15:00Z")), "03:15 CEST")
+        XCTAssertEqual(opens.nextChange(after: date("2027-03-27T22:30:00Z")), date("2027-03-28T01:00:00Z"))
+        let closes = try WeeklyHours("daily 08:00-02:30", timeZone: paris)
+        XCTAssertTrue(closes.isOpen(at: date("2027-03-28T00:59:59Z")), "Saturday's night, 01:59:59 CET")
+        XCTAssertFalse(closes.isOpen(at: date("2027-03-28T01:00:00Z")), "closed at 03:00 CEST")
+        XCTAssertFalse(closes.isOpen(at: date("2027-03-28T01:15:00Z")), "not open until 03:30")
+        XCTAssertEqual(closes.nextChange(after: date("2027-03-27T22:30:00Z")), date("2027-03-28T01:00:00Z"))
+        // An ordinary night is untouched: 02:30 CET is 01:30Z.
+        XCTAssertEqual(closes.nextChange(after: date("2027-03-20T22:30:00Z")), date("2027-03-21T01:30:00Z"))
+    }
 }

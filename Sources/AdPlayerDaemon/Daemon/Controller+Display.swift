@@ -48,10 +48,13 @@ extension Controller {
         evaluateDisplay()
     }
 
-    /// New operating hours (a reload): an override stays until its boundary in the new hours.
+    /// New operating hours (a reload): an override stays until its boundary in the new hours
+    /// (with none: until `display auto`).
     public func setDisplayHours(_ hours: WeeklyHours?) {
         player.loop.requireInLoop()
         display.hours = hours
+        let now = display.now()
+        if display.override != nil { display.override?.until = hours?.nextChange(after: now) }
         evaluateDisplay()
     }
 

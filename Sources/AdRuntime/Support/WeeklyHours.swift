@@ -120,8 +120,24 @@ public struct WeeklyHours: Sendable, Equatable, CustomStringConvertible {
         components.hour = within / 3600
         components.minute = within / 60 % 60
         components.second = within % 60
-        // Foundation moves a time the clocks skip forward by the gap; a repeated time is its first.
-        return calendar.date(from: components) ?? calendar.date(from: day) ?? Date.distantFuture
+        // A repeated time is its first occurrence (Foundation's choice). A time the clocks skip
+        // Foundation moves forward by the gap (02:30 → 03:30 on a spring-forward night): it is
+        // the first instant after the gap instead (03:00), whether it opens or closes a range.
+        guard let found = calendar.date(from: components) else { return calendar.date(from: day) ?? Date.distantFuture }
+        let back = calendar.dateComponents([.hour, .minute, .second], from: found)
+        guard back.hour != components.hour || back.minute != components.minute || back.second != components.second else { return found }
+        return Self.lastTransition(atOrBefore: found, in: timeZone) ?? found
+    }
+
+    /// The time zone's last offset change at or before `date` (within two days), if any.
+    static func lastTransition(atOrBefore date: Date, in timeZone: TimeZone) -> Date? {
+        var last: Date?
+        var cursor = date.addingTimeInterval(-2 * 86_400)
+        while let next = timeZone.nextDaylightSavingTimeTransition(after: cursor), next <= date {
+            last = next
+            cursor = next
+        }
+        return last
     }
 
     /// The open intervals that touch the local days around `date` (the day before, for ranges
