@@ -365,13 +365,34 @@ final class AdSession: @unchecked Sendable {
         if ads[id]?.lifecycle == nil { ads[id] = nil }
     }
 
+    /// The ad is on the output: `started` told (its impression), its exposure counted from
+    /// now. Once: an overlay when it is drawn, a linear ad at its first frame.
+    private func announceStarted(_ id: UInt64) {
+        guard let record = ads[id], !record.exposure.started else { return }
+        let presentation = record.presentation
+        var started = info(id, presentation.kind, presentation.creative.id)
+        started.contentPosition = presentation.kind.isLinear ? (endedAt ?? currentPosition()) : currentPosition()
+        emit(.started(started))
+        ads[id]?.exposure.started = true
+        ads[id]?.exposure.onOutput = true
+        if !exposureMeasurable(presentation) { decideViewability(id, .undetermined) }
+        updateExposure(id)
+    }
+
     func postrollReport(_ id: UInt64, _ report: PostrollReporter.Report) {
         loop.requireInLoop()
         defer { flush() }
         guard var record = ads[id], let linear = record.lifecycle as? LinearLifecycle else { return }
         let kind = record.presentation.kind
         let info = info(id, kind, record.presentation.creative.id)
+        if case .progress = report, !record.exposure.started {
+            announceStarted(id)   // a surface that does not say `began`: its first progress does
+            guard let updated = ads[id] else { return }
+            record = updated
+        }
         switch report {
+        case .began:
+            announceStarted(id)
         case .progress(let position, let duration):
             guard position.isFinite, position >= 0 else { return }
             perform(linear.videoProgressed(position, context()), for: id)
@@ -571,16 +592,11 @@ final class AdSession: @unchecked Sendable {
                 do {
                     if effect == .present {
                         try surface.present(presentation)
+                        announceStarted(id)
                     } else {
+                        // A linear ad starts at its first frame (`PostrollReporter.began`).
                         try surface.playPostroll(presentation, reporter: PostrollReporter(session: self, id: id))
                     }
-                    var started = info(id, presentation.kind, presentation.creative.id)
-                    started.contentPosition = effect == .present ? currentPosition() : (endedAt ?? currentPosition())
-                    emit(.started(started))
-                    ads[id]?.exposure.started = true
-                    ads[id]?.exposure.onOutput = true
-                    if !exposureMeasurable(presentation) { decideViewability(id, .undetermined) }
-                    updateExposure(id)
                 } catch {
                     return fail(id, presentation, error)
                 }

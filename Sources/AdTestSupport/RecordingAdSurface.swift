@@ -20,6 +20,7 @@ public final class RecordingAdSurface: AdSurface {
         var reporters: [UInt64: PostrollReporter] = [:]
         var refuse: Set<String> = []
         var refuseRemoval = false
+        var silentVideos = false
         var presentCount: [UInt64: Int] = [:]
     }
 
@@ -47,7 +48,14 @@ public final class RecordingAdSurface: AdSurface {
 
     public func playPostroll(_ presentation: AdPresentation, reporter: PostrollReporter) throws {
         try show(presentation, .playPostroll(presentation.id, presentation.creative.id), reporter: reporter)
+        // A scripted video shows its first frame at once (on the loop's next turn); one that
+        // must never show a frame is one this surface refuses.
+        if state.withLock({ !$0.silentVideos }) { reporter.began() }
     }
+
+    /// From now on a post-roll's video never shows a frame (its `began` is not told): tests
+    /// of a video that loads and never plays.
+    public func silenceVideos(_ on: Bool = true) { state.withLock { $0.silentVideos = on } }
 
     public func stopPostroll(_ id: UInt64) { takeDown(id, .stopPostroll(id)) }
 

@@ -379,8 +379,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         loop.requireInLoop()
         guard let current = postroll, let entry = current.entry else { return }
         switch event {
-        case .started:
-            break
+        case .started(let e) where e == entry:
+            current.reporter.began()   // its first frame on the output: the ad starts (and bills) now
         case .progress(let e, let position, let duration) where e == entry:
             current.reporter.progress(position, of: duration)
         case .paused(let e, let paused) where e == entry:

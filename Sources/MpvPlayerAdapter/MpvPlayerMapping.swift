@@ -447,7 +447,8 @@ struct MpvPlayerMapping {
             adHeld = false
             adViewerPause = nil
             adDuration = nil
-            adEvents.append(.started(entry: entry))
+            // Not started yet: a linear ad starts — and is billed — at its first frame on the
+            // output (its first PLAYBACK_RESTART), not at its file's load (issue 34, 16).
             return true
         case .endFile(let entry, let reason) where adEntries.contains(entry):
             adEntries.remove(entry)
@@ -483,6 +484,7 @@ struct MpvPlayerMapping {
             // the flag is the viewer's — and so was a pause or play of ours while it opened:
             // that one holds (mpv is told it again) and a pause is the ad's first.
             adSettled = true
+            adEvents.append(.started(entry: entry))
             if let wanted = adViewerPause {
                 adViewerPause = nil
                 adPauseToApply = wanted

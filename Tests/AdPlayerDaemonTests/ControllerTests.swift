@@ -455,6 +455,7 @@ final class ControllerTests: XCTestCase {
                                                  cec: { on in cec.withLock { $0.append(on) } }, now: now) }
         XCTAssertEqual(cec.withLock { $0 }, [], "on already: nothing to switch")
         _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/long.mp4")]) }
+        h.wait(for: .adLoaded) { $0.fields["kind"] == "overlay" }   // loaded off the loop: in before time moves
         h.advance(2)
         h.wait(for: .adStarted)
         h.advance(9)   // 17:00:01 CET

@@ -81,6 +81,36 @@ final class LinearBreakTests: XCTestCase {
         XCTAssertEqual(breaks(h.settled), ["started preroll 0.0", "ended preroll 0.0"], "closed by itself (R16)")
     }
 
+    /// A linear ad starts — and is billed — at its first frame on the output, not when its file
+    /// is asked for (issue 34, 16): a video that never shows a frame and fails is never
+    /// `started` (no impression, no proof of play): it ends `failed` with its error alone; one
+    /// whose frame comes is started then, once.
+    func testALinearAdStartsAtItsFirstFrameNotAtItsLoad() throws {
+        let h = harness([.preroll: .creative(Self.preroll)])
+        h.surface.silenceVideos()
+        let broken = try h.ad(.preroll)
+        try h.show(broken)
+        h.loop.advance(by: 1)
+        XCTAssertFalse(h.settled.all.contains { if case .started = $0 { true } else { false } }, "asked for, not on screen: not started")
+        try XCTUnwrap(h.surface.reporter(broken.id)).failed("Failed to recognize file format")
+        h.loop.advance(by: 0.1)
+        XCTAssertEqual(h.ends(broken), [.failed])
+        XCTAssertFalse(h.settled.all.contains { if case .started = $0 { true } else { false } }, "never started, never billed")
+        XCTAssertTrue(h.settled.errors.contains { $0.code == "render_failed" }, "\(h.settled.errors)")
+
+        let h2 = harness([.preroll: .creative(Self.preroll)])
+        h2.surface.silenceVideos()
+        let late = try h2.ad(.preroll)
+        try h2.show(late)
+        h2.loop.advance(by: 2)
+        XCTAssertFalse(h2.settled.all.contains { if case .started = $0 { true } else { false } })
+        let reporter = try XCTUnwrap(h2.surface.reporter(late.id))
+        reporter.began()
+        reporter.began()
+        h2.loop.advance(by: 0.1)
+        XCTAssertEqual(h2.settled.all.filter { if case .started = $0 { true } else { false } }.count, 1, "started at its first frame, once")
+    }
+
     // MARK: Mid-rolls
 
     /// Playback crossing T holds the content at T (`.held`, not a pause): the overlay on screen

@@ -296,4 +296,29 @@ final class LedgerTests: XCTestCase {
         }
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
     }
+
+    /// A mid-roll whose file is random bytes (issue 34, 16): real mpv never shows a frame of it,
+    /// so it is never `started` — no impression reaches the ad server, no proof-of-play row —
+    /// it fails with `render_failed`, and the episode plays on from the break.
+    func testAMidrollThatNeverShowsAFrameIsNeverBilled() throws {
+        let b = server.base
+        let folder = try makeCatalog("""
+            {"version": 1, "midrolls": [{"id": "mid-bad", "video": "random-bytes.mp4", "at": 2, "impression": ["\(b)/b/mid-imp"]}]}
+            """)
+        try FileManager.default.copyItem(atPath: try Media.path("random-bytes.mp4"), toPath: folder.appendingPathComponent("random-bytes.mp4").path)
+        let daemon = try DaemonProcess(catalog: folder, extra: ["--time-sync-wait", "0"])
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.*", "player.playing"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-10s.mp4")])
+        let error = try events.event { $0["event"] as? String == "ad.error" && $0["kind"] as? String == "midroll" }
+        XCTAssertEqual(error["code"] as? String, "render_failed", "\(error)")
+        _ = try events.event { $0["event"] as? String == "player.playing" && ($0["position"] as? Double ?? 0) >= 1.9 }
+        XCTAssertFalse(events.events.contains { $0["event"] as? String == "ad.started" && $0["kind"] as? String == "midroll" },
+                       "never started: \(events.events)")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        XCTAssertNil(try server.counts()["/b/mid-imp"], "no impression")
+        let (status, output) = try export(daemon.stateDir, ["--format", "jsonl"])
+        XCTAssertEqual(status, 0, output)
+        XCTAssertFalse(output.contains("mid-bad"), "no proof of play: \(output)")
+    }
 }

@@ -285,6 +285,8 @@ final class MpvAdSurfaceTests: MpvTestCase {
         try postroll.show(didEnd: log.didEnd(postroll.id))
         XCTAssertTrue(waitUntil { !log.endReasons(postroll.id).isEmpty })
         XCTAssertEqual(log.endReasons(postroll.id), [.failed])
+        XCTAssertFalse(log.all.contains { if case .started(let info) = $0 { info.id == postroll.id } else { false } },
+                       "no frame ever on the output: never started, never billed")
         XCTAssertTrue(log.errors.contains { $0.code == "render_failed" })
         XCTAssertFalse(recorder.changes.contains { $0.isFailed }, "an ad's failure is not the content's")
     }

@@ -102,6 +102,7 @@ public final class Ad: Sendable {
 /// `playPostroll` returned; reports about an ad that ended already are dropped.
 public final class PostrollReporter: Sendable {
     enum Report: Equatable {
+        case began
         case progress(Double, Double)
         case paused(Bool)
         case ended(LinearLifecycle.VideoEnd, failure: String?)
@@ -113,6 +114,16 @@ public final class PostrollReporter: Sendable {
     init(session: AdSession, id: UInt64) {
         self.session = session
         self.id = id
+    }
+
+    /// Its first frame is on the output: the ad starts now (`started`, its impression) — not
+    /// when its file was asked for (a file that never shows a frame is never billed). Told on
+    /// the loop's next turn, never inside the call that asked for the video. A first progress
+    /// report stands for it, for a surface that does not say it.
+    public func began() {
+        guard let session else { return }
+        let id = self.id
+        _ = session.loop.execute { [weak session] in session?.postrollReport(id, .began) }
     }
 
     /// The video is at `position` of `duration` seconds (quartile events follow).
