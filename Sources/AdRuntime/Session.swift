@@ -371,7 +371,7 @@ final class AdSession: @unchecked Sendable {
         guard let record = ads[id], !record.exposure.started else { return }
         let presentation = record.presentation
         var started = info(id, presentation.kind, presentation.creative.id)
-        started.contentPosition = presentation.kind.isLinear ? (endedAt ?? currentPosition()) : currentPosition()
+        started.contentPosition = record.linearPosition ?? currentPosition()
         emit(.started(started))
         ads[id]?.exposure.started = true
         ads[id]?.exposure.onOutput = true
@@ -595,6 +595,7 @@ final class AdSession: @unchecked Sendable {
                         announceStarted(id)
                     } else {
                         // A linear ad starts at its first frame (`PostrollReporter.began`).
+                        ads[id]?.linearPosition = endedAt ?? currentPosition()
                         try surface.playPostroll(presentation, reporter: PostrollReporter(session: self, id: id))
                     }
                 } catch {
@@ -695,6 +696,9 @@ struct AdRecord {
     var progressed: Set<String> = []
     /// When the surface's removal returned, on the loop's clock.
     var removedAt: UInt64?
+    /// A linear ad's content position when its video was asked for (the break's time, the
+    /// episode's end): what its start says, once its first frame comes.
+    var linearPosition: Double?
     /// The output refused the removal: no latency is claimed for the end.
     var removalFailed = false
     var exposure = Exposure()

@@ -8,13 +8,20 @@ public struct CatalogError: Error, Sendable, Equatable, CustomStringConvertible 
     public let field: String
     public let reason: String
 
+    /// The catalog's other problems, each named as this one is (a catalog is checked whole:
+    /// `check-config` prints a line a problem).
+    public var more: [CatalogError] = []
+
     public init(file: String, field: String, reason: String) {
         self.file = file
         self.field = field
         self.reason = reason
     }
 
-    public var description: String { "\(file): \(field): \(reason)" }
+    /// Every problem, a line each.
+    public var problems: [CatalogError] { [CatalogError(file: file, field: field, reason: reason)] + more }
+
+    public var description: String { problems.map { "\($0.file): \($0.field): \($0.reason)" }.joined(separator: "\n") }
 }
 
 /// How often each entry was served per episode, for `max_per_episode`. In memory by default;
@@ -158,15 +165,30 @@ public final class LocalCatalog: AdSource {
 
     private struct Manifest: Decodable {
         let version: Int
-        let overlays: [EntryJSON]?
-        let pauseAds: [EntryJSON]?
-        let postrolls: [EntryJSON]?
-        let prerolls: [EntryJSON]?
-        let midrolls: [EntryJSON]?
+        let overlays: [Decoded<EntryJSON>]?
+        let pauseAds: [Decoded<EntryJSON>]?
+        let postrolls: [Decoded<EntryJSON>]?
+        let prerolls: [Decoded<EntryJSON>]?
+        let midrolls: [Decoded<EntryJSON>]?
 
         enum CodingKeys: String, CodingKey {
             case version, overlays, postrolls, prerolls, midrolls
             case pauseAds = "pause_ads"
+        }
+    }
+
+    /// An entry decoded on its own: one that does not decode is a problem of that entry, and
+    /// the others are still read (every problem of a catalog is named, not the first alone).
+    private enum Decoded<T: Decodable>: Decodable {
+        case value(T)
+        case failure(DecodingError)
+
+        init(from decoder: any Decoder) throws {
+            do {
+                self = .value(try T(from: decoder))
+            } catch let error as DecodingError {
+                self = .failure(error)
+            }
         }
     }
 
@@ -177,7 +199,7 @@ public final class LocalCatalog: AdSource {
         let video: String?
         let slots: [SlotJSON]?
         let content: [String]?
-        let maxPerEpisode: Int?
+        let maxPerEpisode: WholeNumber?
         let impression: [String]?
         let tracking: [String: [String]]?
         let click: String?
@@ -185,7 +207,7 @@ public final class LocalCatalog: AdSource {
         let flight: FlightJSON?
         let daypart: [DaypartJSON]?
         let cap: CapJSON?
-        let weight: Int?
+        let weight: WholeNumber?
         let advertiser: String?
         let categories: [String]?
         // Linear ads.
@@ -200,6 +222,21 @@ public final class LocalCatalog: AdSource {
 
         var hasVersion2Fields: Bool {
             flight != nil || daypart != nil || cap != nil || weight != nil || advertiser != nil || categories != nil
+        }
+    }
+
+    /// A count in the manifest (a weight, a cap): a JSON number that is a whole number, or an
+    /// error that names its field (`1.5` is "must be a whole number", not a broken document).
+    struct WholeNumber: Decodable, Equatable {
+        let value: Int
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.singleValueContainer()
+            let number = try container.decode(Double.self)
+            guard number.isFinite, number == number.rounded(), abs(number) <= 1e9 else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "must be a whole number, not \(number)")
+            }
+            value = Int(number)
         }
     }
 
@@ -230,9 +267,9 @@ public final class LocalCatalog: AdSource {
     }
 
     private struct CapJSON: Decodable {
-        let perHour: Int?
-        let perDay: Int?
-        let perEpisode: Int?
+        let perHour: WholeNumber?
+        let perDay: WholeNumber?
+        let perEpisode: WholeNumber?
         let minInterval: Double?
 
         enum CodingKeys: String, CodingKey {
@@ -259,11 +296,18 @@ public final class LocalCatalog: AdSource {
         var entries: [Entry] = []
         var ids = Set<String>()
         var slotCount = 0
+        var problems: [CatalogError] = []
         for (key, kind, list) in [("overlays", AdKind.overlay, manifest.overlays), ("pause_ads", .pauseAd, manifest.pauseAds),
                                   ("postrolls", .postroll, manifest.postrolls), ("prerolls", .preroll, manifest.prerolls),
                                   ("midrolls", .midroll, manifest.midrolls)] {
-            for (index, entry) in (list ?? []).enumerated() {
+            for (index, decoded) in (list ?? []).enumerated() {
                 let path = "\(key)[\(index)]"
+                do {
+                let entry: EntryJSON
+                switch decoded {
+                case .value(let value): entry = value
+                case .failure(let error): throw Self.describe(error, data: data, file: file)
+                }
                 guard !entry.id.isEmpty, entry.id.count <= 256 else { throw fail("\(path).id", "must be a non-empty string of at most 256 characters") }
                 guard ids.insert(entry.id).inserted else { throw fail("\(path).id", "\"\(entry.id)\" is used twice") }
                 let creative: Creative
@@ -317,7 +361,7 @@ public final class LocalCatalog: AdSource {
                 if let content = entry.content, content.contains(where: \.isEmpty) {
                     throw fail("\(path).content", "must be an array of non-empty content ids")
                 }
-                if let cap = entry.maxPerEpisode, cap <= 0 { throw fail("\(path).max_per_episode", "must be a positive integer") }
+                if let cap = entry.maxPerEpisode?.value, cap <= 0 { throw fail("\(path).max_per_episode", "must be a positive integer") }
                 var tracking = entry.tracking ?? [:]
                 if let impression = entry.impression { tracking["impression", default: []] += impression }
                 if let click = entry.click { tracking["clickThrough", default: []].append(click) }
@@ -330,7 +374,7 @@ public final class LocalCatalog: AdSource {
                     }
                 }
                 var made = Entry(id: entry.id, kind: kind, creative: creative, slots: slots.sorted { $0.start < $1.start },
-                                 content: entry.content, maxPerEpisode: entry.maxPerEpisode, tracking: tracking)
+                                 content: entry.content, maxPerEpisode: entry.maxPerEpisode?.value, tracking: tracking)
                 made.at = at
                 made.skipOffset = entry.skipOffset
                 if entry.hasVersion2Fields {
@@ -340,7 +384,14 @@ public final class LocalCatalog: AdSource {
                     made.schedule = try Self.schedule(entry, path: path, timeZone: timeZone, fail: fail)
                 }
                 entries.append(made)
+                } catch let problem as CatalogError {
+                    problems.append(problem)   // the next entry is checked too: every problem is said
+                }
             }
+        }
+        if var first = problems.first {
+            first.more = Array(problems.dropFirst().prefix(99))
+            throw first
         }
         return (manifest.version, entries)
     }
@@ -377,12 +428,12 @@ public final class LocalCatalog: AdSource {
             }
         }
         if let cap = entry.cap {
-            for (value, name) in [(cap.perHour, "per_hour"), (cap.perDay, "per_day"), (cap.perEpisode, "per_episode")] {
+            for (value, name) in [(cap.perHour?.value, "per_hour"), (cap.perDay?.value, "per_day"), (cap.perEpisode?.value, "per_episode")] {
                 if let value, !(1...maxShows).contains(value) { throw fail("\(path).cap.\(name)", "1 to \(maxShows)") }
             }
-            schedule.perHour = cap.perHour
-            schedule.perDay = cap.perDay
-            schedule.perEpisode = cap.perEpisode
+            schedule.perHour = cap.perHour?.value
+            schedule.perDay = cap.perDay?.value
+            schedule.perEpisode = cap.perEpisode?.value
             if let interval = cap.minInterval {
                 do {
                     schedule.minInterval = try Seconds.check(interval, .delay, field: "\(path).cap.min_interval")
@@ -391,7 +442,7 @@ public final class LocalCatalog: AdSource {
                 }
             }
         }
-        if let weight = entry.weight {
+        if let weight = entry.weight?.value {
             guard (1...1000).contains(weight) else { throw fail("\(path).weight", "an integer from 1 to 1000") }
             schedule.weight = weight
         }
@@ -483,7 +534,14 @@ public final class LocalCatalog: AdSource {
         }
         let chosen: (Entry, Slot?)?
         if request.kind == .overlay {
-            chosen = index.first(for: contentID, atOrAfter: request.position - 0.001, allowed: allowed)
+            // The earliest slot any eligible entry has; the entries that share it take turns by
+            // their weights (smooth weighted rotation, the episode's state across its slots).
+            let candidates = index.earliest(for: contentID, atOrAfter: request.position - 0.001, allowed: allowed)
+            if candidates.count > 1, let entry = rotate(candidates.map(\.0), key: "\(contentID)|overlay") {
+                chosen = candidates.first { $0.0.id == entry.id }
+            } else {
+                chosen = candidates.first
+            }
         } else if request.kind == .midroll {
             // The break asked for (or the next after the position): among its entries, rotated.
             let wanted = request.breakTime ?? request.position
@@ -666,6 +724,27 @@ private struct SlotIndex: Sendable {
             if allowed(entry) { return (entry, entry.slots[ref.slot]) }
         }
         return nil
+    }
+
+    /// Every allowed entry's slot at the earliest start any allowed entry has at or after
+    /// `position` (starts within a millisecond are one), in the index's order.
+    func earliest(for content: String, atOrAfter position: Double,
+                  allowed: (LocalCatalog.Entry) -> Bool) -> [(LocalCatalog.Entry, LocalCatalog.Slot)] {
+        let own = byContent[content] ?? []
+        var a = Self.lowerBound(forAll, position), b = Self.lowerBound(own, position)
+        var found: [(LocalCatalog.Entry, LocalCatalog.Slot)] = []
+        var start: Double?
+        while a < forAll.count || b < own.count {
+            let pickShared = b >= own.count || (a < forAll.count && forAll[a].start <= own[b].start)
+            let ref = pickShared ? forAll[a] : own[b]
+            if let start, ref.start > start + 0.001 { break }
+            if pickShared { a += 1 } else { b += 1 }
+            let entry = entries[ref.entry]
+            guard allowed(entry), !found.contains(where: { $0.0.id == entry.id }) else { continue }
+            start = start ?? ref.start
+            found.append((entry, entry.slots[ref.slot]))
+        }
+        return found
     }
 
     private static func lowerBound(_ refs: [Ref], _ position: Double) -> Int {

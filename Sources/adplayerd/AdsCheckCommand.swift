@@ -121,6 +121,10 @@ struct AdsCheckCommand {
         let catalog: LocalCatalog
         do {
             catalog = try LocalCatalog(folder: URL(fileURLWithPath: folder))
+        } catch let error as CatalogError {
+            // Every problem of the manifest, one each.
+            report.problems += error.problems.map { Problem(kind: "catalog", id: nil, code: "bad_manifest", message: "\($0)") }
+            return report
         } catch {
             report.problems.append(Problem(kind: "catalog", id: nil, code: "bad_manifest", message: "\(error)"))
             return report

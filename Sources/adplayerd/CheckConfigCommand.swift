@@ -58,10 +58,10 @@ struct CheckConfigCommand {
                 continue
             }
             let real = report.problems.filter { $0.code != "vast-303" }
-            if report.ads.isEmpty, let first = real.first {
-                problems.append("ads: \(source): \(first.message) [\(first.code)]")
-            } else if report.type == "catalog" {
+            if report.type == "catalog" {
                 problems += real.map { "ads: \(source): \($0.id.map { "\($0): " } ?? "")\($0.message) [\($0.code)]" }
+            } else if report.ads.isEmpty, let first = real.first {
+                problems.append("ads: \(source): \(first.message) [\(first.code)]")
             }
         }
         return problems

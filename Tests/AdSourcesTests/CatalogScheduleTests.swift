@@ -145,6 +145,9 @@ final class CatalogScheduleTests: XCTestCase {
             (#"{"version": 2, "pause_ads": [{"id": "a", "image": "pause.png", "daypart": [{"days": ["funday"], "from": "09:00", "to": "17:00"}]}]}"#, "pause_ads[0].daypart", "not a day"),
             (#"{"version": 2, "pause_ads": [{"id": "a", "image": "pause.png", "cap": {"per_hour": 0}}]}"#, "pause_ads[0].cap.per_hour", "1 to"),
             (#"{"version": 3, "pause_ads": []}"#, "version", "not supported"),
+            (#"{"version": 2, "pause_ads": [{"id": "a", "image": "pause.png", "weight": 1.5}]}"#, "pause_ads[0].weight", "whole number"),
+            (#"{"version": 2, "pause_ads": [{"id": "a", "image": "pause.png", "cap": {"per_hour": 2.5}}]}"#, "pause_ads[0].cap.per_hour", "whole number"),
+            (#"{"version": 1, "pause_ads": [{"id": "a", "image": "pause.png", "max_per_episode": 0.5}]}"#, "pause_ads[0].max_per_episode", "whole number"),
         ] {
             XCTAssertThrowsError(try catalog(json, clock: clock), json) { error in
                 guard let error = error as? CatalogError else { return XCTFail("\(error)") }
@@ -152,5 +155,36 @@ final class CatalogScheduleTests: XCTestCase {
                 XCTAssertTrue(error.reason.contains(reason), "\(error)")
             }
         }
+    }
+
+    /// A catalog is checked whole (issue 34, 21): nine problems in nine entries are nine
+    /// problems, each named by its JSON path — not the first alone.
+    func testEveryProblemOfACatalogIsNamed() throws {
+        let bad = (0..<9).map { #"{"id": "p\#($0)", "image": "pause.png", "weight": 0}"# }.joined(separator: ", ")
+        XCTAssertThrowsError(try catalog(#"{"version": 2, "pause_ads": [\#(bad)]}"#, clock: VirtualScheduleClock(wall: Date()))) { error in
+            guard let error = error as? CatalogError else { return XCTFail("\(error)") }
+            XCTAssertEqual(error.problems.map(\.field), (0..<9).map { "pause_ads[\($0)].weight" })
+            XCTAssertEqual("\(error)".split(separator: "\n").count, 9, "a line a problem")
+        }
+    }
+
+    /// Weights share voice among overlays eligible at once too (issue 34, 20): two overlays with
+    /// the same slots, weights 3 and 1, shown 3:1 across the slots of an episode — A A B A.
+    func testOverlayWeightsShareVoiceAtTheSameSlot() async throws {
+        try Data([1, 2, 3]).write(to: folder.appendingPathComponent("overlay.png"))
+        let slots = (0..<40).map { #"{"start": \#(Double($0) * 10 + 1), "duration": 5}"# }.joined(separator: ", ")
+        let catalog = try catalog("""
+            {"version": 2, "overlays": [{"id": "heavy", "image": "overlay.png", "weight": 3, "slots": [\(slots)]},
+                                        {"id": "light", "image": "overlay.png", "weight": 1, "slots": [\(slots)]}]}
+            """, clock: VirtualScheduleClock(wall: Date()))
+        let content = ContentInfo(id: "ep", duration: 500)
+        var shown: [String] = []
+        for slot in 0..<40 {
+            let creative = try await catalog.ad(for: AdRequest(content: content, kind: .overlay, position: Double(slot) * 10))
+            shown.append(try XCTUnwrap(creative).id)
+        }
+        XCTAssertEqual(shown.filter { $0 == "heavy" }.count, 30)
+        XCTAssertEqual(shown.filter { $0 == "light" }.count, 10)
+        XCTAssertEqual(Array(shown.prefix(4)), ["heavy", "heavy", "light", "heavy"], "a smooth rotation, never a streak of chance")
     }
 }

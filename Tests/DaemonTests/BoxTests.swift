@@ -245,7 +245,10 @@ final class BoxTests: XCTestCase {
 
         let brokenCatalog = scratch.appendingPathComponent("broken-catalog")
         try FileManager.default.createDirectory(at: brokenCatalog, withIntermediateDirectories: true)
-        try Data(#"{"version": 1, "overlays": [{"id": "x"}]}"#.utf8).write(to: brokenCatalog.appendingPathComponent("catalog.json"))
+        // Nine problems in one catalog: nine lines (issue 34, 21).
+        try Data(("{\"version\": 2, \"overlays\": [{\"id\": \"x\"}], \"pause_ads\": ["
+                  + (0..<8).map { "{\"id\": \"p\($0)\", \"image\": \"pause.png\", \"weight\": 1.5}" }.joined(separator: ", ") + "]}").utf8)
+            .write(to: brokenCatalog.appendingPathComponent("catalog.json"))
         let broken = scratch.appendingPathComponent("broken.conf").path
         try Data("""
             library = /srv/no-such-folder
@@ -257,6 +260,8 @@ final class BoxTests: XCTestCase {
         XCTAssertEqual(failed, 2, lines)
         XCTAssertTrue(lines.contains("library: /srv/no-such-folder: No such file or directory"), lines)
         XCTAssertTrue(lines.contains("ads: \(brokenCatalog.path):"), lines)
+        XCTAssertEqual(lines.split(separator: "\n").filter { $0.hasPrefix("ads: \(brokenCatalog.path):") }.count, 9, lines)
+        XCTAssertTrue(lines.contains("pause_ads[7].weight: must be a whole number"), lines)
         XCTAssertTrue(lines.contains("mpv-option: mpv refuses the options: option keepaspect=maybe"), lines)
 
         try Data("mpv-option = input-ipc-server=/tmp/x\n".utf8).write(to: URL(fileURLWithPath: broken))
