@@ -139,6 +139,44 @@ final class BreakPolicyTests: XCTestCase {
         XCTAssertEqual(h.onLoop { h.controller.desktopState().rate }, 2, "the content's speed is as it was before the break")
     }
 
+    /// Breaks a frame apart (issue 34, 14): the first's resume lands on the next frame, past
+    /// the second — which plays at the landing, as a snapback does — and every later break
+    /// still plays, none waits for ever.
+    func testABreakTheResumeLandsPastPlaysAndLaterBreaksStillDo() throws {
+        let h = try harness(#"""
+            {"version": 1, "midrolls": [{"id": "m1", "video": "mid.mp4", "at": 1.02}, {"id": "m2", "video": "mid.mp4", "at": 1.03},
+                                        {"id": "m3", "video": "mid.mp4", "at": 2.02}, {"id": "m4", "video": "mid.mp4", "at": 4.02}]}
+            """#)
+        h.player.setBreakResumeLanding(0.04)   // mpv: the next frames
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.wait(for: .playerPlaying)
+        var played: [String] = []
+        for expected in 1...4 {
+            var found: ControlEvent?
+            for _ in 0..<80 where found == nil {
+                // Every break's ad asked for is in (loaded off the loop, in real time) before
+                // virtual time moves on.
+                _ = waitUntil(timeout: 10) {
+                    h.onLoop {}
+                    let asked = h.events.filter { $0.name == .adRequested && $0.fields["kind"] == "midroll" }.count
+                    let answered = h.events.filter { [.adLoaded, .adNoFill, .adError].contains($0.name) && $0.fields["kind"] == "midroll" }.count
+                    return asked == answered
+                }
+                h.advance(0.05)
+                h.onLoop {}
+                found = h.events.first { $0.name == .adStarted && $0.fields["kind"] == "midroll" && !played.contains($0.fields["instance"]?.string ?? "") }
+            }
+            guard let started = found else {
+                return XCTFail("break \(expected) never played: \(h.events.map { "\($0.name.rawValue) \($0.fields["kind"]?.string ?? "") \($0.fields["position"].map { "\($0)" } ?? "") \($0.fields["reason"]?.string ?? "")" })")
+            }
+            played.append(started.fields["instance"]?.string ?? "")
+            let id = try instance(started)
+            h.onLoop { h.surface.reporter(id)?.finished() }
+            h.onLoop {}
+        }
+        XCTAssertEqual(played.count, 4, "every break played")
+    }
+
     /// Crossing the mid-roll's time holds the content there — no `player.paused`, no pause ad
     /// for the viewer's pause during it, seek and next refused — and the same episode resumes at
     /// that time; the overlay slot after it is still the episode's.

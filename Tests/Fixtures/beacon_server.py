@@ -8,6 +8,7 @@ Usage: beacon_server.py      (prints its port; 127.0.0.1 only; exits when stdin 
   GET /_down, /_up      every beacon gets 503 / 200
   GET /_delay/MS        answer beacons after MS milliseconds
   GET /_counts          JSON {path: successful count}, plus "_attempts"
+  GET /_arrivals        JSON {path: [wall-clock time each counted request arrived, ...]}
 """
 import http.server
 import json
@@ -16,7 +17,7 @@ import threading
 import time
 
 lock = threading.Lock()
-counts, state = {}, {"fail": 0, "down": False, "delay": 0.0, "attempts": 0}
+counts, arrivals, state = {}, {}, {"fail": 0, "down": False, "delay": 0.0, "attempts": 0}
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -45,10 +46,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with lock:
                 state["delay"] = int(path.split("/")[2]) / 1000
             return self.reply(200)
+        if path == "/_arrivals":
+            with lock:
+                body = json.dumps(arrivals).encode()
+            return self.reply(200, body)
         if path == "/_counts":
             with lock:
                 body = json.dumps(dict(counts, _attempts=state["attempts"])).encode()
             return self.reply(200, body)
+        arrived = time.time()
         with lock:
             state["attempts"] += 1
             delay = state["delay"]
@@ -64,6 +70,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if status == 200:
             with lock:
                 counts[path] = counts.get(path, 0) + 1
+                arrivals.setdefault(path, []).append(arrived)
         self.reply(status)
 
 

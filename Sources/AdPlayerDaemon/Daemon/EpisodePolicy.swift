@@ -56,6 +56,9 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     private var breakWaiting: (id: UInt64, at: Double)?
     /// A break is on (its first ad started): the content is held until `endBreak`.
     private var breakOn = false
+    /// Where the last break held the content: the resume after it may land past breaks a
+    /// frame later, which then play at the landing (never skipped in silence).
+    private var breakHeldAt: Double?
     /// The item's cue points were read (once the file is loaded).
     private var cuePointsKnown = false
     /// A snapback's ad, loaded while the content was paused: shown when it plays.
@@ -363,7 +366,22 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             _ = ads.loop.execute { [weak self] in self?.requestPauseAd() }
         case .playing:
             pauseAdRequested = false   // the next pause may have its pause ad
-            if let snapback = snapbackAd { showSnapback(snapback) } else { scheduleNextBreak() }
+            let heldAt = breakOn ? nil : breakHeldAt
+            if !breakOn { breakHeldAt = nil }
+            if let snapback = snapbackAd {
+                showSnapback(snapback)
+            } else if let waiting = breakWaiting, event.snapshot.position > waiting.at + 0.001 {
+                // Playback came back past a break that waits (a break's resume lands on the
+                // next frame, past a break a frame later): it plays at the landing, as a
+                // snapback does — never waits for ever, blocking every later break.
+                snapback(from: waiting.at - 0.002, to: event.snapshot.position)
+            } else if let heldAt, ads.midrollTimes().contains(where: { $0 > heldAt + 0.001 && $0 <= event.snapshot.position + 0.001
+                                                                       && !playedBreaks.contains(Self.key($0)) }) {
+                // The same, for a break not asked for yet: the resume landed past it.
+                snapback(from: heldAt, to: event.snapshot.position)
+            } else {
+                scheduleNextBreak()
+            }
             withdrawSkippedSlot(at: event.snapshot.position)
             // Playing, the item is loaded: whether it shows a video is known now.
             if overlayDeferred, tracked {
@@ -424,10 +442,11 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     private func saw(_ event: AdEvent) {
         switch event {
         case .contentEnded: contentEnded()
-        case .breakStarted(.midroll, _, _):
+        case .breakStarted(.midroll, _, let at):
             // The content is held (whether or not the ad's video then plays): the break is on
             // until it is ended, and the break waited for counts as played.
             breakOn = true
+            breakHeldAt = at
             if let waiting = breakWaiting { playedBreaks.insert(Self.key(waiting.at)) }
         case .breakEnded(.midroll, _, _) where breakOn:
             // Ended by the runtime itself (left open): the next break is looked for.

@@ -19,6 +19,8 @@ public final class ScriptedPlayer: BreakablePlayer, @unchecked Sendable {
         var started = false
         var rate = 1.0
         var loop = false
+        /// How far past the break's time the content comes back (mpv: the next frame).
+        var breakResumeLanding = 0.0
         var anchorPosition = 0.0
         var anchorTime: UInt64 = 0
         var nextEntry: Int64 = 1
@@ -74,6 +76,12 @@ public final class ScriptedPlayer: BreakablePlayer, @unchecked Sendable {
             enter(item, duration: duration, start: start, &state, now, emit)
             return item
         } ?? PlayerItem(entry: -1, path: path)
+    }
+
+    /// Content held for a break comes back `seconds` past the break's time, as mpv's precise
+    /// start lands on the next frame (tests of breaks a frame apart).
+    public func setBreakResumeLanding(_ seconds: Double) {
+        mutate { state, _, _ in state.breakResumeLanding = seconds }
     }
 
     /// The script's media: `path` lasts `duration` seconds (nil: it cannot be played).
@@ -158,7 +166,7 @@ public final class ScriptedPlayer: BreakablePlayer, @unchecked Sendable {
             guard state.held else { return }
             state.held = false
             state.paused = false
-            state.anchorPosition = min(state.duration, max(0, position))
+            state.anchorPosition = min(state.duration, max(0, position + state.breakResumeLanding))
             state.anchorTime = now
             if state.playing { emit(.playing(rate: state.rate), state) }
         }
