@@ -139,6 +139,58 @@ final class BreakPolicyTests: XCTestCase {
         XCTAssertEqual(h.onLoop { h.controller.desktopState().rate }, 2, "the content's speed is as it was before the break")
     }
 
+    /// During a mid-roll `status` names the mid-roll as the ad on screen, not the overlay it
+    /// took down; once the break is over, the overlay again (issue 34, 17).
+    func testDuringAMidrollTheStatusNamesItNotTheSuspendedOverlay() throws {
+        let h = try harness(#"""
+            {"version": 1, "overlays": [{"id": "ov", "text": "Hello", "slots": [{"start": 1, "duration": 6}]}],
+             "midrolls": [{"id": "mid", "video": "mid.mp4", "at": 3}]}
+            """#)
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.wait(for: .playerPlaying)
+        h.advance(1.5)
+        h.wait(for: .adStarted) { $0.fields["kind"] == "overlay" }
+        XCTAssertEqual(h.onLoop { h.controller.status() }["ad"]?["kind"], "overlay")
+        XCTAssertTrue(waitUntil { h.ads.contains { if case .loaded(let info, _) = $0 { info.kind == .midroll } else { false } } })
+        h.advance(1.5)
+        let started = h.wait(for: .adStarted) { $0.fields["kind"] == "midroll" }
+        for _ in 0..<12 {
+            XCTAssertEqual(h.onLoop { h.controller.status() }["ad"]?["kind"], "midroll")
+            h.advance(0.1)
+        }
+        let id = try instance(started)
+        h.onLoop { h.surface.reporter(id)?.finished() }
+        h.wait(for: .adBreakEnded)
+        h.onLoop {}
+        XCTAssertEqual(h.onLoop { h.controller.status() }["ad"]?["kind"], "overlay", "the overlay is back")
+    }
+
+    /// A percentage break is placed by the first length the player knows: a length refined
+    /// after it played (VBR, TS) does not move it ahead to play again (issue 34, 17).
+    func testAPlayedPercentageBreakDoesNotPlayAgainWhenTheLengthIsRefined() throws {
+        let h = try harness(#"{"version": 1, "midrolls": [{"id": "half", "video": "mid.mp4", "at": "50%"}]}"#)
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
+        h.wait(for: .playerPlaying)
+        h.advance(1)
+        h.onLoop {}
+        XCTAssertTrue(waitUntil { h.ads.contains { if case .loaded(let info, _) = $0 { info.kind == .midroll } else { false } } })
+        h.advance(4.5)
+        let started = h.wait(for: .adStarted) { $0.fields["kind"] == "midroll" }
+        let id = try instance(started)
+        h.onLoop { h.surface.reporter(id)?.finished() }
+        h.wait(for: .adBreakEnded)
+        h.player.refineDuration(16)   // 50 % would now be 8 s
+        for _ in 0..<40 {
+            h.advance(0.25)
+            _ = waitUntil(timeout: 2) {
+                h.onLoop {}
+                let asked = h.events.filter { $0.name == .adRequested && $0.fields["kind"] == "midroll" }.count
+                return asked == h.events.filter { [.adLoaded, .adNoFill, .adError].contains($0.name) && $0.fields["kind"] == "midroll" }.count
+            }
+        }
+        XCTAssertEqual(h.events.filter { $0.name == .adStarted && $0.fields["kind"] == "midroll" }.count, 1, "played once: \(names(h))")
+    }
+
     /// Breaks a frame apart (issue 34, 14): the first's resume lands on the next frame, past
     /// the second — which plays at the landing, as a snapback does — and every later break
     /// still plays, none waits for ever.

@@ -102,7 +102,10 @@ extension Controller {
     func adEvent(_ event: AdEvent) {
         switch event {
         case .started(let info):
-            if !info.kind.isLinear || adOnScreen == nil { adOnScreen = info }
+            // A linear ad has the screen: an overlay it took down (suspended for a mid-roll)
+            // is not the ad on screen; it is again once the break is over.
+            if info.kind.isLinear, let shown = adOnScreen, !shown.kind.isLinear { adUnderBreak = shown }
+            adOnScreen = info
             if info.kind.isLinear {
                 linearAd = (info.id, info.kind, false)
                 publishDesktop()
@@ -119,6 +122,8 @@ extension Controller {
             publishDesktop()
         case .breakEnded:
             adBreak = nil
+            if adOnScreen == nil || adOnScreen?.kind.isLinear == true { adOnScreen = adUnderBreak }
+            adUnderBreak = nil
             publishDesktop()
         case .postrollPaused(let info, let paused):
             if linearAd?.id == info.id {
@@ -127,6 +132,7 @@ extension Controller {
             }
         case .ended(let info, let reason, _):
             if adOnScreen?.id == info.id { adOnScreen = nil }
+            if adUnderBreak?.id == info.id { adUnderBreak = nil }
             // `pause-ad-max` reached: the paused frame is not shown either (burn-in), unless the
             // next pause ad takes its place (`pause-ad-rotate`): blank until the content moves.
             if reason == .limitReached, info.kind == .pauseAd, !pauseAdRotate { setResting(true) }

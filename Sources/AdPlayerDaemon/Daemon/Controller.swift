@@ -77,6 +77,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     static let threadRetry = 10.0
     /// The ad on screen, for `status`.
     var adOnScreen: AdInfo?
+    /// The overlay a mid-roll took down, shown again after the break.
+    var adUnderBreak: AdInfo?
     /// The last item that could not be played, until one plays again (the health verdict).
     var lastFailure: (path: String, message: String)?
     /// Where each episode was left, by path (what `StateStore` saves, kept here for the loop).
@@ -569,6 +571,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         savePosition()
         episode?.policy?.stop()
         adOnScreen = nil
+        adUnderBreak = nil
         let entry = queue[index]
         queue.current = index
         store.saveCurrent(index)
@@ -670,6 +673,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         episode?.policy?.stop()
         episode = nil
         adOnScreen = nil
+        adUnderBreak = nil
         linearAd = nil
         positionTimer?.cancel()
         try? player.stop()

@@ -59,6 +59,8 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     /// Where the last break held the content: the resume after it may land past breaks a
     /// frame later, which then play at the landing (never skipped in silence).
     private var breakHeldAt: Double?
+    /// The episode's length was handed to the ads (once a viewing).
+    private var durationPlaced = false
     /// The item's cue points were read (once the file is loaded).
     private var cuePointsKnown = false
     /// A snapback's ad, loaded while the content was paused: shown when it plays.
@@ -206,7 +208,13 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         // Its length and cue points, once the player knows them: breaks at a percentage of the
         // episode, and VMAP's `#n` breaks, need them.
         if let content = player as? any ContentPlayer {
-            if self.content.duration == nil, let length = content.duration() { ads.setContentDuration(length) }
+            // The first length the player knows places the percentage breaks for the whole
+            // viewing: a length refined later (a VBR or TS file) does not move a played 50 %
+            // break ahead to play again.
+            if self.content.duration == nil, !durationPlaced, let length = content.duration() {
+                durationPlaced = true
+                ads.setContentDuration(length)
+            }
             if self.content.cuePoints == nil, !cuePointsKnown, let cues = content.cuePoints() {
                 cuePointsKnown = true
                 ads.setContentCuePoints(cues)

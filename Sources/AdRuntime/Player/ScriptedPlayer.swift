@@ -84,6 +84,11 @@ public final class ScriptedPlayer: BreakablePlayer, @unchecked Sendable {
         mutate { state, _, _ in state.breakResumeLanding = seconds }
     }
 
+    /// The item in reports a new length (mpv refining a VBR or TS file's estimate).
+    public func refineDuration(_ seconds: Double) {
+        mutate { state, _, _ in if state.item != nil { state.duration = max(0, seconds) } }
+    }
+
     /// The script's media: `path` lasts `duration` seconds (nil: it cannot be played).
     public func setMedia(_ path: String, duration: Double?) {
         mutate { state, _, _ in state.media[path] = .some(duration) }
