@@ -70,7 +70,7 @@ extension FleetBridge {
                 return answer(reply, responseTopic: response, correlation: correlation, connection)
             case .running:
                 counters.withLock { $0.duplicates += 1 }
-                return
+                return   // answered with the first reply when it comes (`RecentCommands.answered`)
             case .new:
                 break
             }
@@ -125,6 +125,7 @@ extension FleetBridge {
 /// none older than `window` seconds (monotonic).
 struct RecentCommands {
     enum Seen { case new, running, answered(JSONValue) }
+    private var waiting: [String: Int] = [:]
 
     static let capacity = 512
     static let window = 300.0
@@ -140,19 +141,30 @@ struct RecentCommands {
         while let oldest = order.first, order.count >= Self.capacity || (entries[oldest].map { now - $0.at > Self.window } ?? true) {
             order.removeFirst()
             entries[oldest] = nil
+            waiting[oldest] = nil
         }
-        if let entry = entries[key] { return entry.reply.map { .answered($0) } ?? .running }
+        if let entry = entries[key] {
+            guard let reply = entry.reply else {
+                waiting[key, default: 0] += 1
+                return .running
+            }
+            return .answered(reply)
+        }
         entries[key] = (now, nil)
         order.append(key)
         return .new
     }
 
-    mutating func answered(_ key: String, _ reply: JSONValue) {
+    /// The first reply came: kept for later deliveries; returns how many deliveries that came
+    /// while it ran are owed it too.
+    mutating func answered(_ key: String, _ reply: JSONValue) -> Int {
         if entries[key] != nil { entries[key]?.reply = reply }
+        return waiting.removeValue(forKey: key) ?? 0
     }
 
     mutating func forget(_ key: String) {
         entries[key] = nil
+        waiting[key] = nil
         order.removeAll { $0 == key }
     }
 }

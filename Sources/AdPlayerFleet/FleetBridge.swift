@@ -379,9 +379,10 @@ public final class FleetBridge: Sendable {
                 guard followLedger(ledger, &state) else { continue }
                 sendPlays(rows, full: full, connection, &state)
             case .reply(let reply, let responseTopic, let correlation, let key, let generation):
-                state.recent.answered(key, reply)
+                let owed = state.recent.answered(key, reply)
                 guard generation == state.generation, state.connected, let connection = state.connection else { continue }
-                answer(reply, responseTopic: responseTopic, correlation: correlation, connection)
+                // The first delivery's reply, and the same for each delivery that came while it ran.
+                for _ in 0...owed { answer(reply, responseTopic: responseTopic, correlation: correlation, connection) }
             case .callFailed(let generation):
                 if generation == state.generation {
                     state.fetchingStatus = false

@@ -164,7 +164,9 @@ public final class HTTPServer: Sendable {
             guard !registry.stopping else { return nil }
             if registry.connections.count >= limits.maxConnections {
                 // The idle connection that has waited longest (the lowest id) makes room.
-                guard let victim = registry.connections.filter({ $0.value.idle && !$0.value.evicted }).keys.min() else { return nil }
+                // Not one whose next request is already on the wire (bytes waiting to be read).
+                guard let victim = registry.connections.filter({ $0.value.idle && !$0.value.evicted && !Self.hasBytesWaiting($0.value.fd) })
+                    .keys.min() else { return nil }
                 registry.connections[victim]?.evicted = true
                 registry.connections[victim]?.idle = false
                 Glibc.shutdown(registry.connections[victim]!.fd, Int32(SHUT_RDWR))
@@ -349,17 +351,32 @@ public final class HTTPServer: Sendable {
     }
 
     /// Writes all of `bytes` (each write within the send timeout); false when the peer is gone or stalled.
-    static func send(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBytes { raw in
+    /// Writes `bytes` whole, each `send` bounded by the socket's `SO_SNDTIMEO` and **the whole
+    /// of it by `deadline` seconds**: a reader that takes a byte a second no longer holds a
+    /// response's thread and slot indefinitely (it is cut off: false).
+    static func send(_ fd: Int32, _ bytes: [UInt8], deadline: Double = responseDeadline) -> Bool {
+        let end = Double(MonotonicTime.now()) / 1e9 + deadline
+        return bytes.withUnsafeBytes { raw in
             var offset = 0
             while offset < raw.count {
-                let n = Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                guard Double(MonotonicTime.now()) / 1e9 < end else { return false }
+                let n = Glibc.send(fd, raw.baseAddress! + offset, min(raw.count - offset, 65536), Int32(MSG_NOSIGNAL))
                 if n < 0 && errno == EINTR { continue }
                 guard n > 0 else { return false }
                 offset += n
             }
             return true
         }
+    }
+
+    /// The longest a response may take to be written, whoever reads it.
+    static let responseDeadline = 30.0
+
+    /// Whether a request has arrived on `fd` that has not been read yet (no wait).
+    static func hasBytesWaiting(_ fd: Int32) -> Bool {
+        var byte: UInt8 = 0
+        let n = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return n > 0
     }
 
     static func peer(_ fd: Int32) -> Peer {

@@ -123,10 +123,13 @@ public final class WebApp: Sendable {
         case (true, "/metrics"): return metrics()
         case (true, "/api/plays"): return plays(request, csv: false)
         case (true, "/api/plays.csv"): return plays(request, csv: true)
-        case (true, "/api/logs"): return logs(request)
+        case (true, "/api/logs"): return logs(request, role: role)
         case (true, "/api/screenshot.png"):
             guard role.tier >= .control else { return .error(403, "the screenshot needs the operator role (\(role.rawValue) may only look)") }
             return screenshot()
+        case (true, "/events") where request.method == "HEAD":
+            // What a stream would answer, and no stream: a HEAD takes no slot and no body.
+            return HTTPResponse(status: 200, headers: [("Content-Type", "text/event-stream")])
         case (true, "/events"): return events()
         case (false, "/api/command"): return command(request, role: role)
         case (false, _):
@@ -279,7 +282,7 @@ public final class WebApp: Sendable {
         }
     }
 
-    private func logs(_ request: HTTPRequest) -> HTTPResponse {
+    private func logs(_ request: HTTPRequest, role: WebRole) -> HTTPResponse {
         var lines = 100
         if let text = request.query["lines"] {
             guard let n = Int(text), (1...ControlProtocol.maxLogLines).contains(n) else {
@@ -289,8 +292,32 @@ public final class WebApp: Sendable {
         }
         switch result(.logs(lines: lines)) {
         case .failure(let response): return response
-        case .success(let value): return json(200, value)
+        case .success(let value):
+            guard role.tier < .control else { return json(200, value) }
+            // A viewer sees the log without what URLs carry after `?` (beacons' ids, tokens).
+            let lines = (value["lines"]?.array ?? []).map { line -> JSONValue in
+                guard case .object(var fields) = line, let text = fields["text"]?.string else { return line }
+                fields["text"] = .string(Self.redactingQueries(text))
+                return .object(fields)
+            }
+            return json(200, ["lines": .array(lines)])
         }
+    }
+
+    /// `text` with the query of every http(s) URL in it replaced by `?…`.
+    static func redactingQueries(_ text: String) -> String {
+        var out = ""
+        var rest = Substring(text)
+        while let start = rest.range(of: "http", options: []) {
+            out += rest[..<start.lowerBound]
+            var urlEnd = rest[start.lowerBound...].firstIndex { $0 == " " || $0 == "\"" || $0 == "'" || $0 == "\n" } ?? rest.endIndex
+            // Punctuation that ends a sentence is not the URL's: "URL: attempt failed".
+            while urlEnd > start.lowerBound, ":,).;".contains(rest[rest.index(before: urlEnd)]) { urlEnd = rest.index(before: urlEnd) }
+            let url = rest[start.lowerBound..<urlEnd]
+            if let question = url.firstIndex(of: "?") { out += url[..<question] + "?…" } else { out += url }
+            rest = rest[urlEnd...]
+        }
+        return out + rest
     }
 
     /// The output as a PNG: with the ads where mpv can grab them, else the video alone (the

@@ -43,6 +43,10 @@ public struct WebAuth: Sendable {
         guard info.st_mode & 0o077 == 0 else {
             throw UsageError("web-token-file: \(path) is readable by others (mode \(String(info.st_mode & 0o777, radix: 8))): chmod 600 it")
         }
+        // Its owner is this user (or root): a file another user owns could be rewritten by them.
+        guard info.st_uid == geteuid() || info.st_uid == 0 else {
+            throw UsageError("web-token-file: \(path) is owned by another user (uid \(info.st_uid)): it must be this user's or root's")
+        }
         guard info.st_size <= 65536 else { throw UsageError("web-token-file: \(path): over 64 KiB") }
         var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
         var got = 0

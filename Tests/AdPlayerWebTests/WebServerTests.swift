@@ -167,6 +167,32 @@ final class WebServerTests: XCTestCase {
         XCTAssertEqual(try XCTUnwrap(post(#"{"cmd": "pause"}"#, token: nil, extra: "Origin: http://127.0.0.1:\(port)\r\n")).status, 200)
     }
 
+    /// Smaller holes of issue 34 (13): `HEAD /events` answers the head of a stream and opens
+    /// none; a viewer reads the log without URLs' queries (beacons' ids, tokens), an operator
+    /// with them; a token file another user owns is refused.
+    func testHeadOfEventsViewerLogsAndTheTokenFilesOwner() throws {
+        try start(auth: .open)
+        let head = try XCTUnwrap(try exchange("HEAD /events HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n"))
+        XCTAssertEqual(head.status, 200)
+        XCTAssertEqual(head.headers["content-type"], "text/event-stream")
+        XCTAssertEqual(head.body, [], "no body")
+        XCTAssertEqual(app.hub.count, 0, "no stream opened")
+
+        XCTAssertEqual(WebApp.redactingQueries("beacon https://ads.example/imp?ad=7&token=s3cr3t: attempt 1 failed (timeout)"),
+                       "beacon https://ads.example/imp?…: attempt 1 failed (timeout)")
+        XCTAssertEqual(WebApp.redactingQueries("no URL here"), "no URL here")
+        XCTAssertEqual(WebApp.redactingQueries("two: http://a/x?q=1 and \"http://b/y?r=2\""), "two: http://a/x?… and \"http://b/y?…\"")
+
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("tokens-\(UUID().uuidString.prefix(6))").path
+        defer { unlink(file) }
+        try "viewer viewer-0123456789abcdef\n".write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o600)
+        XCTAssertNoThrow(try WebAuth.load(file))
+        guard geteuid() == 0 else { return }   // only root can give a file away
+        XCTAssertEqual(chown(file, 65534, 65534), 0)
+        XCTAssertThrowsError(try WebAuth.load(file)) { XCTAssertTrue("\($0)".contains("owned by another user"), "\($0)") }
+    }
+
     /// Every hostile request gets its 4xx/5xx, and the server answers the next one.
     func testHostileRequestsGetAClearAnswerAndTheServerKeepsServing() throws {
         try start(auth: .open)

@@ -28,7 +28,7 @@ final class DaemonProcess: @unchecked Sendable {
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("daemon-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         // `folderForAll`: a daemon run as another user (`setpriv` in `wrapper`) makes its state and socket here.
-        if folderForAll { chmod(folder.path, 0o777) }
+        if folderForAll { chmod(folder.path, 0o1777) }   // sticky: the socket's folder may be shared, not swapped
         socket = folder.appendingPathComponent("ctl.sock").path
         stateDir = folder.appendingPathComponent("state").path
         self.library = try library ?? URL(fileURLWithPath: Media.path("episode-1.mp4")).deletingLastPathComponent().path

@@ -16,6 +16,26 @@ final class EdgeTests: XCTestCase {
 
     override func tearDownWithError() throws { try? FileManager.default.removeItem(at: scratch) }
 
+    /// The control socket's folder must be one nobody else can swap the socket in (issue 34,
+    /// 13): writable by others and not sticky is refused; a path the socket address cannot
+    /// hold whole is refused, never cut.
+    func testTheSocketsFolderAndPathAreChecked() throws {
+        let library = URL(fileURLWithPath: try Media.path("episode-1.mp4")).deletingLastPathComponent().path
+        let open = scratch.appendingPathComponent("open")
+        try FileManager.default.createDirectory(at: open, withIntermediateDirectories: true)
+        chmod(open.path, 0o777)
+        var (status, output) = try runToEnd(Executables.adplayerd, ["--library", library, "--state-dir", scratch.appendingPathComponent("s1").path,
+                                                                     "--socket", open.appendingPathComponent("ctl.sock").path])
+        XCTAssertNotEqual(status, 0, output)
+        XCTAssertTrue(output.contains("writable by others") && output.contains("could replace the socket"), output)
+        let long = scratch.appendingPathComponent(String(repeating: "d", count: 120)).appendingPathComponent("ctl.sock").path
+        (status, output) = try runToEnd(Executables.adplayerd, ["--library", library, "--state-dir", scratch.appendingPathComponent("s2").path,
+                                                                 "--socket", long])
+        XCTAssertNotEqual(status, 0, output)
+        XCTAssertTrue(output.contains("107"), output)   // the flag's check, or the server's for a default path
+        // A sticky folder shared with others (as /tmp) is taken: TierTests' daemons run there.
+    }
+
     /// What an ad server or a catalog names reaches an operator's terminal as text, never as
     /// terminal commands or forged lines (issue 34, 12): an overlay id with ESC[31m and a newline
     /// followed by a log-like line is printed escaped by `adplayerctl status`, `plays`, `events`

@@ -451,10 +451,16 @@ final class FleetTests: XCTestCase {
         }
         let before = try length()
         let queue = "{\"id\": 400, \"cmd\": \"queue\", \"args\": {\"paths\": [\"\(try Media.path("episode-2.mp4"))\"]}}"
-        for _ in 0..<2 {
-            try broker.publish("adplayer/h2/cmd", queue, extra: ["-V", "5", "-D", "publish", "response-topic", "adplayer/reply/ctl-1",
-                                                                 "-D", "publish", "correlation-data", "dup"])
-        }
+        // Both at once (one publisher, two lines): the second arrives while the first runs.
+        let twice = daemon.folder.appendingPathComponent("twice.txt").path
+        try Data((queue + "\n" + queue + "\n").utf8).write(to: URL(fileURLWithPath: twice))
+        let sender = Process()
+        sender.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_pub")
+        sender.arguments = ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "adplayer/h2/cmd", "-l", "-q", "1", "-V", "5",
+                            "-D", "publish", "response-topic", "adplayer/reply/ctl-1", "-D", "publish", "correlation-data", "dup"]
+        sender.standardInput = FileHandle(forReadingAtPath: twice)
+        try sender.run()
+        sender.waitUntilExit()
         XCTAssertTrue(waitUntil(timeout: 20) { lines("adplayer/reply/ctl-1").filter { $0.contains("\"id\":400,") }.count == 2 }, "\(everything.log)")
         let replies = Set(lines("adplayer/reply/ctl-1").filter { $0.contains("\"id\":400,") })
         XCTAssertEqual(replies.count, 1, "the same reply twice: \(replies)")

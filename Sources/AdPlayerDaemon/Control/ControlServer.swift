@@ -117,12 +117,36 @@ public final class ControlServer: @unchecked Sendable {
         }
     }
 
+    /// The socket's folder must be one nobody else can swap the socket in: owned by this user
+    /// (or root), and writable by no one else — unless it is a sticky folder such as /tmp,
+    /// where others cannot remove or rename what is ours. (`/tmp/other-users-folder/ctl.sock`:
+    /// refused.)
+    static func checkFolder(_ directory: String) throws {
+        var info = stat()
+        guard stat(directory.isEmpty ? "." : directory, &info) == 0 else {
+            throw SocketError(message: "\(directory): \(String(cString: strerror(errno)))")
+        }
+        guard info.st_uid == geteuid() || info.st_uid == 0 else {
+            throw SocketError(message: "\(directory) (the socket's folder) is owned by another user (uid \(info.st_uid)): they could replace the socket")
+        }
+        let sticky = info.st_mode & S_ISVTX != 0
+        guard info.st_mode & 0o022 == 0 || sticky else {
+            throw SocketError(message: "\(directory) (the socket's folder) is writable by others (mode \(String(info.st_mode & 0o777, radix: 8))) "
+                              + "and not sticky: they could replace the socket")
+        }
+    }
+
     /// Creates the socket (refusing to take over one a live daemon answers on) and starts the
     /// thread. When this returns, the socket accepts.
     public func start() throws {
+        // A path the address cannot hold whole is refused, never cut (a client could not reach it).
+        guard path.utf8.count < 108 else {
+            throw SocketError(message: "\(path): the socket path is \(path.utf8.count) bytes; a Unix socket's is at most 107")
+        }
         let directory = (path as NSString).deletingLastPathComponent
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: group == nil ? 0o700 : 0o750])
+        try Self.checkFolder(directory)
         if Self.someoneAnswers(path) { throw SocketError(message: "\(path): another adplayerd answers on it") }
         var info = stat()
         if lstat(path, &info) == 0 {
