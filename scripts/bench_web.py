@@ -11,7 +11,10 @@ ad.ended; then seeks 0.2 s before the next slot and plays. Three phases of ROUND
   alone     no web process
   followed  `adplayerd web` running, one client following /events (as the page does)
   abused    the same, plus 200 idle keep-alive connections, a slowloris, a 1 MiB header
-            every round, and a thread requesting /api/status and /api/health in a loop
+            every round, a thread requesting /api/status and /api/health in a loop, eight
+            threads requesting /api/status as fast as they can, and one guessing tokens
+            (issue 34, 11: the status is shared among readers — one daemon call a quarter
+            second — and a client past 200 requests a second, or 10 failed tokens, gets 429)
 
 Printed: p50/p95/max of t1 - t0 and of the daemon's latency_us (the player's change → mpv
 took the overlay out) per phase, and the web process's RSS after start and at the end of
@@ -136,9 +139,31 @@ def main():
                     big.close()
                 except OSError:
                     pass
+        answered = {}
+        answered_lock = threading.Lock()
+
+        def status_flood(wrong_token=False):
+            while not stop.is_set():
+                try:
+                    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+                    auth = b"Authorization: Bearer wrong-token-0123456789\r\n" if wrong_token else b""
+                    s.sendall(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%sConnection: close\r\n\r\n" % (port, auth))
+                    head = s.recv(64)
+                    s.close()
+                    code = head[9:12].decode(errors="replace")
+                    with answered_lock:
+                        key = ("token " if wrong_token else "") + code
+                        answered[key] = answered.get(key, 0) + 1
+                except OSError:
+                    pass
         threading.Thread(target=trickle, daemon=True).start()
         threading.Thread(target=flood, daemon=True).start()
+        for _ in range(8):
+            threading.Thread(target=status_flood, daemon=True).start()
+        threading.Thread(target=status_flood, args=(True,), daemon=True).start()
+        flood_started = time.monotonic()
         results["abused"] = rounds()
+        flood_seconds = time.monotonic() - flood_started
         rss_end, anon_end = rss_kib(web.pid), rss_kib(web.pid, "RssAnon:")
         stop.set()
 
@@ -152,6 +177,9 @@ def main():
         for phase in ["alone", "followed", "abused"]:
             outer, inner = results[phase]
             print(f"| {phase} | {len(outer)} | {row(phase, outer)} | {row(phase, inner)} |")
+        with answered_lock:
+            counts = ", ".join(f"{k}: {v} ({v / flood_seconds:.0f}/s)" for k, v in sorted(answered.items()))
+        print(f"status flood answers over {flood_seconds:.0f} s: {counts}")
         print(f"web process RSS: {rss_start / 1024:.1f} MiB after start, {rss_end / 1024:.1f} MiB at the end of the abused phase; "
               f"private (RssAnon): {anon_start / 1024:.1f} → {anon_end / 1024:.1f} MiB")
     finally:

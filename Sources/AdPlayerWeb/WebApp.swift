@@ -33,6 +33,14 @@ public final class WebApp: Sendable {
     let auth: WebAuth
     let identity: Identity
     let hub = EventHub()
+    /// Requests and failed authentications per client (`ClientLimits`).
+    let limits: ClientLimits
+    /// The daemon's last status, shared by the readers of `/api/status` within
+    /// `statusSharing` seconds (one call to the daemon's loop for all of them), and the call
+    /// under way that they wait for.
+    private let statusShared = Locked<(at: Double, value: JSONValue)?>(nil)
+    private let statusLock = NSLock()
+    static let statusSharing = 0.25
     private let started = Date()
     private let screenshotCache = Locked<(time: Date, png: [UInt8], withAds: Bool, note: String)?>(nil)
     private let screenshotLock = NSLock()
@@ -42,10 +50,11 @@ public final class WebApp: Sendable {
 
     public static let screenshotInterval = 2.0
 
-    public init(link: DaemonLink, auth: WebAuth, identity: Identity) {
+    public init(link: DaemonLink, auth: WebAuth, identity: Identity, limits: ClientLimits = ClientLimits()) {
         self.link = link
         self.auth = auth
         self.identity = identity
+        self.limits = limits
     }
 
     /// Follows the daemon's events for the event streams, and refreshes status snapshots.
@@ -103,10 +112,19 @@ public final class WebApp: Sendable {
     public func handle(_ request: HTTPRequest, _ peer: HTTPServer.Peer) -> HTTPResponse {
         // A browser's cross-site or rebound request: refused before anything else.
         if let refusal = originRefusal(request) { return refusal }
+        // Per client: a bound on requests, and a tighter one on failed authentications.
+        guard limits.admit(peer.address) else {
+            return .error(429, "too many requests from \(peer.address): at most 200 a second", headers: [("Retry-After", "1")])
+        }
+        guard limits.mayAuthenticate(peer.address) else {
+            return .error(429, "too many failed authentications from \(peer.address): wait", headers: [("Retry-After", "5")])
+        }
         let role: WebRole
         switch auth.role(authorization: request.header("authorization")) {
         case .role(let found): role = found
-        case .unauthorized(let why): return .error(401, why, headers: [("WWW-Authenticate", "Basic realm=\"adplayerd\", charset=\"UTF-8\"")])
+        case .unauthorized(let why):
+            if request.header("authorization") != nil { limits.failed(peer.address) }
+            return .error(401, why, headers: [("WWW-Authenticate", "Basic realm=\"adplayerd\", charset=\"UTF-8\"")])
         }
         let get = request.method == "GET" || request.method == "HEAD"
         switch (get, request.path) {
@@ -206,8 +224,25 @@ public final class WebApp: Sendable {
 
     // MARK: Endpoints
 
+    /// The daemon's status with the queue, shared: readers within `statusSharing` of the last
+    /// call get its answer, and concurrent ones wait for the one call under way — a flood of
+    /// `/api/status` costs the player's loop a status every quarter second, not one a request.
+    private func sharedStatus() -> Result<JSONValue, HTTPResponse> {
+        let fresh = { () -> JSONValue? in
+            guard let shared = self.statusShared.withLock({ $0 }), ClientLimits.now() - shared.at < Self.statusSharing else { return nil }
+            return shared.value
+        }
+        if let value = fresh() { return .success(value) }
+        statusLock.lock()
+        defer { statusLock.unlock() }
+        if let value = fresh() { return .success(value) }   // the call we waited for answered
+        let outcome = result(.status(queue: true))
+        if case .success(let value) = outcome { statusShared.withLock { $0 = (ClientLimits.now(), value) } }
+        return outcome
+    }
+
     private func status() -> HTTPResponse {
-        switch result(.status(queue: true)) {
+        switch sharedStatus() {
         case .failure(let response): return response
         case .success(let status):
             var box: [String: JSONValue] = [:]

@@ -167,6 +167,49 @@ final class WebServerTests: XCTestCase {
         XCTAssertEqual(try XCTUnwrap(post(#"{"cmd": "pause"}"#, token: nil, extra: "Origin: http://127.0.0.1:\(port)\r\n")).status, 200)
     }
 
+    /// Per client (issue 34, 11): past its burst of requests a client gets 429 with Retry-After
+    /// and is served again as its bucket refills; wrong tokens are limited tighter (10, then
+    /// 2 a second), a right one after them waits too; other clients are not touched.
+    func testEachClientIsBoundedInRequestsAndFailedTokens() {
+        var settings = ClientLimits.Settings()
+        settings.requestsPerSecond = 10
+        settings.burst = 20
+        let limits = ClientLimits(settings)
+        var admitted = 0
+        for _ in 0..<50 where limits.admit("10.0.0.1", now: 100) { admitted += 1 }
+        XCTAssertEqual(admitted, 20, "the burst")
+        XCTAssertFalse(limits.admit("10.0.0.1", now: 100.05))
+        XCTAssertTrue(limits.admit("10.0.0.1", now: 100.2), "refilled: 10 a second")
+        XCTAssertTrue(limits.admit("10.0.0.2", now: 100), "another client is not touched")
+        for _ in 0..<10 {
+            XCTAssertTrue(limits.mayAuthenticate("10.0.0.3", now: 200))
+            limits.failed("10.0.0.3", now: 200)
+        }
+        XCTAssertFalse(limits.mayAuthenticate("10.0.0.3", now: 200.1), "ten wrong tokens: wait")
+        XCTAssertTrue(limits.mayAuthenticate("10.0.0.3", now: 200.6), "2 a second again")
+        XCTAssertTrue(limits.mayAuthenticate("10.0.0.4", now: 200))
+    }
+
+    /// Fifty readers of /api/status at once share the daemon's answers: the daemon is asked a
+    /// handful of times (one call a quarter second, concurrent readers waiting for it), not 50.
+    func testConcurrentStatusReadersShareOneDaemonCall() throws {
+        try start(auth: .open)
+        let before = daemon.received.withLock { $0.filter { $0 == "status" }.count }
+        let codes = Locked<[Int]>([])
+        let started = Date()
+        let port = self.port
+        DispatchQueue.concurrentPerform(iterations: 50) { _ in
+            let client = try? RawHTTP(port: port)
+            client?.send("GET /api/status HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n")
+            if let status = client?.read()?.status { codes.withLock { $0.append(status) } }
+            client?.close()
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        XCTAssertEqual(codes.withLock { $0 }, Array(repeating: 200, count: 50))
+        let calls = daemon.received.withLock { $0.filter { $0 == "status" }.count } - before
+        XCTAssertLessThanOrEqual(calls, Int(elapsed / 0.25) + 2, "shared: \(calls) daemon calls for 50 readers in \(elapsed) s")
+    }
+
     /// Smaller holes of issue 34 (13): `HEAD /events` answers the head of a stream and opens
     /// none; a viewer reads the log without URLs' queries (beacons' ids, tokens), an operator
     /// with them; a token file another user owns is refused.

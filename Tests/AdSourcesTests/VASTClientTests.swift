@@ -415,6 +415,32 @@ final class VASTClientTests: XCTestCase {
         XCTAssertTrue(vast.mayFill(.preroll, content: second, at: 0), "it answers again")
     }
 
+    /// Every break plays or is told, once (issue 34, 15): a linear break at 00:00:00.000 is the
+    /// pre-roll, at 100 % or exactly at the episode's end the post-roll (not a mid-roll that can
+    /// never be reached); of three linear breaks at the same time one plays and the others are
+    /// told through their error URLs with 1003; a negative offset is no offset (refused).
+    func testTheEdgesOfAScheduleArePlayedOrTold() async throws {
+        let vast = client("vmap-edges.xml")
+        let episode = ContentInfo(id: "edges", duration: 10)
+        let preroll = try await vast.ad(for: AdRequest(content: episode, kind: .preroll, position: 0))
+        XCTAssertNotNil(preroll, "00:00:00.000 is the pre-roll")
+        XCTAssertEqual(vast.midrollTimes(for: episode), [4], "one mid-roll time; nothing at the end")
+        let told = errorBeacons.list.withLock { $0 }.filter { $0.contains("vmap-error") }
+        XCTAssertEqual(Set(told.compactMap { URLComponents(string: $0)?.queryItems?.first { $0.name == "break" }?.value }), ["b", "c"],
+                       "the two breaks at the same time as a: \(told)")
+        XCTAssertTrue(told.allSatisfy { $0.hasSuffix("code=1003") }, "\(told)")
+        let midroll = try await vast.ad(for: AdRequest(content: episode, kind: .midroll, position: 3.9, breakTime: 4))
+        XCTAssertNotNil(midroll)
+        let full = try await vast.ad(for: AdRequest(content: episode, kind: .postroll, position: 10))
+        XCTAssertNotNil(full, "100 %: the post-roll")
+        let atEnd = try await vast.ad(for: AdRequest(content: episode, kind: .postroll, position: 10))
+        XCTAssertNotNil(atEnd, "exactly at the end: a post-roll too")
+        for offset in ["-00:00:01", "+00:00:01", "-5%"] {
+            XCTAssertNil(VMAPDocument.offset(offset), offset)
+        }
+        XCTAssertEqual(VMAPDocument.offset("00:00:01.500"), .seconds(1.5))
+    }
+
     /// A VMAP answer cut short, or nested past the bound, is refused like a bad VAST.
     func testAMalformedOrDeeplyNestedVMAPIsRefused() async throws {
         await expectVASTError(.xmlParsing, "vmap-broken.xml")

@@ -611,13 +611,38 @@ public final class VASTClient: AdSource {
         answersVMAP.withLock { $0 = true }
         let first = schedules.withLock { schedules in
             guard schedules[request.content.id] == nil else { return false }
-            schedules[request.content.id] = Schedule(breaks: vmap.breaks, values: values)
+            schedules[request.content.id] = Schedule(breaks: vmap.breaks.map(Self.normalized), values: values)
             return true
         }
         guard first else { return }   // another request of the episode loaded it first
-        for item in vmap.breaks where !Self.playable(item) {
+        let breaks = vmap.breaks.map(Self.normalized)
+        for item in breaks where !Self.playable(item) {
             fireBreak(item.error, .breakTypeNotSupported, values)
         }
+        // A linear break at the same offset as an earlier linear break: one linear break plays
+        // at an instant (its pod, in order); the other is told through its error URLs once,
+        // never dropped in silence.
+        var linearOffsets: [VMAPDocument.Offset] = []
+        for item in breaks where Self.playable(item) && item.types.contains("linear") {
+            if linearOffsets.contains(item.offset) {
+                fireBreak(item.error, .breakTypeNotSupported, values)
+            } else {
+                linearOffsets.append(item.offset)
+            }
+        }
+    }
+
+    /// A linear break at `00:00:00` or `0%` is the pre-roll, one at `100%` the post-roll.
+    private static func normalized(_ item: VMAPDocument.Break) -> VMAPDocument.Break {
+        guard item.types.contains("linear") else { return item }
+        var item = item
+        switch item.offset {
+        case .seconds(let s) where s <= 0: item.offset = .start
+        case .percent(let p) where p <= 0: item.offset = .start
+        case .percent(let p) where p >= 100: item.offset = .end
+        default: break
+        }
+        return item
     }
 
     /// Breaks this player plays: nonlinear ones at a time (overlays, with `repeatAfter`), linear
@@ -648,11 +673,27 @@ public final class VASTClient: AdSource {
     public func midrollTimes(for content: ContentInfo) -> [Double] {
         guard let schedule = schedules.withLock({ $0[content.id] }) else { return [] }
         reportMissingCuePoints(schedule, content)
-        return schedule.breaks.compactMap { item -> Double? in
-            guard item.types.contains("linear"), item.offset != .start, let time = Self.time(of: item, in: content),
-                  time > 0 else { return nil }
+        let times = schedule.breaks.indices.compactMap { index -> Double? in
+            let item = schedule.breaks[index]
+            guard item.types.contains("linear"), item.offset != .start, !Self.repeatsAnOffset(index, schedule.breaks),
+                  let time = Self.time(of: item, in: content), time > 0, !Self.atTheEnd(time, content) else { return nil }
             return time
         }.sorted()
+        var distinct: [Double] = []
+        for time in times where distinct.last.map({ time - $0 > 0.001 }) ?? true { distinct.append(time) }
+        return distinct
+    }
+
+    /// A linear break at the same offset as an earlier linear break (told at load, not played).
+    private static func repeatsAnOffset(_ index: Int, _ breaks: [VMAPDocument.Break]) -> Bool {
+        let item = breaks[index]
+        guard item.types.contains("linear") else { return false }
+        return breaks[..<index].contains { $0.types.contains("linear") && playable($0) && $0.offset == item.offset }
+    }
+
+    /// A time at (or past) the episode's end, its length known: a break there is the post-roll.
+    private static func atTheEnd(_ time: Double, _ content: ContentInfo) -> Bool {
+        content.duration.map { time >= $0 - 0.001 } ?? false
     }
 
     /// Once the episode's cue points are known: a `#n` break past them can never be played —
@@ -694,8 +735,15 @@ public final class VASTClient: AdSource {
             }
             chosen = best.map { ($0.0, $0.1, $0.2) }
         case .postroll:
-            if let index = schedule.breaks.indices.first(where: {
-                schedule.breaks[$0].offset == .end && schedule.breaks[$0].types.contains("linear") && !schedule.served.contains("\($0)@end")
+            // The episode is over: a `#n` break past its cue points is told now if it was not
+            // (an end-of-episode break must not hide it).
+            reportMissingCuePoints(schedule, request.content)
+            // The `end` break, or a linear one timed exactly at the episode's end.
+            if let index = schedule.breaks.indices.first(where: { index in
+                let item = schedule.breaks[index]
+                guard item.types.contains("linear"), !schedule.served.contains("\(index)@end") else { return false }
+                if item.offset == .end { return true }
+                return Self.time(of: item, in: request.content).map { Self.atTheEnd($0, request.content) } ?? false
             }) {
                 chosen = (index, "\(index)@end", nil)
             }
@@ -709,8 +757,9 @@ public final class VASTClient: AdSource {
             // The first unserved linear break at or after the position (the policy asks a little
             // ahead of it, or at a snapback's landing for the last one passed: its own time).
             var best: (Int, String, Double)?
-            for (index, item) in schedule.breaks.enumerated() where item.types.contains("linear") && item.offset != .start {
-                guard let time = Self.time(of: item, in: request.content), time > 0,
+            for (index, item) in schedule.breaks.enumerated()
+            where item.types.contains("linear") && item.offset != .start && !Self.repeatsAnOffset(index, schedule.breaks) {
+                guard let time = Self.time(of: item, in: request.content), time > 0, !Self.atTheEnd(time, request.content),
                       !schedule.served.contains("\(index)@mid") else { continue }
                 let wanted = request.breakTime ?? request.position
                 guard time >= wanted - 0.001 else { continue }

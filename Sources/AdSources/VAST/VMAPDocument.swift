@@ -120,13 +120,15 @@ public struct VMAPDocument: Sendable, Equatable {
     }
 
     /// `timeOffset` as VMAP writes it: `start`, `end`, `HH:MM:SS(.mmm)`, `n%`, `#n`.
-    static func offset(_ text: String) -> Offset? {
+    package static func offset(_ text: String) -> Offset? {
         let value = text.trimmingCharacters(in: .whitespaces)
         switch value.lowercased() {
         case "start": return .start
         case "end": return .end
         default: break
         }
+        // No sign anywhere: "-00:00:01" is no offset (not +1 s), and the document is refused.
+        guard !value.contains("-"), !value.contains("+") else { return nil }
         if value.hasSuffix("%"), let percent = Double(value.dropLast()), percent.isFinite, (0...100).contains(percent) {
             return .percent(percent)
         }
@@ -137,7 +139,8 @@ public struct VMAPDocument: Sendable, Equatable {
     /// `HH:MM:SS` or `HH:MM:SS.mmm`, at most 30 days.
     static func clock(_ text: String) -> Double? {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 3, let hours = Int(parts[0]), let minutes = Int(parts[1]), let seconds = Double(parts[2]),
+        guard parts.count == 3, parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy { $0.isASCII && ($0.isNumber || $0 == ".") } }),
+              let hours = Int(parts[0]), let minutes = Int(parts[1]), let seconds = Double(parts[2]),
               hours >= 0, (0..<60).contains(minutes), seconds.isFinite, seconds >= 0, seconds < 60 else { return nil }
         let total = Double(hours * 3600 + minutes * 60) + seconds
         return total <= 30 * 86_400 ? total : nil
