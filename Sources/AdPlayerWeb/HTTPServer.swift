@@ -23,6 +23,9 @@ public final class HTTPServer: Sendable {
         public var headerTimeout = 10.0
         public var bodyTimeout = 10.0
         public var writeTimeout = 10.0
+        /// The longest a whole response may take to be written (a reader taking a byte a
+        /// second is cut off): each write is bounded by `writeTimeout`, the response by this.
+        public var responseDeadline = HTTPServer.responseDeadline
         public var streamKeepAlive = 15.0
         public init() {}
     }
@@ -158,6 +161,10 @@ public final class HTTPServer: Sendable {
         _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
         var timeout = timeval(tv_sec: Int(limits.writeTimeout), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        // A bounded kernel buffer (no autotuning to megabytes a connection): what a slow reader
+        // has not taken waits in it, and the rest is the response deadline's to cut.
+        var sendBuffer: Int32 = 256 << 10
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sendBuffer, socklen_t(MemoryLayout<Int32>.size))
         var noDelay: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &noDelay, socklen_t(MemoryLayout<Int32>.size))
         let admitted = registry.withLock { registry -> Int? in
@@ -261,7 +268,7 @@ public final class HTTPServer: Sendable {
     @discardableResult
     private func respond(_ fd: Int32, _ response: HTTPResponse, keepAlive: Bool, method: String) -> Bool {
         let head = response.head(keepAlive: keepAlive, method: method)
-        return Self.send(fd, method == "HEAD" ? head : head + response.body)
+        return Self.send(fd, method == "HEAD" ? head : head + response.body, deadline: limits.responseDeadline)
     }
 
     /// An event stream: its head, then its messages as they come, a comment when idle.

@@ -55,6 +55,7 @@ final class FakeDaemon: @unchecked Sendable {
                 guard let request = try? JSONValue.parse(line), let cmd = request["cmd"]?.string else { continue }
                 received.withLock { $0.append(cmd) }
                 let result: JSONValue = cmd == "health" ? ["status": "degraded", "checks": [["name": "ads", "status": "degraded", "reason": "test"]]]
+                    : cmd == "metrics" ? ["text": .string(String(repeating: "m", count: 900_000))]   // a large response
                     : ["cmd": .string(cmd)]
                 let reply: JSONValue = ["id": request["id"] ?? .null, "ok": true, "result": result]
                 _ = reply.line().withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -208,6 +209,38 @@ final class WebServerTests: XCTestCase {
         XCTAssertEqual(codes.withLock { $0 }, Array(repeating: 200, count: 50))
         let calls = daemon.received.withLock { $0.filter { $0 == "status" }.count } - before
         XCTAssertLessThanOrEqual(calls, Int(elapsed / 0.25) + 2, "shared: \(calls) daemon calls for 50 readers in \(elapsed) s")
+    }
+
+    /// A reader that takes the response a trickle at a time (issue 34, 13) holds its slot no
+    /// longer than the response's deadline: cut off before the end, and the server serves on.
+    func testASlowReaderIsCutOffAtTheResponsesDeadline() throws {
+        var limits = HTTPServer.Limits()
+        limits.writeTimeout = 1
+        limits.responseDeadline = 1
+        try start(auth: .open, limits: limits)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var small: Int32 = 2048
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        XCTAssertEqual(connected, 0)
+        let request = Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
+        XCTAssertEqual(request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }, request.count)
+        // 512 bytes every 20 ms: 25 KB a second, 36 s for the whole — unless it is cut off.
+        var received = 0, chunk = [UInt8](repeating: 0, count: 512)
+        let giveUp = Date().addingTimeInterval(60)
+        while Date() < giveUp {
+            let n = recv(fd, &chunk, chunk.count, 0)
+            guard n > 0 else { break }
+            received += n
+            usleep(20_000)
+        }
+        XCTAssertLessThan(received, 900_000, "cut off before the end of the response")
+        XCTAssertEqual(try XCTUnwrap(get("/favicon.ico")).status, 204, "and the server serves on")
     }
 
     /// Smaller holes of issue 34 (13): `HEAD /events` answers the head of a stream and opens

@@ -75,6 +75,18 @@ final class Broker: @unchecked Sendable {
         return output.split(separator: "\n").map(String.init).filter { !$0.hasPrefix("Timed out") }
     }
 
+    /// `mosquitto_pub -l`: each of `lines` a message, from one publisher, back to back.
+    func publish(_ topic: String, lines: [String], extra: [String] = []) throws {
+        let file = folder.appendingPathComponent("lines-\(UUID().uuidString.prefix(8)).txt").path
+        try Data(lines.map { $0 + "\n" }.joined().utf8).write(to: URL(fileURLWithPath: file))
+        let sender = Process()
+        sender.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_pub")
+        sender.arguments = ["-p", String(port), "-h", "127.0.0.1", "-t", topic, "-l"] + extra
+        sender.standardInput = FileHandle(forReadingAtPath: file)
+        try sender.run()
+        sender.waitUntilExit()
+    }
+
     func publish(_ topic: String, _ message: String, extra: [String] = []) throws {
         let (status, output) = try runToEnd("/usr/bin/mosquitto_pub", ["-p", String(port), "-h", "127.0.0.1", "-t", topic, "-m", message] + extra)
         XCTAssertEqual(status, 0, output)
@@ -365,14 +377,7 @@ final class FleetTests: XCTestCase {
         try Data(("{\"id\": 5, \"cmd\": \"status\", \"x\": \"" + String(repeating: "a", count: 70_000) + "\"}").utf8).write(to: URL(fileURLWithPath: big))
         let (_, _) = try runToEnd("/usr/bin/mosquitto_pub", ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "adplayer/h/cmd", "-f", big])
         // A thousand commands at once: a few reach the daemon, the rest are told why.
-        let lines = daemon.folder.appendingPathComponent("flood.txt").path
-        try Data((0..<1000).map { "{\"id\": \(1000 + $0), \"cmd\": \"status\"}" }.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: lines))
-        let flood = Process()
-        flood.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_pub")
-        flood.arguments = ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "adplayer/h/cmd", "-l"]
-        flood.standardInput = FileHandle(forReadingAtPath: lines)
-        try flood.run()
-        flood.waitUntilExit()
+        try broker.publish("adplayer/h/cmd", lines: (0..<1000).map { "{\"id\": \(1000 + $0), \"cmd\": \"status\"}" })
         XCTAssertNotNil(reply { $0.contains("too many commands") }, "the flood is told")
         XCTAssertNotNil(reply { $0.contains("\"id\":1000,") && $0.contains("\"ok\":true") }, "the first of the flood ran")
         // After all of it: a plain status is answered, on the v5 response topic too (asked
@@ -413,14 +418,7 @@ final class FleetTests: XCTestCase {
         let bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "h2", extra: ["--mqtt-commands", "control"])
         try bridge.waitConnected()
         // At once: twelve commands right after online, all served.
-        let burst = daemon.folder.appendingPathComponent("burst.txt").path
-        try Data((0..<12).map { "{\"id\": \(100 + $0), \"cmd\": \"status\"}" }.joined(separator: "\n").utf8).write(to: URL(fileURLWithPath: burst))
-        let burstSender = Process()
-        burstSender.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_pub")
-        burstSender.arguments = ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "adplayer/h2/cmd", "-l"]
-        burstSender.standardInput = FileHandle(forReadingAtPath: burst)
-        try burstSender.run()
-        burstSender.waitUntilExit()
+        try broker.publish("adplayer/h2/cmd", lines: (0..<12).map { "{\"id\": \(100 + $0), \"cmd\": \"status\"}" })
         func lines(_ topic: String) -> [String] {
             everything.log.split(separator: "\n").filter { $0.hasPrefix(topic + " ") }.map(String.init)
         }
@@ -452,15 +450,8 @@ final class FleetTests: XCTestCase {
         let before = try length()
         let queue = "{\"id\": 400, \"cmd\": \"queue\", \"args\": {\"paths\": [\"\(try Media.path("episode-2.mp4"))\"]}}"
         // Both at once (one publisher, two lines): the second arrives while the first runs.
-        let twice = daemon.folder.appendingPathComponent("twice.txt").path
-        try Data((queue + "\n" + queue + "\n").utf8).write(to: URL(fileURLWithPath: twice))
-        let sender = Process()
-        sender.executableURL = URL(fileURLWithPath: "/usr/bin/mosquitto_pub")
-        sender.arguments = ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "adplayer/h2/cmd", "-l", "-q", "1", "-V", "5",
-                            "-D", "publish", "response-topic", "adplayer/reply/ctl-1", "-D", "publish", "correlation-data", "dup"]
-        sender.standardInput = FileHandle(forReadingAtPath: twice)
-        try sender.run()
-        sender.waitUntilExit()
+        try broker.publish("adplayer/h2/cmd", lines: [queue, queue], extra: ["-q", "1", "-V", "5", "-D", "publish", "response-topic",
+                                                                             "adplayer/reply/ctl-1", "-D", "publish", "correlation-data", "dup"])
         XCTAssertTrue(waitUntil(timeout: 20) { lines("adplayer/reply/ctl-1").filter { $0.contains("\"id\":400,") }.count == 2 }, "\(everything.log)")
         let replies = Set(lines("adplayer/reply/ctl-1").filter { $0.contains("\"id\":400,") })
         XCTAssertEqual(replies.count, 1, "the same reply twice: \(replies)")
