@@ -166,11 +166,14 @@ struct PlaysCommand {
         }
         guard parsed.positional.count == 2 else { throw UsageError("plays verify takes one FILE, or --state-dir DIR") }
         let file = parsed.positional[1]
-        guard let data = FileManager.default.contents(atPath: file) else { throw Failure("\(file): cannot be read") }
+        // A log of 100,000 plays is about 40 MiB: a file past 1 GiB is not one of ours.
+        let data: Data
+        do { data = try SafeFile.read(file, maxBytes: 1 << 30) } catch { throw Failure("\(error)") }
         var signed = true
         if let key = parsed.value("public-key") {
             let signatureFile = parsed.value("signature") ?? file + ".sig"
-            guard let signature = FileManager.default.contents(atPath: signatureFile) else { throw Failure("\(signatureFile): cannot be read") }
+            let signature: Data
+            do { signature = try SafeFile.read(signatureFile, maxBytes: 4096) } catch { throw Failure("\(error)") }
             var error = [CChar](repeating: 0, count: 256)
             let rc = data.withUnsafeBytes { bytes in
                 signature.withUnsafeBytes { sig in
