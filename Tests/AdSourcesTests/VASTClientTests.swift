@@ -435,6 +435,15 @@ final class VASTClientTests: XCTestCase {
         XCTAssertNotNil(full, "100 %: the post-roll")
         let atEnd = try await vast.ad(for: AdRequest(content: episode, kind: .postroll, position: 10))
         XCTAssertNotNil(atEnd, "exactly at the end: a post-roll too")
+        // A `#n` break of an episode without chapters, its end reached before anything asked
+        // for its mid-roll times: told with 1003 when the post-roll is asked for, once.
+        let cues = client("vmap-episode.xml")
+        let chapterless = ContentInfo(id: "no-chapters", duration: 10, cuePoints: [])
+        _ = try? await cues.ad(for: AdRequest(content: chapterless, kind: .postroll, position: 10))
+        _ = try? await cues.ad(for: AdRequest(content: chapterless, kind: .postroll, position: 10))
+        let cueTold = errorBeacons.list.withLock { $0 }.filter { $0.contains("break=cue") }
+        XCTAssertEqual(cueTold.count, 1, "\(cueTold)")
+        XCTAssertTrue(cueTold.first?.hasSuffix("code=1003") == true, "\(cueTold)")
         for offset in ["-00:00:01", "+00:00:01", "-5%"] {
             XCTAssertNil(VMAPDocument.offset(offset), offset)
         }
