@@ -66,6 +66,8 @@ bench: deps media
 	$(SWIFT) build -c release --product adplayerd
 	$(SWIFT) build -c release --product adplayerctl
 	$(SWIFT) build -c release --product adplayerd-dev
+	$(SWIFT) build -c release --product adplayerd-web
+	$(SWIFT) build -c release --product adplayerd-mqtt
 	.build/release/adplayerd-dev bench-latency --rounds 1000 media/episode-long.mp4
 	.build/release/adplayerd-dev bench-catalog --slots 100000
 	.build/release/adplayerd-dev bench-ledger --plays 1000
@@ -87,6 +89,10 @@ install: deps
 	$(SWIFT) build -c release --product adplayerctl $(SWIFT_FLAGS)
 	install -D -m 0755 .build/release/adplayerd $(DESTDIR)$(PREFIX)/bin/adplayerd
 	install -D -m 0755 .build/release/adplayerctl $(DESTDIR)$(PREFIX)/bin/adplayerctl
+	$(SWIFT) build -c release --product adplayerd-web $(SWIFT_FLAGS)
+	$(SWIFT) build -c release --product adplayerd-mqtt $(SWIFT_FLAGS)
+	install -D -m 0755 .build/release/adplayerd-web $(DESTDIR)$(PREFIX)/bin/adplayerd-web
+	install -D -m 0755 .build/release/adplayerd-mqtt $(DESTDIR)$(PREFIX)/bin/adplayerd-mqtt
 	install -D -m 0644 systemd/system/adplayerd.service $(DESTDIR)/etc/systemd/system/adplayerd.service
 	install -D -m 0644 systemd/user/adplayerd.service $(DESTDIR)/etc/systemd/user/adplayerd.service
 	for unit in adplayerd-web.socket adplayerd-web.service adplayerd-mqtt.service; do \

@@ -6,6 +6,16 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
 
+/// The Swift runtime and Foundation linked into the executable (the operator's processes): a
+/// module compiled against the shared runtime names only Foundation for the linker, so the
+/// static archives Foundation stands on are named here.
+let staticRuntime: [LinkerSetting] = [
+    .unsafeFlags(["-static-stdlib", "-Xlinker", "--gc-sections",
+                  "-lFoundation", "-lFoundationInternationalization", "-lFoundationEssentials", "-l_FoundationICU",
+                  "-l_FoundationCollections", "-l_FoundationCShims", "-lCoreFoundation", "-l_FoundationICU", "-lswiftSynchronization",
+                  "-lswiftDispatch", "-ldispatch", "-lBlocksRuntime", "-lstdc++"]),
+]
+
 let package = Package(
     name: "adplayerd",
     platforms: [.macOS(.v15)],
@@ -16,6 +26,8 @@ let package = Package(
         .library(name: "AdPlayerDaemon", targets: ["AdPlayerDaemon"]),
         .executable(name: "adplayerd", targets: ["adplayerd"]),
         .executable(name: "adplayerctl", targets: ["adplayerctl"]),
+        .executable(name: "adplayerd-web", targets: ["adplayerd-web"]),
+        .executable(name: "adplayerd-mqtt", targets: ["adplayerd-mqtt"]),
         .executable(name: "adplayerd-dev", targets: ["adplayerd-dev"]),
     ],
     targets: [
@@ -47,26 +59,39 @@ let package = Package(
         // their validation, replies, events, error codes; JSON; the command-line parser.
         // It knows no ads runtime: adplayerctl links the protocol alone.
         .target(name: "ControlProtocol", dependencies: ["Bounds"], swiftSettings: strict),
+        // What every adplayerd process does alike: its log, its signals, the host's names.
+        .target(name: "ProcessSupport", dependencies: ["Bounds", "CSystem"], swiftSettings: strict),
+        // The clients' side: the configuration file's reader (the daemon's too) and the settings
+        // of the web process and the bridge, the link that follows the daemon, process set-up.
+        .target(name: "ClientSupport", dependencies: ["Bounds", "ControlProtocol", "ProcessSupport", "CSystem"], swiftSettings: strict),
         // `adplayerd web`: its own small HTTP/1.1 server, the page, the endpoints — a client of
         // the control protocol only (no runtime, no mpv, no database).
-        .target(name: "AdPlayerWeb", dependencies: ["Bounds", "ControlProtocol", "CSystem"], swiftSettings: strict),
+        .target(name: "AdPlayerWeb", dependencies: ["Bounds", "ControlProtocol", "ClientSupport", "ProcessSupport", "CSystem"], swiftSettings: strict),
         // libmosquitto (Debian's libmosquitto-dev): MQTT 5 for `adplayerd mqtt`, its callbacks
         // and v5 properties wrapped in a few plain C calls.
         .target(name: "CMqtt", path: "Sources/CMqtt", linkerSettings: [.linkedLibrary("mosquitto")]),
         // Ed25519 signatures of proof-of-play exports (OpenSSL's libcrypto, Debian's libssl-dev).
         .target(name: "CSign", path: "Sources/CSign", linkerSettings: [.linkedLibrary("crypto")]),
         // `adplayerd mqtt`: the fleet bridge — the control protocol on one side, a broker on the other.
-        .target(name: "AdPlayerFleet", dependencies: ["Bounds", "ControlProtocol", "CMqtt"], swiftSettings: strict),
+        .target(name: "AdPlayerFleet", dependencies: ["Bounds", "ControlProtocol", "ClientSupport", "ProcessSupport", "CMqtt"], swiftSettings: strict),
         // The daemon as a library: controller, episode policy, state, control socket, desktop.
         // It knows no mpv: the controller's virtual-time tests build without libmpv.
-        .target(name: "AdPlayerDaemon", dependencies: ["AdRuntime", "AdSources", "AdTracking", "CSystem", "CMpris", "ControlProtocol"],
+        .target(name: "AdPlayerDaemon", dependencies: ["AdRuntime", "AdSources", "AdTracking", "CSystem", "CMpris", "ControlProtocol",
+                                                            "ClientSupport", "ProcessSupport"],
                 swiftSettings: strict),
         // Where the daemon is assembled: mpv as its content player, mpv's log as its log.
         .target(name: "AdPlayerMpv", dependencies: ["AdPlayerDaemon", "AdRuntime", "MpvPlayerAdapter", "ControlProtocol"], swiftSettings: strict),
         // main (the services in order) and the tool commands.
         .executableTarget(name: "adplayerd", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdRuntime", "AdSources", "AdTracking",
-                                                            "MpvPlayerAdapter", "ControlProtocol", "AdPlayerWeb", "AdPlayerFleet", "CSign"],
+                                                            "MpvPlayerAdapter", "ControlProtocol", "ClientSupport", "ProcessSupport", "CSign"],
                           swiftSettings: strict),
+        // The operator's processes, apart from the player: they link the protocol and their own
+        // parts only (no libmpv, FFmpeg, SQLite or curl), the Swift runtime statically (section
+        // GC keeps what they use): docs/benchmarks.md has their memory beside the daemon's.
+        .executableTarget(name: "adplayerd-web", dependencies: ["AdPlayerWeb", "ClientSupport", "ProcessSupport", "ControlProtocol", "CSystem"],
+                          swiftSettings: strict, linkerSettings: staticRuntime),
+        .executableTarget(name: "adplayerd-mqtt", dependencies: ["AdPlayerFleet", "ClientSupport", "ProcessSupport", "ControlProtocol"],
+                          swiftSettings: strict, linkerSettings: staticRuntime),
         // The developer's tools, out of the production executable: play, the benchmarks, the
         // loop-affinity probe.
         .executableTarget(name: "adplayerd-dev", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdRuntime", "AdSources", "AdTracking",
@@ -87,7 +112,7 @@ let package = Package(
         // The daemon and adplayerctl as processes, through the control socket.
         .testTarget(name: "DaemonTests", dependencies: ["AdRuntime", "AdTestSupport", "AdTracking"], swiftSettings: strict),
         // The web server alone: parsing, limits, hostile requests, tokens and roles.
-        .testTarget(name: "AdPlayerWebTests", dependencies: ["AdPlayerWeb", "Bounds", "ControlProtocol", "AdTestSupport"], swiftSettings: strict),
+        .testTarget(name: "AdPlayerWebTests", dependencies: ["AdPlayerWeb", "ClientSupport", "Bounds", "ControlProtocol", "AdTestSupport"], swiftSettings: strict),
         .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "AdSources", "AdTestSupport", "MpvPlayerAdapter", "CMpv"],
                     swiftSettings: strict),
     ]

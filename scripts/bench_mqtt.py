@@ -124,9 +124,9 @@ def main():
         time.sleep(1)
         cpu1 = cpu_seconds(one.pid)
         at100 = (len(received) - before) / elapsed
-        rss, anon = status(one.pid, "VmRSS:"), status(one.pid, "RssAnon:")
+        rss, anon, peak = status(one.pid, "VmRSS:"), status(one.pid, "RssAnon:"), status(one.pid, "VmHWM:")
         print(f"| rate 100/s | {sent / elapsed:.0f} commands/s sent | {at100:.0f} events/s received | bridge CPU {100 * (cpu1 - cpu0) / elapsed:.1f} % "
-              f"of a core | RSS {rss / 1024:.1f} MiB (private {anon / 1024:.1f} MiB) |")
+              f"of a core | RSS {rss / 1024:.1f} MiB (private {anon / 1024:.1f} MiB), peak {peak / 1024:.1f} MiB (goal: at most 20) |")
 
         before = len(received)
         t0 = time.monotonic()

@@ -164,7 +164,7 @@ def main():
         flood_started = time.monotonic()
         results["abused"] = rounds()
         flood_seconds = time.monotonic() - flood_started
-        rss_end, anon_end = rss_kib(web.pid), rss_kib(web.pid, "RssAnon:")
+        rss_end, anon_end, peak = rss_kib(web.pid), rss_kib(web.pid, "RssAnon:"), rss_kib(web.pid, "VmHWM:")
         stop.set()
 
         def row(name, values):
@@ -181,7 +181,8 @@ def main():
             counts = ", ".join(f"{k}: {v} ({v / flood_seconds:.0f}/s)" for k, v in sorted(answered.items()))
         print(f"status flood answers over {flood_seconds:.0f} s: {counts}")
         print(f"web process RSS: {rss_start / 1024:.1f} MiB after start, {rss_end / 1024:.1f} MiB at the end of the abused phase; "
-              f"private (RssAnon): {anon_start / 1024:.1f} → {anon_end / 1024:.1f} MiB")
+              f"private (RssAnon): {anon_start / 1024:.1f} → {anon_end / 1024:.1f} MiB; peak (VmHWM) {peak / 1024:.1f} MiB "
+              f"(goal: at most 20 MiB)")
     finally:
         stop.set()
         for process in (web, daemon):

@@ -1,4 +1,6 @@
+import ClientSupport
 import ControlProtocol
+import ProcessSupport
 import Foundation
 import Bounds
 

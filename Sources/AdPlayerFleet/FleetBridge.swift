@@ -1,4 +1,6 @@
+import ClientSupport
 import ControlProtocol
+import ProcessSupport
 import Foundation
 import Bounds
 
@@ -65,7 +67,8 @@ public final class FleetBridge: Sendable {
     private let inbox = Locked<(items: [Input], dropped: Int)>(([], 0))
     private let stopping = Locked(false)
     private let finished = Locked(false)
-    private let calls = DispatchQueue(label: "adplayerd-mqtt-calls")
+    /// The commands' calls to the daemon, in the order they came, off the MQTT callback thread.
+    private let calls = Workers(name: "mqtt-calls")
     private let pendingCalls = Locked(0)
     let counters = Locked(Counters())
 
@@ -117,7 +120,7 @@ public final class FleetBridge: Sendable {
         }
         guard admitted else { return refused() }
         let link = self.link
-        calls.async { [self] in
+        calls.execute { [self] in
             let result = link.call(request, timeout: timeout)
             pendingCalls.withLock { $0 -= 1 }
             post(answer(result))
@@ -549,15 +552,10 @@ enum PlaysCursor {
     }
 
     static func write(_ sequence: Int64, ledger: String?, to path: String) throws {
-        let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw ControlClient.Failure(description: "\(temporary): \(String(cString: strerror(errno)))") }
-        let bytes = Array(((ledger.map { $0 + " " } ?? "") + "\(sequence)\n").utf8)
-        let wrote = Glibc.write(fd, bytes, bytes.count)
-        let synced = fsync(fd)
-        close(fd)
-        guard wrote == bytes.count, synced == 0, rename(temporary, path) == 0 else {
-            throw ControlClient.Failure(description: "\(path): \(String(cString: strerror(errno)))")
+        do {
+            try AtomicFile.write(Data(((ledger.map { $0 + " " } ?? "") + "\(sequence)\n").utf8), to: path, durable: true)
+        } catch {
+            throw ControlClient.Failure(description: error.description)
         }
     }
 }

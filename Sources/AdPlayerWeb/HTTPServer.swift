@@ -1,4 +1,6 @@
+import ClientSupport
 import ControlProtocol
+import ProcessSupport
 import CSystem
 import Foundation
 import Bounds
@@ -127,10 +129,7 @@ public final class HTTPServer: Sendable {
     public var evictedCount: Int { counters.withLock { $0.evicted } }
 
     static func thread(named name: String, _ body: @escaping @Sendable () -> Void) {
-        let thread = Thread { body() }
-        thread.name = name
-        thread.stackSize = 512 * 1024
-        thread.start()
+        startThread(named: name, stackSize: 512 * 1024, body)
     }
 
     // MARK: Accepting
@@ -296,8 +295,8 @@ public final class HTTPServer: Sendable {
     /// large) read and dropped for a moment, so that its answer is not lost to a reset.
     /// Connections answered 503 at once (every slot in use), lingering on a queue of their own
     /// so that the answer is read — closing a socket with its request unread would reset it, and
-    /// the client would get no answer at all. At most `maxRefusing` linger; beyond, closed.
-    private static let refusals = DispatchQueue(label: "web-refusals", attributes: .concurrent)
+    /// the client would get no answer at all. At most `maxRefusing` linger, each on a small
+    /// thread of its own; beyond, closed.
     private static let refusing = Locked(0)
     static let maxRefusing = 64
 
@@ -313,7 +312,7 @@ public final class HTTPServer: Sendable {
             close(fd)
             return
         }
-        Self.refusals.async {
+        startThread(named: "web-refusal", stackSize: 64 * 1024) {
             Self.linger(fd, for: 0.5)
             close(fd)
             Self.refusing.withLock { $0 -= 1 }
@@ -396,7 +395,7 @@ public final class HTTPServer: Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getnameinfo($0, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) }
         }
         let address = String(nulTerminated: host)
-        let loopback = address.hasPrefix("127.") || address == "::1" || address.hasPrefix("::ffff:127.")
+        let loopback = SocketAddress.isLoopback(address)
         return Peer(address: address, isLoopback: loopback)
     }
 }

@@ -1,4 +1,6 @@
+import ClientSupport
 import ControlProtocol
+import ProcessSupport
 import CSystem
 import Foundation
 import Bounds

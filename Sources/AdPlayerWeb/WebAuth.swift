@@ -1,4 +1,6 @@
+import ClientSupport
 import ControlProtocol
+import ProcessSupport
 import Foundation
 
 /// Who may do what on the web (docs/web.md): a role per token, each role a tier of the

@@ -330,15 +330,11 @@ public final class CreativeCache: Sendable {
         index.withLock { $0[hash] = Object(bytes: bytes, used: Date().timeIntervalSince1970) }
         // The URL's name for it, written whole or not at all.
         let link = folder + "/urls/" + Self.sha256(Data(url.utf8))
-        let linkTemporary = link + ".tmp-" + UUID().uuidString
-        let fd = open(linkTemporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        var code = fd < 0 ? errno : Data(hash.utf8).withUnsafeBytes { writeAll(fd, $0.baseAddress, $0.count) }
-        if fd >= 0 { close(fd) }
-        if code == 0, rename(linkTemporary, link) != 0 { code = errno }
-        guard code == 0 else {
-            unlink(linkTemporary)
+        do {
+            try AtomicFile.write(Data(hash.utf8), to: link, durable: false)
+        } catch {
             // The object stays (it is whole); without its name it is trimmed like any other.
-            throw Problem(description: "\(link): \(String(cString: strerror(code)))", refusedBy: code)
+            throw Problem(description: error.description, refusedBy: error.code)
         }
         trim(keeping: hash)
         return path

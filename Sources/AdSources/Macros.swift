@@ -265,7 +265,7 @@ public enum Macros {
 /// The player's `User-Agent` for every HTTP request (ad servers, creatives, beacons) and the
 /// `[CLIENTUA]`/`[DEVICEUA]` macros: `adplayerd/VERSION (Linux RELEASE; MACHINE) libmpv`.
 public enum UserAgent {
-    public static let version = "1.1.0"
+    public static var version: String { Product.version }
 
     public static let string: String = {
         var name = utsname()

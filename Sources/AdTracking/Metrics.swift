@@ -159,13 +159,8 @@ public final class Metrics: Sendable {
     /// Writes the text to `path` atomically (a temporary file in the same folder, then a rename),
     /// as node_exporter's textfile collector wants it.
     public func write(to path: String) throws {
-        let temporary = path + ".tmp.\(getpid())"
-        try Data(text().utf8).write(to: URL(fileURLWithPath: temporary))
-        guard rename(temporary, path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temporary)
-            throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "\(path): \(reason)"])
-        }
+        // Read by node_exporter's user: 0644. Made again every interval: no flush.
+        try AtomicFile.write(Data(text().utf8), to: path, mode: 0o644, durable: false)
     }
 }
 

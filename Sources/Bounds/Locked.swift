@@ -134,12 +134,19 @@ package final class BlockingQueue<Item>: Sendable {
 
 /// Starts a detached thread of our own named `name` (Linux keeps 15 bytes) running `body`: the
 /// one place the project makes threads (`Workers`, the mpv loop, the control socket, D-Bus,
-/// signals). Returns it, for `pthread_join` where its owner waits for it.
+/// signals, the web's connections, the bridge's calls). Returns it, for `pthread_join` where
+/// its owner waits for it. `stackSize`: bytes (nil: the system's default, 8 MiB of address
+/// space, touched only as used).
 @discardableResult
-package func startThread(named name: String, detached: Bool = true, _ body: @escaping @Sendable () -> Void) -> pthread_t {
+package func startThread(named name: String, detached: Bool = true, stackSize: Int? = nil,
+                         _ body: @escaping @Sendable () -> Void) -> pthread_t {
     let context = Unmanaged.passRetained(ThreadBody(name: name, body: body)).toOpaque()
     var thread = pthread_t()
-    let rc = pthread_create(&thread, nil, threadMain, context)
+    var attributes = pthread_attr_t()
+    pthread_attr_init(&attributes)
+    defer { pthread_attr_destroy(&attributes) }
+    if let stackSize { pthread_attr_setstacksize(&attributes, max(stackSize, Int(PTHREAD_STACK_MIN))) }
+    let rc = pthread_create(&thread, &attributes, threadMain, context)
     guard rc == 0 else {
         Unmanaged<ThreadBody>.fromOpaque(context).release()
         threadStartFailed(name, rc)

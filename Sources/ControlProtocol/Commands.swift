@@ -248,12 +248,17 @@ public struct Command: Sendable {
     public let duringLinearAd: LinearAdRule
     public let parameters: Parameters
     public let commandLine: CommandLineForm
+    /// Its arguments from a checked, decoded form (what the daemon runs).
     let build: @Sendable (ArgumentValues) throws(ControlError) -> Request
+    /// The inverse: a request of this command as it is sent (`args`), nil for another
+    /// command's. A command without arguments needs none: its request is the one `build` makes.
+    let encode: @Sendable (Request) -> [String: JSONValue]?
 
     /// `path, content_id?, start?` — what `usage` and the documentation show.
     public var arguments: String { parameters.signature }
 
     init(_ name: String, _ tier: Tier, _ venue: Venue, _ parameters: Parameters = .none, linear: LinearAdRule = .allowed,
+         encode: (@Sendable (Request) -> [String: JSONValue]?)? = nil,
          cli: (synopsis: String, help: String), word: String? = nil, options: [String: CommandLineArguments.Kind] = [:],
          parse: (@Sendable (CommandLineInput) throws -> Request)? = nil,
          build: @escaping @Sendable (ArgumentValues) throws(ControlError) -> Request) {
@@ -263,6 +268,8 @@ public struct Command: Sendable {
         self.duringLinearAd = linear
         self.parameters = parameters
         self.build = build
+        let only = try? build(ArgumentValues(command: name, values: [:]))
+        self.encode = encode ?? { request in request == only ? [:] : nil }
         let word = word ?? name
         // A command without arguments: its word alone.
         let parse: @Sendable (CommandLineInput) throws -> Request = parse ?? { input in

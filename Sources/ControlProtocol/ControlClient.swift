@@ -21,16 +21,12 @@ public final class ControlClient: @unchecked Sendable {
     public init(path: String, timeout: Double? = nil) throws {
         fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket(): \(String(cString: strerror(errno)))") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < 108 else { close(fd); throw Failure(description: "\(path): the socket path is too long") }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        let connected: Int32
+        do {
+            connected = try SocketAddress.unix(path) { connect(fd, $0, $1) }
+        } catch {
+            close(fd)
+            throw Failure(description: error.description)
         }
         guard connected == 0 else {
             let code = errno

@@ -7,7 +7,8 @@ import Foundation
 /// command — `subscribe` included), the replies, the error codes. The events are in
 /// `Events.swift`. In the manner of MPD's `AllCommands.cxx`: one table (`CommandTable.swift`),
 /// sorted by name, a row per command with its typed arguments, permission tier, venue and
-/// `adplayerctl` form; adding a command touches its row, `Request` and its handler.
+/// `adplayerctl` form, how its request is built from its checked arguments and sent again
+/// (`encode`); adding a command touches its row, `Request`'s case and its handler.
 public enum ControlProtocol {
     public static let version = 2
     /// A request line longer than this is refused (`line_too_long`) and the connection closed.
@@ -171,8 +172,17 @@ public enum Commands {
     /// The row of a command by its protocol name.
     public static func named(_ name: String) -> Command? { byName[name] }
 
-    /// The row of a request (every request has one: `ProtocolTests` round-trips each).
-    public static func row(of request: Request) -> Command? { byName[request.name] }
+    /// The row of a request (every request has one: `ProtocolTests` round-trips each): the row
+    /// whose `encode` takes it, found once for each of `Request`'s cases and kept.
+    public static func row(of request: Request) -> Command? {
+        let label = Mirror(reflecting: request).children.first?.label ?? String(describing: request)
+        if let known = rowsByCase.withLock({ $0[label] }) { return known }
+        guard let found = all.first(where: { $0.encode(request) != nil }) else { return nil }
+        rowsByCase.withLock { $0[label] = found }
+        return found
+    }
+
+    private static let rowsByCase = Locked<[String: Command]>([:])
 
     /// The row `adplayerctl` runs for its word (`events` is `subscribe`).
     public static func commandLine(_ word: String) -> Command? { byWord[word] }
@@ -261,91 +271,11 @@ public enum Commands {
 }
 
 extension Request {
-    /// The command's name in the table.
-    public var name: String {
-        switch self {
-        case .status: "status"
-        case .open: "open"
-        case .queue: "queue"
-        case .play: "play"
-        case .pause: "pause"
-        case .toggle: "toggle"
-        case .seek: "seek"
-        case .speed: "speed"
-        case .next: "next"
-        case .previous: "previous"
-        case .stop: "stop"
-        case .clear: "clear"
-        case .loop: "loop"
-        case .background: "background"
-        case .foreground: "foreground"
-        case .closeAd: "close-ad"
-        case .skip: "skip"
-        case .subscribe: "subscribe"
-        case .metrics: "metrics"
-        case .plays: "plays"
-        case .version: "version"
-        case .volume: "volume"
-        case .mute: "mute"
-        case .setRepeat: "repeat"
-        case .shuffle: "shuffle"
-        case .remove: "remove"
-        case .move: "move"
-        case .jump: "jump"
-        case .tracks: "tracks"
-        case .audioTrack: "audio-track"
-        case .subtitleTrack: "subtitle-track"
-        case .audioDevices: "audio-devices"
-        case .screenshot: "screenshot"
-        case .health: "health"
-        case .logs: "logs"
-        case .identify: "identify"
-        case .reload: "reload"
-        case .display: "display"
-        }
-    }
+    /// The command's name: its row's (`Commands.row(of:)`).
+    public var name: String { Commands.row(of: self)?.name ?? "?" }
 
-    /// Its arguments as sent (a client's side of `Commands.decode`).
-    public var arguments: [String: JSONValue] {
-        switch self {
-        case .open(let path, let contentID, let start):
-            var args: [String: JSONValue] = ["path": .string(path)]
-            if let contentID { args["content_id"] = .string(contentID) }
-            if let start { args["start"] = .number(start) }
-            return args
-        case .queue(let paths): return ["paths": .array(paths.map { .string($0) })]
-        case .seek(.to(let seconds)): return ["to": .number(seconds)]
-        case .seek(.by(let seconds)): return ["by": .number(seconds)]
-        case .speed(let value): return ["value": .number(value)]
-        case .loop(let on): return ["on": .bool(on)]
-        case .subscribe(let events): return events.map { ["events": .array($0.map { .string($0) })] } ?? [:]
-        case .plays(let since, let afterRow, let limit, let newest):
-            var fields: [String: JSONValue] = newest ? ["newest": true] : [:]
-            if let since { fields["since"] = .number(since) }
-            if let afterRow { fields["after_id"] = .int(afterRow) }
-            if let limit { fields["limit"] = .int(Int64(limit)) }
-            return fields
-        case .volume(.to(let value)): return ["value": .number(value)]
-        case .volume(.by(let by)): return ["by": .number(by)]
-        case .mute(let on): return on.map { ["on": .bool($0)] } ?? [:]
-        case .setRepeat(let mode): return ["mode": .string(mode.rawValue)]
-        case .shuffle(let on): return ["on": .bool(on)]
-        case .remove(let index), .jump(let index): return ["index": .int(Int64(index))]
-        case .move(let from, let to): return ["from": .int(Int64(from)), "to": .int(Int64(to))]
-        case .audioTrack(let choice), .subtitleTrack(let choice):
-            switch choice {
-            case .id(let id): return ["id": .int(Int64(id))]
-            case .auto: return ["id": "auto"]
-            case .off: return ["id": "off"]
-            }
-        case .screenshot(let withAds, let inline): return inline ? ["with_ads": .bool(withAds), "inline": true] : ["with_ads": .bool(withAds)]
-        case .logs(let lines): return ["lines": .int(Int64(lines))]
-        case .identify(let seconds): return ["seconds": .number(seconds)]
-        case .display(let mode): return ["mode": .string(mode.rawValue)]
-        case .status(let queue): return queue ? ["queue": true] : [:]
-        default: return [:]
-        }
-    }
+    /// Its arguments as sent (a client's side of `Commands.decode`): its row's `encode`.
+    public var arguments: [String: JSONValue] { Commands.row(of: self)?.encode(self) ?? [:] }
 
     /// The request line for `id`.
     public func json(id: Int64) -> JSONValue {

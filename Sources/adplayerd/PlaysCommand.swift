@@ -124,35 +124,10 @@ struct PlaysCommand {
     /// the old ones (and syncs the folder): until the renames nothing old is touched, so any
     /// failure before them leaves the previous files as they were (the temporaries removed).
     static func replace(_ files: [(path: String, data: Data)]) throws {
-        var written: [(temporary: String, path: String)] = []
-        defer { for file in written { unlink(file.temporary) } }
-        for file in files {
-            let temporary = file.path + ".tmp-\(getpid())"
-            let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
-            guard fd >= 0 else { throw Failure("\(file.path): cannot be written (\(String(cString: strerror(errno))))") }
-            written.append((temporary, file.path))
-            var offset = 0
-            let failure: String? = file.data.withUnsafeBytes { bytes in
-                while offset < bytes.count {
-                    let n = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-                    if n < 0 && errno == EINTR { continue }
-                    guard n > 0 else { return String(cString: strerror(errno)) }
-                    offset += n
-                }
-                return fsync(fd) == 0 ? nil : String(cString: strerror(errno))
-            }
-            let closed = close(fd) == 0 ? nil : String(cString: strerror(errno))
-            if let problem = failure ?? closed { throw Failure("\(file.path): cannot be written (\(problem)); the previous file is kept") }
-        }
-        for file in written {
-            guard rename(file.temporary, file.path) == 0 else {
-                throw Failure("\(file.path): cannot be replaced (\(String(cString: strerror(errno))))")
-            }
-        }
-        written = []
-        if let folder = files.first.map({ ($0.path as NSString).deletingLastPathComponent }) {
-            let fd = open(folder.isEmpty ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if fd >= 0 { fsync(fd); close(fd) }
+        do {
+            try AtomicFile.replace(files, mode: 0o644, durable: true)
+        } catch {
+            throw Failure("\(error.path): \(error.reason); the previous file is kept")
         }
     }
 

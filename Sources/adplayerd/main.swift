@@ -16,10 +16,26 @@ let tools: [String: ([String]) throws -> Int32] = [
     "beacons": { try BeaconsCommand(arguments: $0).run() },
     "plays": { try PlaysCommand(arguments: $0).run() },
     "check-config": { try CheckConfigCommand(arguments: $0).run() },
-    "web": { try WebCommand(arguments: $0).run() },
-    "mqtt": { try MqttCommand(arguments: $0).run() },
+    "web": { try execSibling("adplayerd-web", $0) },
+    "mqtt": { try execSibling("adplayerd-mqtt", $0) },
 ]
-let usage = [DaemonCommand.usage, CheckConfigCommand.usage, BeaconsCommand.usage, PlaysCommand.usage, AdsCheckCommand.usage, WebCommand.usage, MqttCommand.usage,
+let usage = [DaemonCommand.usage, CheckConfigCommand.usage, BeaconsCommand.usage, PlaysCommand.usage, AdsCheckCommand.usage, 
+             "usage: adplayerd web …            the status page, health and metrics over HTTP (adplayerd-web --help; docs/web.md)",
+             "usage: adplayerd mqtt …           the fleet bridge to an MQTT broker (adplayerd-mqtt --help; docs/fleet.md)",
              "  (The developer tools, play and bench-*, are adplayerd-dev's.)"].joined(separator: "\n")
+
+/// `adplayerd web` and `adplayerd mqtt` are the programs beside this one (`adplayerd-web`,
+/// `adplayerd-mqtt`), which do not carry the player: this process becomes that one (the same
+/// pid, so that a unit or a script that started `adplayerd web` signals the page itself).
+func execSibling(_ name: String, _ arguments: [String]) throws -> Int32 {
+    var buffer = [CChar](repeating: 0, count: 4096)
+    let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    guard length > 0 else { throw UsageError("\(name): cannot find this program's folder (/proc/self/exe)") }
+    let me = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let path = String(me[..<(me.lastIndex(of: "/") ?? me.startIndex)]) + "/" + name
+    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    execv(path, argv)
+    throw UsageError("\(name): \(path): \(String(cString: strerror(errno))) (it is installed beside adplayerd)")
+}
 
 ProcessSetup.runTools("adplayerd", arguments, tools: tools, usage: usage) { try DaemonCommand(arguments: $0).run() }

@@ -1,4 +1,5 @@
 @testable import AdPlayerWeb
+import ClientSupport
 import ControlProtocol
 import Foundation
 import Bounds

@@ -289,8 +289,12 @@ final class LedgerTests: XCTestCase {
             let ended = try events.event(timeout: 60, named("ad.ended", "kind", kind))
             XCTAssertEqual(ended["reason"] as? String, "completed", "\(kind): \(ended)")
         }
-        let linear = try plays(daemon).filter { ["preroll", "midroll", "postroll"].contains($0["kind"] as? String ?? "") }
-        XCTAssertEqual(linear.count, 3, "\(linear)")
+        // A play's end is written by the outbox's thread after `ad.ended` is sent: wait for it.
+        var linear: [[String: Any]] = []
+        XCTAssertTrue(waitUntil(timeout: 30) {
+            linear = ((try? self.plays(daemon)) ?? []).filter { ["preroll", "midroll", "postroll"].contains($0["kind"] as? String ?? "") }
+            return linear.count == 3 && linear.allSatisfy { $0["seconds"] as? Double != nil }
+        }, "\(linear)")
         for play in linear {
             XCTAssertGreaterThan(play["seconds"] as? Double ?? 0, 1.5, "on screen for its own two seconds: \(play)")
         }

@@ -22,8 +22,8 @@ final class SystemdTests: XCTestCase {
                                   unit)
                 }
                 if unit == "adplayerd-web.socket" { XCTAssertTrue(text.contains("ListenStream=127.0.0.1:8080"), unit) }
-                if unit == "adplayerd-web.service" { XCTAssertTrue(text.contains("adplayerd web --config"), unit) }
-                if unit == "adplayerd-mqtt.service" { XCTAssertTrue(text.contains("adplayerd mqtt --config") && text.contains("Restart=on-failure"), unit) }
+                if unit == "adplayerd-web.service" { XCTAssertTrue(text.contains("adplayerd-web --config"), unit) }
+                if unit == "adplayerd-mqtt.service" { XCTAssertTrue(text.contains("adplayerd-mqtt --config") && text.contains("Restart=on-failure"), unit) }
                 try Data(text.replacingOccurrences(of: "/usr/local/bin/adplayerd", with: Executables.adplayerd).utf8)
                     .write(to: folder.appendingPathComponent(unit))
             }

@@ -147,6 +147,7 @@ public final class ControlServer: @unchecked Sendable {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: group == nil ? 0o700 : 0o750])
         try Self.checkFolder(directory)
+        guard path.utf8.count <= SocketAddress.maxUnixPathBytes else { throw SocketError(message: SocketAddress.PathTooLong(path: path).description) }
         if Self.someoneAnswers(path) { throw SocketError(message: "\(path): another adplayerd answers on it") }
         var info = stat()
         if lstat(path, &info) == 0 {
@@ -157,7 +158,7 @@ public final class ControlServer: @unchecked Sendable {
         guard fd >= 0 else { throw SocketError(message: "socket(): \(String(cString: strerror(errno)))") }
         // The mode is set before anyone can connect: bind under a umask, then chmod/chown.
         let previous = umask(0o177)
-        let bound = Self.withAddress(path) { bind(fd, $0, $1) }
+        let bound = (try? SocketAddress.unix(path) { bind(fd, $0, $1) }) ?? -1
         umask(previous)
         guard bound == 0 else {
             close(fd)
@@ -336,24 +337,11 @@ public final class ControlServer: @unchecked Sendable {
 
     // MARK: Addresses
 
-    static func withAddress<R>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8.prefix(107))
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-    }
-
     /// Whether a live server accepts connections on `path`.
     public static func someoneAnswers(_ path: String) -> Bool {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        return withAddress(path) { connect(fd, $0, $1) } == 0
+        return (try? SocketAddress.unix(path) { connect(fd, $0, $1) }) == 0
     }
 }

@@ -1,6 +1,7 @@
 import AdRuntime
 import AdSources
 import AdTracking
+import ClientSupport
 import ControlProtocol
 import Foundation
 
@@ -99,33 +100,12 @@ public struct Configuration: Sendable {
     /// Where VAST creatives are kept.
     public var creativeCacheFolder: String { cacheDirectory ?? stateDir + "/creatives" }
 
-    public static func defaultSocket(_ environment: [String: String]) -> String {
-        if let runtime = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first { return "\(runtime)/control.sock" }
-        if getuid() == 0 { return "/run/adplayerd/control.sock" }
-        if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty { return "\(xdg)/adplayerd/control.sock" }
-        return "/tmp/adplayerd-\(getuid())/control.sock"
-    }
+    public static func defaultSocket(_ environment: [String: String]) -> String { ConfigurationFile.defaultSocket(environment) }
 
-    public static func defaultStateDir(_ environment: [String: String]) -> String {
-        if let state = environment["STATE_DIRECTORY"]?.split(separator: ":").first { return String(state) }
-        if getuid() == 0 { return "/var/lib/adplayerd" }
-        if let xdg = environment["XDG_STATE_HOME"], !xdg.isEmpty { return "\(xdg)/adplayerd" }
-        return "\(environment["HOME"] ?? "/tmp")/.local/state/adplayerd"
-    }
+    public static func defaultStateDir(_ environment: [String: String]) -> String { ConfigurationFile.defaultStateDir(environment) }
 
     /// Every key, as in the file and (with `--`) on the command line.
-    public static let keys: [String] = ["config", "library", "ads", "state-dir", "socket", "socket-group", "socket-group-tier", "vo", "ao",
-                                        "pause-ad-delay", "mpv-ipc-socket", "ads-token", "log-level", "mpris", "loop",
-                                        "limit-ad-tracking", "gdpr-consent", "gpp-string", "gpp-section-id", "ifa", "ifa-type", "app-bundle",
-                                        "outbox-max-beacons", "outbox-max-mib", "beacon-max-days", "time-sync-wait",
-                                        "plays-max-rows", "plays-max-days", "metrics-file", "metrics-interval",
-                                        "cache-max-mib", "offline-ad-lifetime", "beacon-max-delay",
-                                        "audio-device", "mpv-option", "alang", "slang", "ad-volume", "ad-loudnorm",
-                                        "web-listen", "web-token-file",
-                                        "mqtt-broker", "mqtt-box-id", "mqtt-prefix", "mqtt-groups", "mqtt-username", "mqtt-password-file",
-                                        "mqtt-ca-file", "mqtt-cert-file", "mqtt-key-file", "mqtt-keepalive", "mqtt-commands", "mqtt-events",
-                                        "display-hours", "timezone", "cec-command", "pause-ad-max", "pause-ad-rotate",
-                                        "latlong", "venue-id", "impressions-per-play", "pop-deadline", "ad-separation"]
+    public static var keys: [String] { ConfigurationFile.keys }
 
     /// What a key's value is, as `adplayerd --help` shows it (a key not named here takes `S`).
     static let placeholders: [String: String] = [
@@ -170,7 +150,7 @@ public struct Configuration: Sendable {
     public static let knownAudioOutputs: Set<String> = ["alsa", "pulse", "pipewire", "jack", "oss", "openal", "sdl", "null", "pcm", "sndio"]
 
     /// Keys that take no value on the command line (`--mpris`); in a file they take yes/no.
-    public static let switches: Set<String> = ["mpris", "loop", "limit-ad-tracking", "ad-loudnorm", "pause-ad-rotate"]
+    public static var switches: Set<String> { ConfigurationFile.switches }
 
     /// The mpv options a box may need to set (`mpv-option = key=value`): decoding, the output
     /// and its mode, the picture's geometry, the audio's channels and headroom. Nothing that
@@ -369,7 +349,7 @@ public struct Configuration: Sendable {
         case "web-token-file":
             guard value.isEmpty || value.hasPrefix("/") else { throw fail("web-token-file: \"\(value.prefix(80))\" must be an absolute path") }
             webTokenFile = value.isEmpty ? nil : value
-        case _ where key.hasPrefix("mqtt-"):
+        case _ where key.hasPrefix("mqtt-") && ConfigurationFile.keys.contains(key):
             do {
                 try mqtt.set(key, value)
             } catch {
@@ -391,10 +371,7 @@ public struct Configuration: Sendable {
         return number
     }
 
-    /// Reads a configuration file: `key = value` lines, `#` comments, blank lines; `library`
-    /// may repeat. The file is read through `SafeFile` (a regular file of at most 1 MiB: a
-    /// FIFO, a device or a symlink loop is refused by name, nothing is read before its size is
-    /// known). Errors name the file and line.
+    /// Reads a configuration file (`ConfigurationFile.read`): errors name the file and line.
     public mutating func read(file path: String) throws(ConfigurationError) {
         var problems: [ConfigurationError] = []
         try read(file: path, problems: &problems)
@@ -405,30 +382,9 @@ public struct Configuration: Sendable {
     /// and the reading goes on: every problem of the file, one each (`check-config`). Throws
     /// only when the file itself cannot be read.
     public mutating func read(file path: String, problems: inout [ConfigurationError]) throws(ConfigurationError) {
-        let data: Data
-        do {
-            data = try SafeFile.read(path, maxBytes: Self.maxFileBytes)
-        } catch {
-            throw ConfigurationError(source: path, reason: error.reason)
-        }
-        guard let text = String(data: data, encoding: .utf8) else { throw ConfigurationError(source: path, reason: "not UTF-8 text") }
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = raw.trimmingCharacters(in: .whitespaces)
-            guard !line.isEmpty, !line.hasPrefix("#") else { continue }
-            let source = "\(path):\(index + 1)"
-            guard let equals = line.firstIndex(of: "=") else {
-                problems.append(ConfigurationError(source: source, reason: "expected `key = value`, found \"\(line.prefix(80))\""))
-                continue
-            }
-            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
-            var value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
-            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
-            guard key != "config" else {
-                problems.append(ConfigurationError(source: source, reason: "config: a file cannot name another"))
-                continue
-            }
+        for setting in try ConfigurationFile.read(path, problems: &problems) {
             do {
-                try set(key, value, source: source)
+                try set(setting.key, setting.value, source: setting.source)
             } catch {
                 problems.append(error)
             }
@@ -436,7 +392,7 @@ public struct Configuration: Sendable {
     }
 
     /// The largest configuration file read.
-    public static let maxFileBytes = 1024 * 1024
+    public static var maxFileBytes: Int { ConfigurationFile.maxFileBytes }
 
     /// The configuration: the file named by `--config` (if any), then every flag over it.
     public static func load(arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment)
@@ -451,44 +407,23 @@ public struct Configuration: Sendable {
     /// each, and the configuration that the usable lines make (`check-config`).
     public static func load(arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment,
                             problems: inout [ConfigurationError]) throws(ConfigurationError) -> Configuration {
-        let spec = Dictionary(uniqueKeysWithValues: keys.map { ($0, switches.contains($0) ? CommandLineArguments.Kind.flag : .value) })
-        let parsed: CommandLineArguments
-        do {
-            parsed = try CommandLineArguments(arguments, spec: spec)
-        } catch {
-            throw ConfigurationError(source: "command line", reason: error.message)
-        }
-        if let word = parsed.positional.first {
-            throw ConfigurationError(source: word, reason: "the daemon takes no files (to play files: adplayerd-dev play FILE...)")
-        }
+        let (file, options, given) = try ConfigurationFile.parse(arguments: arguments)
         var configuration = Configuration(environment: environment)
-        if let file = parsed.value("config") {
+        if let file {
             configuration.configFile = file
             try configuration.read(file: file, problems: &problems)
         }
         // Flags win; a library given on the command line replaces the file's list.
-        if parsed.flag("library") { configuration.library = [] }
-        if parsed.flag("ads") { configuration.ads = [] }
-        for option in parsed.options where option.name != "config" {
+        if given.contains("library") { configuration.library = [] }
+        if given.contains("ads") { configuration.ads = [] }
+        for option in options {
             do {
-                try configuration.set(option.name, option.value, source: option.source)
+                try configuration.set(option.key, option.value, source: option.source)
             } catch {
                 problems.append(error)
             }
         }
         return configuration
-    }
-}
-
-/// A setting that cannot be used, and where it came from.
-public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let source: String
-    public let reason: String
-    public var description: String { "\(source): \(reason)" }
-
-    public init(source: String, reason: String) {
-        self.source = source
-        self.reason = reason
     }
 }
 

@@ -122,28 +122,6 @@ package final class OfflineAds: Sendable {
     /// lock (the order of the lists is the order of the writes).
     private func save(_ entries: [Entry]) {
         guard let data = try? JSONEncoder().encode(entries) else { return }
-        let temporary = path + ".tmp-" + UUID().uuidString
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { return }
-        var written = 0
-        data.withUnsafeBytes { bytes in
-            while written < bytes.count {
-                let n = write(fd, bytes.baseAddress! + written, bytes.count - written)
-                if n < 0 && errno == EINTR { continue }
-                guard n > 0 else { break }
-                written += n
-            }
-        }
-        let synced = fsync(fd) == 0
-        close(fd)
-        guard written == data.count, synced, rename(temporary, path) == 0 else {
-            unlink(temporary)
-            return
-        }
-        let folder = open(cache.folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if folder >= 0 {
-            fsync(folder)
-            close(folder)
-        }
+        try? AtomicFile.write(data, to: path, durable: true)
     }
 }

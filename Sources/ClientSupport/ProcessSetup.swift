@@ -1,3 +1,4 @@
+import ProcessSupport
 import ControlProtocol
 import CSystem
 import Foundation

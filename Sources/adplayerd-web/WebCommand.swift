@@ -1,7 +1,7 @@
-import AdPlayerDaemon
 import AdPlayerWeb
-import AdSources
+import ClientSupport
 import ControlProtocol
+import ProcessSupport
 import CSystem
 import Foundation
 
@@ -29,7 +29,7 @@ struct WebCommand {
                             ("web-token-file", "web-token-file"), ("token-file", "web-token-file")] {
             if let value = parsed.value(flag) { keys += ["--\(key)", value] }
         }
-        let configuration = try Configuration.load(arguments: keys)
+        let configuration = try ClientConfiguration.load(arguments: keys)
 
         // Where: the sockets systemd passed (ListenStream=), else web-listen.
         var listeners: [Int32] = []
@@ -62,7 +62,7 @@ struct WebCommand {
         }
 
         let link = DaemonLink(socket: configuration.socket)
-        let app = WebApp(link: link, auth: auth, identity: WebApp.Identity(version: UserAgent.version,
+        let app = WebApp(link: link, auth: auth, identity: WebApp.Identity(version: Product.version,
                                                                             boxID: HostInfo.machineID() ?? ProcessInfo.processInfo.hostName))
         let server = HTTPServer(listeners: listeners) { request, peer in app.handle(request, peer) }
         let stopped = DispatchSemaphore(value: 0)
@@ -92,7 +92,7 @@ struct WebCommand {
             }
         }
         let address = String(nulTerminated: host), port = String(nulTerminated: service)
-        let loopback = address.hasPrefix("127.") || address == "::1"
+        let loopback = SocketAddress.isLoopback(address)
         return (address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)", loopback)
     }
 }

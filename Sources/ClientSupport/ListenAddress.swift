@@ -1,3 +1,5 @@
+import ControlProtocol
+import Bounds
 import Foundation
 
 /// Where a TCP server listens (`web-listen`): `HOST:PORT` with an IP literal — IPv4
@@ -30,7 +32,7 @@ public struct ListenAddress: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Only this machine can reach it (127.0.0.0/8, ::1).
-    public var isLoopback: Bool { ipv6 ? host == "::1" : host.hasPrefix("127.") }
+    public var isLoopback: Bool { SocketAddress.isLoopback(host) }
 
     public var description: String { ipv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
 }

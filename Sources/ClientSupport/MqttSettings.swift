@@ -1,3 +1,4 @@
+import ControlProtocol
 import Foundation
 
 /// `adplayerd mqtt`'s settings (docs/fleet.md), each checked here as it is read: the broker's

@@ -1,4 +1,4 @@
-import AdRuntime
+import Bounds
 import Foundation
 
 /// Signals, taken by a thread of their own with `sigwait` rather than by handlers: nothing

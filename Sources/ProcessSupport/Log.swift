@@ -1,4 +1,4 @@
-import AdRuntime
+import Bounds
 import CSystem
 import Foundation
 

@@ -1,8 +1,7 @@
-import AdPlayerDaemon
 import AdPlayerFleet
-import AdRuntime
-import AdSources
+import ClientSupport
 import ControlProtocol
+import ProcessSupport
 import Foundation
 
 /// `adplayerd mqtt [--config FILE] [--socket PATH] [--state-dir DIR] [--mqtt-… VALUE]…`: the
@@ -20,12 +19,12 @@ struct MqttCommand {
 
     func run() throws -> Int32 {
         var spec: [String: CommandLineArguments.Kind] = ["config": .value, "socket": .value, "state-dir": .value, "log-level": .value]
-        for key in Configuration.keys where key.hasPrefix("mqtt-") { spec[key] = .value }
+        for key in ConfigurationFile.keys where key.hasPrefix("mqtt-") { spec[key] = .value }
         let parsed = try CommandLineArguments(arguments, spec: spec)
         guard parsed.positional.isEmpty else { throw UsageError("mqtt takes no argument \(parsed.positional[0].prefix(64))") }
         var keys: [String] = []
         for key in spec.keys.sorted() { for value in parsed.values(key) { keys += ["--\(key)", value] } }
-        let configuration = try Configuration.load(arguments: keys)
+        let configuration = try ClientConfiguration.load(arguments: keys)
         let log = Logger(level: configuration.logLevel)
         guard let broker = configuration.mqtt.broker else {
             throw ConfigurationError(source: "mqtt-broker", reason: "no broker: mqtt-broker = mqtt://HOST:PORT (or mqtts://)")
@@ -50,7 +49,7 @@ struct MqttCommand {
         }
         let link = DaemonLink(socket: configuration.socket)
         let bridge = FleetBridge(settings: FleetBridge.Settings(mqtt: configuration.mqtt, broker: broker, boxID: boxID, password: password,
-                                                                cursorFile: configuration.stateDir + "/mqtt-plays.cursor", version: UserAgent.version),
+                                                                cursorFile: configuration.stateDir + "/mqtt-plays.cursor", version: Product.version),
                                  link: link) { log.notice($0) }
         let stopped = DispatchSemaphore(value: 0)
         Signals.watch { signal in

@@ -1,6 +1,7 @@
 
 import Foundation
 import Bounds
+import ControlProtocol
 
 /// The web process's side of the control protocol: a request is a connection of its own (the
 /// daemon's socket bounds and orders them; a slow one never holds up another), and one

@@ -1,3 +1,4 @@
+import Bounds
 import Foundation
 
 /// What names this machine to a person (`identify`, the web page): its network addresses.
@@ -16,7 +17,7 @@ public enum HostInfo {
             let length = socklen_t(family == AF_INET ? MemoryLayout<sockaddr_in>.size : MemoryLayout<sockaddr_in6>.size)
             guard getnameinfo(address, length, &host, socklen_t(host.count), nil, 0, NI_NUMERICHOST) == 0 else { continue }
             let text = String(nulTerminated: host)
-            if text.hasPrefix("127.") || text == "::1" || text.lowercased().hasPrefix("fe80") { continue }
+            if SocketAddress.isLoopback(text) || text.lowercased().hasPrefix("fe80") { continue }
             if !found.contains(text) { found.append(text) }
         }
         return found
