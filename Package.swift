@@ -53,7 +53,7 @@ let package = Package(
         // Where ads come from: the local catalog, VAST, the slots API, and their HTTP reader.
         .target(name: "AdSources", dependencies: ["AdRuntime", "CCurl", "CFFmpeg"], swiftSettings: strict),
         // What is sent and recorded of the ads: beacons (the outbox), proof of play, metrics.
-        .target(name: "AdTracking", dependencies: ["CSQLite", "CSystem", "AdRuntime", "AdSources"], swiftSettings: strict),
+        .target(name: "AdTracking", dependencies: ["CSQLite", "CSystem", "CSign", "AdRuntime", "AdSources"], swiftSettings: strict),
         .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "CFFmpeg", "AdRuntime"], swiftSettings: strict),
         // The control protocol (docs/protocol.md), for the daemon and its clients: commands,
         // their validation, replies, events, error codes; JSON; the command-line parser.
@@ -70,7 +70,8 @@ let package = Package(
         // libmosquitto (Debian's libmosquitto-dev): MQTT 5 for `adplayerd mqtt`, its callbacks
         // and v5 properties wrapped in a few plain C calls.
         .target(name: "CMqtt", path: "Sources/CMqtt", linkerSettings: [.linkedLibrary("mosquitto")]),
-        // Ed25519 signatures of proof-of-play exports (OpenSSL's libcrypto, Debian's libssl-dev).
+        // The ledger's crypto, one library (OpenSSL's libcrypto, Debian's libssl-dev; libcurl maps
+        // it already): SHA-256 of the play chain, Ed25519 signatures of its exports.
         .target(name: "CSign", path: "Sources/CSign", linkerSettings: [.linkedLibrary("crypto")]),
         // `adplayerd mqtt`: the fleet bridge — the control protocol on one side, a broker on the other.
         .target(name: "AdPlayerFleet", dependencies: ["Bounds", "ControlProtocol", "ClientSupport", "ProcessSupport", "CMqtt"], swiftSettings: strict),

@@ -13,7 +13,7 @@ extension MpvPlayer: ContentPlayer {
         load(path, mode: .replace, options: options, completion: completion)
     }
 
-    public func selectTrack(audio: Bool, _ choice: TrackChoice) throws {
+    public func selectTrack(audio: Bool, _ choice: TrackSelection) throws {
         let value = switch choice {
         case .id(let id): String(id)
         case .auto: "auto"

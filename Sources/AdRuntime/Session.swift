@@ -17,18 +17,18 @@ final class AdSession: @unchecked Sendable {
 
     private var destroyed = false
     /// The tracked player, held weakly (R9).
-    private weak var player: (any TrackablePlayer)?
+    weak var player: (any TrackablePlayer)?
     private var observation: PlayerObservation?
     private var tracking = false
     /// The item bound at `track`; it follows the episode's own loops (R10, R14).
     private var bound: PlayerItem?
     /// The player's facts as last delivered.
-    private var view = PlayerSnapshot.empty
+    var view = PlayerSnapshot.empty
     /// Where the bound item ended, while nothing else came in since (post-roll time).
     private var endedAt: Double?
     /// The output is hidden (R13).
-    private var background = false
-    private var ads: [UInt64: AdRecord] = [:]
+    var background = false
+    var ads: [UInt64: AdRecord] = [:]
     /// Ads shown and not ended, in the order they were shown.
     private var shownAds: [UInt64] = []
     private var requests: [UInt64: PendingRequest] = [:]
@@ -58,9 +58,9 @@ final class AdSession: @unchecked Sendable {
 
     /// The linear break open now: a pre-roll's (the episode waits), or a mid-roll's, with the
     /// item it holds and the content time it resumes at.
-    private var openBreak: (kind: AdKind, at: Double, held: PlayerItem?)?
+    var openBreak: (kind: AdKind, at: Double, held: PlayerItem?)?
     /// Ends an open break nobody ended (R16: the content plays on whatever happens).
-    private var breakTimer: LoopTimer?
+    var breakTimer: LoopTimer?
     private var callbacks: [() -> Void] = []
     private var delivering = false
     private let follower = Follower()
@@ -329,36 +329,6 @@ final class AdSession: @unchecked Sendable {
         }
     }
 
-    /// `Ad.skip()`: a linear ad playing past its skip offset ends `skipped`.
-    func skip(_ id: UInt64) -> Result<Void, AdError> {
-        loop.requireInLoop()
-        defer { flush() }
-        guard let record = ads[id], let linear = record.lifecycle as? LinearLifecycle else { return .failure(.notSkippable(after: nil)) }
-        do throws(AdError) {
-            let effects = try linear.skip(skipOffset: record.presentation.creative.skipOffset)
-            perform(effects, for: id)
-            return .success(())
-        } catch {
-            return .failure(error)
-        }
-    }
-
-    /// The break is over (the app ended it after the last ad of its pod, or it was left open):
-    /// a mid-roll's held content plays again at the time it stopped at — the same item.
-    /// `resume: false`: its item is gone; only the end is told.
-    func endBreak(resume: Bool = true) {
-        loop.assertInLoop()
-        defer { flush() }
-        breakTimer?.cancel()
-        breakTimer = nil
-        guard let open = openBreak else { return }
-        openBreak = nil
-        if resume, let held = open.held, view.item == held, let breakable = player as? any BreakablePlayer {
-            breakable.resumeAfterBreak(at: open.at)
-        }
-        emit(.breakEnded(kind: open.kind, contentID: content.id, position: open.at))
-    }
-
     /// An ad object was released: if it was never shown, nothing will ever refer to it.
     func forget(_ id: UInt64) {
         loop.requireInLoop()
@@ -367,7 +337,7 @@ final class AdSession: @unchecked Sendable {
 
     /// The ad is on the output: `started` told (its impression), its exposure counted from
     /// now. Once: an overlay when it is drawn, a linear ad at its first frame.
-    private func announceStarted(_ id: UInt64) {
+    func announceStarted(_ id: UInt64) {
         guard let record = ads[id], !record.exposure.started else { return }
         let presentation = record.presentation
         var started = info(id, presentation.kind, presentation.creative.id)
@@ -377,61 +347,6 @@ final class AdSession: @unchecked Sendable {
         ads[id]?.exposure.onOutput = true
         if !exposureMeasurable(presentation) { decideViewability(id, .undetermined) }
         updateExposure(id)
-    }
-
-    func postrollReport(_ id: UInt64, _ report: PostrollReporter.Report) {
-        loop.requireInLoop()
-        defer { flush() }
-        guard var record = ads[id], let linear = record.lifecycle as? LinearLifecycle else { return }
-        let kind = record.presentation.kind
-        let info = info(id, kind, record.presentation.creative.id)
-        if case .progress = report, !record.exposure.started {
-            announceStarted(id)   // a surface that does not say `began`: its first progress does
-            guard let updated = ads[id] else { return }
-            record = updated
-        }
-        switch report {
-        case .began:
-            announceStarted(id)
-        case .progress(let position, let duration):
-            guard position.isFinite, position >= 0 else { return }
-            perform(linear.videoProgressed(position, context()), for: id)
-            guard duration > 0, duration.isFinite, ads[id] != nil else { return }
-            let quartile = max(0, min(3, Int((position / duration) * 4)))
-            while record.quartile < quartile {
-                record.quartile += 1
-                emit(.quartile(info, record.quartile))
-            }
-            for (offset, seconds) in Self.progressOffsets(record.presentation.creative, duration: duration)
-            where seconds <= position && !record.progressed.contains(offset) {
-                record.progressed.insert(offset)
-                emit(.progress(info, offset: offset, adPlayhead: position))
-            }
-            ads[id] = record
-        case .paused(let paused):
-            emit(.postrollPaused(info, paused))
-            ads[id]?.exposure.videoPaused = paused
-            updateExposure(id)
-            run(id) { lifecycle, context in (lifecycle as? LinearLifecycle)?.videoPaused(paused, context) ?? [] }
-        case .ended(let how, let failure):
-            if let failure {
-                emit(.error(kind: kind, creativeID: info.creativeID, error: .renderFailed(failure)))
-            }
-            run(id) { lifecycle, _ in (lifecycle as? LinearLifecycle)?.videoEnded(how) ?? [] }
-        }
-    }
-
-    /// The creative's `progress:OFFSET` tracking events with their offsets in seconds of a
-    /// `duration`-second video (`00:00:05`, or `25%` of it); offsets that are no time are left out.
-    private static func progressOffsets(_ creative: AdCreative, duration: Double) -> [(String, Double)] {
-        creative.tracking.keys.compactMap { key -> (String, Double)? in
-            guard key.hasPrefix("progress:") else { return nil }
-            let offset = String(key.dropFirst("progress:".count))
-            if offset.hasSuffix("%"), let percent = Double(offset.dropLast()), percent >= 0, percent <= 100 {
-                return (offset, duration * percent / 100)
-            }
-            return (try? Seconds.parse(offset, .position, field: "progress offset")).map { (offset, $0) }
-        }
     }
 
     private func timerFired(_ id: UInt64) {
@@ -498,7 +413,7 @@ final class AdSession: @unchecked Sendable {
         }
     }
 
-    private func context() -> LifecycleContext {
+    func context() -> LifecycleContext {
         LifecycleContext(now: loop.now(), playing: view.playing, rate: view.rate, background: background,
                          contentEnded: tracking && endedAt != nil, contentStarted: tracking,
                          heldItem: openBreak?.held, session: self)
@@ -508,59 +423,17 @@ final class AdSession: @unchecked Sendable {
         AdInfo(id: id, kind: kind, creativeID: creativeID, contentID: content.id, at: loop.now())
     }
 
-    // MARK: Exposure: time on a visible output, and viewability
-
-    /// Whether ad `id`'s time on screen can be measured: the output's visibility is known and
-    /// the player draws it itself (an HTML creative is a UI shell's).
-    private func exposureMeasurable(_ presentation: AdPresentation) -> Bool {
-        if case .html = presentation.creative.content { return false }
-        return configuration.viewabilityMeasurable
-    }
-
-    /// Starts or stops counting ad `id`'s time on a visible output — it is on the output, the
-    /// output is not hidden (R13), and a post-roll is not paused — and arms the viewability
-    /// timer for the MRC's continuous time while it counts.
-    private func updateExposure(_ id: UInt64) {
-        guard var exposure = ads[id]?.exposure, let kind = ads[id]?.presentation.kind else { return }
-        let now = loop.now()
-        let visible = exposure.onOutput && !background && !exposure.videoPaused
-        if visible, exposure.visibleSince == nil {
-            exposure.visibleSince = now
-            if !exposure.decided {
-                exposure.viewTimer = loop.schedule(after: kind.isLinear ? 2 : 1) { [weak self] in
-                    self?.decideViewability(id, .viewable)
-                    self?.flush()
-                }
-            }
-        } else if !visible, let since = exposure.visibleSince {
-            exposure.seconds += Double(now &- since) / 1e9
-            exposure.visibleSince = nil
-            exposure.viewTimer?.cancel()
-            exposure.viewTimer = nil
-        }
-        ads[id]?.exposure = exposure
-    }
-
-    /// Says once whether ad `id` was viewable.
-    private func decideViewability(_ id: UInt64, _ viewability: AdViewability) {
-        guard let record = ads[id], !record.exposure.decided else { return }
-        ads[id]?.exposure.decided = true
-        ads[id]?.exposure.viewTimer?.cancel()
-        ads[id]?.exposure.viewTimer = nil
-        emit(.viewability(info(id, record.presentation.kind, record.presentation.creative.id), viewability))
-    }
-
     // MARK: Effects
 
     /// Lets ad `id`'s lifecycle decide, then performs what it decided.
-    private func run(_ id: UInt64, _ body: (any AdLifecycle, LifecycleContext) -> [AdEffect]) {
+    func run(_ id: UInt64, _ body: (any AdLifecycle, LifecycleContext) -> [AdEffect]) {
         guard let lifecycle = ads[id]?.lifecycle else { return }
         perform(body(lifecycle, context()), for: id)
     }
 
     /// Performs `effects` for ad `id`, in order. A surface that cannot show the creative
     /// ends the ad as `failed` (R16).
-    private func perform(_ effects: [AdEffect], for id: UInt64) {
+    func perform(_ effects: [AdEffect], for id: UInt64) {
         guard let presentation = ads[id]?.presentation else { return }
         for effect in effects {
             switch effect {
@@ -662,13 +535,13 @@ final class AdSession: @unchecked Sendable {
     }
 
     /// Queues an event, in the order of the state.
-    private func emit(_ event: AdEvent) {
+    func emit(_ event: AdEvent) {
         let onEvent = self.onEvent
         callbacks.append { onEvent(event) }
     }
 
     /// Hands out queued callbacks, one at a time, unless this is a callback calling back in.
-    private func flush() {
+    func flush() {
         guard !delivering, !callbacks.isEmpty else { return }
         delivering = true
         defer { delivering = false }

@@ -1,5 +1,6 @@
 import AdRuntime
 import AdSources
+import CSign
 import Foundation
 
 /// The ledger of proof of play (docs/reporting.md, "The ledger"): what a buyer reconciles
@@ -39,15 +40,27 @@ public enum PlayLedger {
 
     /// SHA-256 (hex) of a play's ledger line and the hash before it: its `row_hash`.
     public static func hash(line: String, previous: String) -> String {
-        CreativeCache.sha256(Data((line + "," + previous).utf8))
+        sha256(Array((line + "," + previous).utf8))
     }
+
+    /// SHA-256 (hex) by OpenSSL's libcrypto: one library for the chain and the exports'
+    /// signatures (CSign).
+    static func sha256(_ bytes: [UInt8]) -> String {
+        var digest = [UInt8](repeating: 0, count: 32)
+        // libcrypto's SHA-256 of bytes in memory does not fail; were it to, no stored hash
+        // would match this word: the row would not verify, never pass.
+        guard bytes.withUnsafeBufferPointer({ csign_sha256($0.baseAddress, $0.count, &digest) }) == 0 else { return "sha256-failed" }
+        return digest.map { hexDigits[Int($0 >> 4)] + hexDigits[Int($0 & 15)] }.joined()
+    }
+
+    private static let hexDigits = (0..<16).map { String($0, radix: 16) }
 
     public static func hash(_ play: PlayRecord, previous: String) -> String {
         hash(line: cells(play).joined(separator: ","), previous: previous)
     }
 
     /// The hash the ledger's first play chains from.
-    public static func genesis(_ ledgerID: String) -> String { CreativeCache.sha256(Data("adplayerd ledger \(ledgerID)".utf8)) }
+    public static func genesis(_ ledgerID: String) -> String { sha256(Array("adplayerd ledger \(ledgerID)".utf8)) }
 
     /// What a verification found.
     public struct Verdict: Sendable, Equatable {
@@ -135,7 +148,7 @@ public enum PlayLedger {
                 if !segment.isEmpty { verdict.segments.append((sequence, segment)) }
             }
             let hashed = fields.raw[...previousColumn].joined(separator: ",")
-            guard CreativeCache.sha256(Data(hashed.utf8)) == stored else {
+            guard sha256(Array(hashed.utf8)) == stored else {
                 verdict.broken = (sequence, "line \(lineNumber): its fields do not match its row_hash")
                 return .success(verdict)
             }

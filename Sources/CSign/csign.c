@@ -70,3 +70,9 @@ int csign_ed25519_verify(const char *public_key_path, const unsigned char *data,
     EVP_PKEY_free(key);
     return rc;
 }
+
+int csign_sha256(const unsigned char *data, size_t length, unsigned char digest[32]) {
+    unsigned int size = 0;
+    if (EVP_Digest(data, length, digest, &size, EVP_sha256(), NULL) != 1 || size != 32) return -1;
+    return 0;
+}

@@ -93,25 +93,7 @@ struct MpvPlayerMapping {
         var vid: () -> String? = { nil }
     }
 
-    /// What happens to an ad's video played in the same mpv (R8): never an item.
-    enum AdPlayback: Equatable {
-        enum End: Equatable {
-            /// Played to its end.
-            case finished
-            /// Something else stopped it (another file loaded, `stop`, `quit`).
-            case stopped
-            /// It could not be played: mpv's reason.
-            case failed(String)
-        }
-
-        case started(entry: Int64)
-        case progress(entry: Int64, position: Double, duration: Double)
-        /// Paused (true) or resumed (false) by the viewer while it plays.
-        case paused(entry: Int64, Bool)
-        case ended(entry: Int64, End)
-    }
-
-    private struct Seek {
+    struct Seek {
         var from: Double
         var wrap: Bool
     }
@@ -131,43 +113,43 @@ struct MpvPlayerMapping {
     private var knownPaths: [Int64: String] = [:]
     /// The last pass of each entry that played: a replay is the next one (R14).
     private var passes: [Int64: Int] = [:]
-    private var currentEntry: Int64?
-    private var loaded = false
-    private var started = false
+    var currentEntry: Int64?
+    var loaded = false
+    var started = false
     private(set) var item: PlayerItem?
     /// The item that played to its end while its file stays open (keep-open): a seek back
     /// into it replays it as the next pass.
-    private var endedItem: PlayerItem?
-    private var pause = false
+    var endedItem: PlayerItem?
+    var pause = false
     /// Our own latest `pause` write, until mpv's notification of it arrives.
-    private var ownPause: Bool?
-    private var eof: Bool?
+    var ownPause: Bool?
+    var eof: Bool?
     private var speed = 1.0
     private var position = 0.0
     private var positionAt: UInt64 = 0
     private var duration: Double?
     private var loopFile = false
-    private var seek: Seek?
+    var seek: Seek?
     /// Our seeks that mpv has accepted and not yet made (`ownSeekAccepted`).
     private var ownSeeksPending = 0
     private var publishedPlaying = false
     private var publishedRate = 1.0
     /// Entries loaded as ads' videos, and the one playing now.
-    private var adEntries: Set<Int64> = []
-    private var adPlaying: Int64?
+    var adEntries: Set<Int64> = []
+    var adPlaying: Int64?
     /// The ad's video has started playing: from here a pause change is the viewer's.
-    private var adSettled = false
+    var adSettled = false
     /// The ad's video played to its end and holds its last frame (it is played with
     /// `keep-open`, so that the next file replaces that frame, not a black window): its end is
     /// told at `eof-reached`, and its `END_FILE` later, when the next file comes, is not.
-    private var adHeld = false
+    var adHeld = false
     /// The viewer's own pause or play while the ad's video was still opening: it holds once
     /// the video plays, and is told then (a pause before that has nothing to pause yet).
-    private var adViewerPause: Bool?
+    var adViewerPause: Bool?
     /// A pause flag mpv must be told again when the ad's video starts (`takeAdPauseToApply`).
-    private var adPauseToApply: Bool?
-    private var adDuration: Double?
-    private var adEvents: [AdPlayback] = []
+    var adPauseToApply: Bool?
+    var adDuration: Double?
+    var adEvents: [AdPlayback] = []
     private var osd = (width: 0, height: 0)
     private var video = (width: 0, height: 0)
     /// Whether the item has a video track: nil until mpv has chosen (`vid` is `auto` before the
@@ -182,7 +164,7 @@ struct MpvPlayerMapping {
     private var out: [PlayerEvent] = []
     private var now: UInt64 = 0
     /// A linear break holds the item, to resume at this content time.
-    private var holdAt: Double?
+    var holdAt: Double?
     /// The entry that loads the held item's file again, once mpv answered the load.
     private var resumeEntry: Int64?
     /// The held item's file is loading again, to play from here (until it plays).
@@ -222,9 +204,6 @@ struct MpvPlayerMapping {
         return finish()
     }
 
-    /// `entry` is an ad's video: it is never an item of the player model (R8).
-    mutating func noteAdLoad(entry: Int64) { adEntries.insert(entry) }
-
     /// A linear break stops the item at `position` (the content's file is about to be replaced
     /// by the ad's): it stays in, not playing (`.held`). Nil when no item is in (nothing held);
     /// else the path to load again at the end of the break.
@@ -261,22 +240,6 @@ struct MpvPlayerMapping {
         knownPaths[entry] = path
         aliases[entry] = item.entry
         Self.bound(&aliases)
-    }
-
-    /// The ad's video was loaded and has not ended.
-    func isAdPending(_ entry: Int64) -> Bool { adEntries.contains(entry) }
-
-    /// The pause flag to write to mpv again now that the ad's video plays: the viewer's, given
-    /// while it was opening, must not lose to the video's per-file `pause=no`.
-    mutating func takeAdPauseToApply() -> Bool? {
-        defer { adPauseToApply = nil }
-        return adPauseToApply
-    }
-
-    /// Ad playback events since the last call.
-    mutating func takeAdEvents() -> [AdPlayback] {
-        defer { adEvents = [] }
-        return adEvents
     }
 
     /// The size to place ads in: mpv's OSD, else the video's display size, else 1280×720
@@ -429,103 +392,6 @@ struct MpvPlayerMapping {
         return finish()
     }
 
-    /// Handles `event` if it concerns an ad's video; false if it is the content's.
-    private mutating func applyAd(_ event: MpvEvent, _ query: Query) -> Bool {
-        switch event {
-        case .startFile(let entry) where adEntries.contains(entry):
-            // The content (played to its end, or stopped) is gone from mpv; no item comes in —
-            // unless a break holds it: then it stays in, held, until its file comes back.
-            if holdAt == nil { leaveItem() }
-            currentEntry = entry
-            loaded = false
-            started = false
-            eof = nil
-            endedItem = nil
-            seek = nil
-            adPlaying = entry
-            adSettled = false
-            adHeld = false
-            adViewerPause = nil
-            adDuration = nil
-            // Not started yet: a linear ad starts — and is billed — at its first frame on the
-            // output (its first PLAYBACK_RESTART), not at its file's load (issue 34, 16).
-            return true
-        case .endFile(let entry, let reason) where adEntries.contains(entry):
-            adEntries.remove(entry)
-            var told = false
-            if adPlaying == entry {
-                told = adHeld
-                adPlaying = nil
-                adHeld = false
-                currentEntry = nil
-            }
-            if told { return true }   // its end was told when it reached it
-            switch reason {
-            case .eof: adEvents.append(.ended(entry: entry, .finished))
-            case .error(let error): adEvents.append(.ended(entry: entry, .failed(error.message)))
-            default: adEvents.append(.ended(entry: entry, .stopped))
-            }
-            return true
-        default:
-            break
-        }
-        guard let entry = adPlaying else { return false }
-        if adHeld {
-            // Ended, its last frame on screen: nothing more of it is told; mpv's flag is followed.
-            if case .property(let id, _, let value) = event, Observed(rawValue: id) == .pause, let reported = value.flag {
-                pause = resolvePause(reported, query)
-            }
-            return true
-        }
-        switch event {
-        case .playbackRestart where !adSettled:
-            // It plays: mpv was told `pause=no` for it (per-file), whatever the content's flag
-            // was (keep-open-pause's own pause at the end included). From here on a change of
-            // the flag is the viewer's — and so was a pause or play of ours while it opened:
-            // that one holds (mpv is told it again) and a pause is the ad's first.
-            adSettled = true
-            adEvents.append(.started(entry: entry))
-            if let wanted = adViewerPause {
-                adViewerPause = nil
-                adPauseToApply = wanted
-                pause = wanted
-                ownPause = wanted
-                if wanted { adEvents.append(.paused(entry: entry, true)) }
-            } else {
-                pause = false
-                ownPause = nil
-            }
-        case .property(let id, _, let value):
-            guard let property = Observed(rawValue: id) else { return true }
-            switch property {
-            case .timePos:
-                if let position = value.double, adSettled {
-                    adEvents.append(.progress(entry: entry, position: max(0, position), duration: adDuration ?? 0))
-                }
-            case .duration:
-                adDuration = value.double
-            case .eofReached:
-                // Played to its end (keep-open holds the last frame until the next file).
-                if value.flag == true, adSettled {
-                    adHeld = true
-                    adEvents.append(.ended(entry: entry, .finished))
-                }
-            case .path, .loopFile:
-                break
-            case .pause:
-                guard let reported = value.flag else { break }
-                let paused = resolvePause(reported, query)
-                if adSettled, paused != pause { adEvents.append(.paused(entry: entry, paused)) }
-                pause = paused
-            default:
-                return false   // speed and sizes are the player's, whatever plays
-            }
-        default:
-            break
-        }
-        return true
-    }
-
     private mutating func applyProperty(_ property: Observed, _ value: MpvValue, query: Query) {
         switch property {
         case .pause:
@@ -600,7 +466,7 @@ struct MpvPlayerMapping {
     /// What a `pause` notification means. Trusted as it is unless it contradicts our own
     /// latest write: then it may be stale (made before the write) or another client's after
     /// it, and the flag now decides — our writes are synchronous, so mpv's answer is definitive.
-    private mutating func resolvePause(_ reported: Bool, _ query: Query) -> Bool {
+    mutating func resolvePause(_ reported: Bool, _ query: Query) -> Bool {
         guard let own = ownPause else { return reported }
         if reported == own {
             ownPause = nil   // the echo of our own write
@@ -659,7 +525,7 @@ struct MpvPlayerMapping {
         emit(.item(next))
     }
 
-    private mutating func leaveItem() {
+    mutating func leaveItem() {
         guard item != nil else { return }
         item = nil
         publishedPlaying = false

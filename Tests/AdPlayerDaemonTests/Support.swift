@@ -24,7 +24,7 @@ extension ScriptedPlayer: ContentPlayer {
     public func setVolume(_ percent: Double) throws {}
     public func setMute(_ muted: Bool) throws {}
     public func tracks() -> [PlayerTrack] { [] }
-    public func selectTrack(audio: Bool, _ choice: TrackChoice) throws {}
+    public func selectTrack(audio: Bool, _ choice: TrackSelection) throws {}
     public func audioDevices() -> [PlayerAudioDevice] { [] }
     public func screenshot(to path: String, withOverlays: Bool, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
         loop.run { completion(.failure(ControlError(.unavailable, "no screen"))) }

@@ -1,5 +1,4 @@
 import AdRuntime
-import ControlProtocol
 
 /// What the daemon's controller asks of the content player, beyond the player model the ads
 /// follow: load an episode, the transport, speed, loop, stop. `MpvPlayer` in the daemon;
@@ -26,7 +25,7 @@ public protocol ContentPlayer: TrackablePlayer {
     func setMute(_ muted: Bool) throws
     /// The item's tracks; selecting an audio or subtitle track (`off` for subtitles only).
     func tracks() -> [PlayerTrack]
-    func selectTrack(audio: Bool, _ choice: TrackChoice) throws
+    func selectTrack(audio: Bool, _ choice: TrackSelection) throws
     /// The audio outputs the player can use.
     func audioDevices() -> [PlayerAudioDevice]
     /// A PNG of what is on screen at `path` — with the ads (`withOverlays`) or the video alone;
@@ -61,4 +60,13 @@ public enum PlayerDetailChange: Sendable, Equatable {
     case duration
     /// The output's size in pixels (`[PLAYERSIZE]`).
     case outputSize(width: Int, height: Int)
+}
+
+/// A track to select: one by the player's id, the player's own choice (by the language
+/// preferences), or none (subtitles). The daemon's own type: the protocol's `TrackChoice` is
+/// read into it by the controller, so that the player knows no wire type.
+public enum TrackSelection: Sendable, Equatable {
+    case id(Int)
+    case auto
+    case off
 }

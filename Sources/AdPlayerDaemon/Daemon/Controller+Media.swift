@@ -25,7 +25,12 @@ extension Controller {
         if case .id(let id) = choice, !player.tracks().contains(where: { $0.id == id && $0.type == (audio ? "audio" : "sub") }) {
             throw ControlError(.badArgs, "the episode has no \(audio ? "audio" : "subtitle") track \(id) (`tracks` lists them)")
         }
-        try onPlayer { try player.selectTrack(audio: audio, choice) }
+        let selection: TrackSelection = switch choice {
+        case .id(let id): .id(id)
+        case .auto: .auto
+        case .off: .off
+        }
+        try onPlayer { try player.selectTrack(audio: audio, selection) }
         let id: JSONValue = switch choice {
         case .id(let id): .int(Int64(id))
         case .auto: "auto"

@@ -15,4 +15,8 @@ int csign_ed25519(const char *key_path, const unsigned char *data, size_t length
 int csign_ed25519_verify(const char *public_key_path, const unsigned char *data, size_t length,
                          const unsigned char *signature, size_t signature_length, char *error, size_t error_size);
 
+/* SHA-256 of `length` bytes into `digest` (32 bytes): the ledger's chain (OpenSSL's libcrypto,
+ * the library that signs its exports). 0 on success, -1 if libcrypto cannot. */
+int csign_sha256(const unsigned char *data, size_t length, unsigned char digest[32]);
+
 #endif

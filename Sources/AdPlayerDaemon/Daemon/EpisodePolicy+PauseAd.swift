@@ -1,0 +1,33 @@
+import AdRuntime
+import AdSources
+import Foundation
+
+/// The pause ad (SPEC R7): asked for once the content has stayed paused for `pauseAdDelay`, one a
+/// pause (or the next at `pause-ad-max` with `pause-ad-rotate`).
+extension EpisodePolicy {
+    /// The pause ad of this pause, unless the content played again before this turn.
+    func requestPauseAd(delay: Double? = nil) {
+        guard !finished, !dark, pauseAdRequested, player?.snapshot().playing == false else { return }
+        ads.request(.pauseAd) { [weak self, pauseAdDelay] result in
+            guard let self else { return }
+            prefetch(.pauseAd)   // the next pause's, while this one shows
+            guard case .success(let pauseAd) = result else { return }
+            let id = pauseAd.id
+            do {
+                shown[id] = pauseAd   // before: its start may be told within `show`
+                try pauseAd.show(afterPausedFor: delay ?? pauseAdDelay) { [weak self] reason in self?.pauseAdEnded(id, reason) }
+            } catch {
+                shown[id] = nil
+                // The content played again meanwhile: nothing to show.
+            }
+        }
+    }
+
+    private func pauseAdEnded(_ id: UInt64, _ reason: AdEndReason) {
+        shown[id] = nil
+        // `pause-ad-rotate`: the next pause ad in its place, at once, for the same pause.
+        if reason == .limitReached, pauseAdRotate {
+            _ = ads.loop.execute { [weak self] in self?.requestPauseAd(delay: 0) }
+        }
+    }
+}
