@@ -148,6 +148,9 @@ final class BreakPolicyTests: XCTestCase {
             """#)
         _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
         h.wait(for: .playerPlaying)
+        // The overlay is loaded on the ads' threads: before virtual time crosses its slot, or the
+        // playhead lands past the slot's start and the slot is withdrawn (R12) — a race under load.
+        XCTAssertTrue(waitUntil { h.ads.contains { if case .loaded(let info, _) = $0 { info.kind == .overlay } else { false } } })
         h.advance(1.5)
         h.wait(for: .adStarted) { $0.fields["kind"] == "overlay" }
         XCTAssertEqual(h.onLoop { h.controller.status() }["ad"]?["kind"], "overlay")
