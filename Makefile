@@ -29,10 +29,10 @@ stress: deps media
 # (each process writes its report to .build/tsan-logs/); fails on any warning (SPEC R18: one owner, few locks,
 # all of a kind TSan sees). Slower than `make test`. Its own build folder, beside the debug build.
 tsan: deps media release-probe
-	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan $(SWIFT_FLAGS)
+	ADPLAYERD_SHARED_SWIFT_RUNTIME=1 $(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan $(SWIFT_FLAGS)
 	rm -rf .build/tsan-logs && mkdir -p .build/tsan-logs
 	set -o pipefail; TSAN_OPTIONS="halt_on_error=0 report_signal_unsafe=0 log_path=$(CURDIR)/.build/tsan-logs/tsan" \
-	  $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan --disable-swift-testing --skip StressTests $(SWIFT_FLAGS) 2>&1 | tee .build/tsan.log
+	  ADPLAYERD_SHARED_SWIFT_RUNTIME=1 $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan --disable-swift-testing --skip StressTests $(SWIFT_FLAGS) 2>&1 | tee .build/tsan.log
 	@n=$$(cat .build/tsan.log .build/tsan-logs/* 2>/dev/null | grep -c "WARNING: ThreadSanitizer" || true); \
 	  if [ "$$n" != "0" ]; then echo "ThreadSanitizer: $$n warnings (see .build/tsan-logs/ and .build/tsan.log)" >&2; exit 1; fi; \
 	  echo "ThreadSanitizer: 0 warnings"
@@ -42,12 +42,12 @@ tsan: deps media release-probe
 # report. Reports that are not leaks of ours are suppressed by name in asan.supp, each with
 # its reason. Its own build folder, so that it does not disturb the debug build.
 asan: deps media release-probe
-	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan $(SWIFT_FLAGS)
+	ADPLAYERD_SHARED_SWIFT_RUNTIME=1 $(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan $(SWIFT_FLAGS)
 	rm -rf .build/asan-logs && mkdir -p .build/asan-logs
 	set -o pipefail; \
 	  ASAN_OPTIONS="detect_leaks=1:halt_on_error=0:detect_odr_violation=0:malloc_context_size=10:log_path=$(CURDIR)/.build/asan-logs/asan" \
 	  LSAN_OPTIONS="suppressions=$(CURDIR)/asan.supp:print_suppressions=0" \
-	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan --disable-swift-testing --skip StressTests $(SWIFT_FLAGS) 2>&1 | tee .build/asan.log
+	  ADPLAYERD_SHARED_SWIFT_RUNTIME=1 $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan --disable-swift-testing --skip StressTests $(SWIFT_FLAGS) 2>&1 | tee .build/asan.log
 	@n=$$(cat .build/asan.log .build/asan-logs/* 2>/dev/null | grep -c "ERROR: AddressSanitizer\|ERROR: LeakSanitizer" || true); \
 	  if [ "$$n" != "0" ]; then echo "AddressSanitizer: $$n reports (see .build/asan-logs/ and .build/asan.log)" >&2; exit 1; fi; \
 	  echo "AddressSanitizer: 0 reports"

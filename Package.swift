@@ -6,15 +6,22 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
 ]
 
-/// The Swift runtime and Foundation linked into the executable (the operator's processes): a
-/// module compiled against the shared runtime names only Foundation for the linker, so the
-/// static archives Foundation stands on are named here.
-let staticRuntime: [LinkerSetting] = [
-    .unsafeFlags(["-static-stdlib", "-Xlinker", "--gc-sections",
-                  "-lFoundation", "-lFoundationInternationalization", "-lFoundationEssentials", "-l_FoundationICU",
-                  "-l_FoundationCollections", "-l_FoundationCShims", "-lCoreFoundation", "-l_FoundationICU", "-lswiftSynchronization",
-                  "-lswiftDispatch", "-ldispatch", "-lBlocksRuntime", "-lstdc++"]),
-]
+/// The Swift runtime and Foundation linked into each executable, section GC keeping what it
+/// uses: the daemon's peak RSS beside a bare libmpv client +23.8 → +17.8 MiB with ads, the
+/// page's and the bridge's 73 → 17 MiB (docs/benchmarks.md §2, §7, §8). A module compiled
+/// against the shared runtime names only Foundation for the linker, so the static archives
+/// Foundation stands on are named here. The sanitizers' builds (`make tsan`, `make asan`) set
+/// ADPLAYERD_SHARED_SWIFT_RUNTIME: their runtimes interpose the shared libraries.
+func staticRuntime(xml: Bool = false, networking: Bool = false) -> [LinkerSetting] {
+    guard Context.environment["ADPLAYERD_SHARED_SWIFT_RUNTIME"] == nil else { return [] }
+    var libraries = ["Foundation"]
+    if xml { libraries += ["FoundationXML", "_CFXMLInterface", "xml2"] }
+    if networking { libraries += ["FoundationNetworking", "_CFURLSessionInterface", "curl"] }
+    libraries += ["FoundationInternationalization", "FoundationEssentials", "_FoundationICU", "_FoundationCollections",
+                  "_FoundationCShims", "CoreFoundation", "_FoundationICU", "swiftSynchronization", "swiftDispatch", "dispatch",
+                  "BlocksRuntime", "stdc++"]
+    return [.unsafeFlags(["-static-stdlib", "-Xlinker", "--gc-sections"] + libraries.map { "-l" + $0 })]
+}
 
 let package = Package(
     name: "adplayerd",
@@ -85,21 +92,21 @@ let package = Package(
         // main (the services in order) and the tool commands.
         .executableTarget(name: "adplayerd", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdRuntime", "AdSources", "AdTracking",
                                                             "MpvPlayerAdapter", "ControlProtocol", "ClientSupport", "ProcessSupport", "CSign"],
-                          swiftSettings: strict),
+                          swiftSettings: strict, linkerSettings: staticRuntime(xml: true, networking: true)),
         // The operator's processes, apart from the player: they link the protocol and their own
         // parts only (no libmpv, FFmpeg, SQLite or curl), the Swift runtime statically (section
         // GC keeps what they use): docs/benchmarks.md has their memory beside the daemon's.
         .executableTarget(name: "adplayerd-web", dependencies: ["AdPlayerWeb", "ClientSupport", "ProcessSupport", "ControlProtocol", "CSystem"],
-                          swiftSettings: strict, linkerSettings: staticRuntime),
+                          swiftSettings: strict, linkerSettings: staticRuntime()),
         .executableTarget(name: "adplayerd-mqtt", dependencies: ["AdPlayerFleet", "ClientSupport", "ProcessSupport", "ControlProtocol"],
-                          swiftSettings: strict, linkerSettings: staticRuntime),
+                          swiftSettings: strict, linkerSettings: staticRuntime()),
         // The developer's tools, out of the production executable: play, the benchmarks, the
         // loop-affinity probe.
         .executableTarget(name: "adplayerd-dev", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdRuntime", "AdSources", "AdTracking",
                                                                 "MpvPlayerAdapter", "ControlProtocol"],
-                          swiftSettings: strict),
+                          swiftSettings: strict, linkerSettings: staticRuntime(xml: true, networking: true)),
         // The control socket's client: the protocol only (docs/protocol.md).
-        .executableTarget(name: "adplayerctl", dependencies: ["ControlProtocol"], swiftSettings: strict),
+        .executableTarget(name: "adplayerctl", dependencies: ["ControlProtocol"], swiftSettings: strict, linkerSettings: staticRuntime()),
         // Test doubles shared by the test targets: a scripted ad source and a recording surface.
         .target(name: "AdTestSupport", dependencies: ["AdRuntime"], swiftSettings: strict),
         .testTarget(name: "AdRuntimeTests", dependencies: ["AdRuntime", "AdTestSupport"], swiftSettings: strict),

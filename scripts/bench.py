@@ -110,6 +110,15 @@ def memory():
         (f"adplayerd play ({BUILD})", [ADPLAYERD_DEV, "play"] + EPISODES, True),
         (f"adplayerd play --ads catalog ({BUILD})", [ADPLAYERD_DEV, "play", "--ads", os.path.join(MEDIA, "catalog")] + EPISODES, True),
     ]
+    # A second build to weigh against the first (docs/benchmarks.md §2, "Remedies"): e.g. one
+    # linked with the Swift runtime static, `swift build -c release --static-swift-stdlib
+    # --product adplayerd-dev --scratch-path /tmp/sb`, then ADPLAYERD_DEV_OTHER=/tmp/sb/release/adplayerd-dev.
+    other = os.environ.get("ADPLAYERD_DEV_OTHER")
+    if other:
+        commands += [
+            ("adplayerd play (other build)", [other, "play"] + EPISODES, True),
+            ("adplayerd play --ads catalog (other build)", [other, "play", "--ads", os.path.join(MEDIA, "catalog")] + EPISODES, True),
+        ]
     print(f"| command | wall s | CPU s | CPU % of wall | peak RSS MiB | over the bare client MiB |  (median of {RUNS})")
     print("|---|---|---|---|---|---|")
     floor = None

@@ -92,9 +92,10 @@ extension BeaconOutbox {
                 guard rename(temporary, side) == 0 else {
                     throw SQLiteError(code: -1, message: "\(side): \(String(cString: strerror(errno)))")
                 }
+                // SQLite wrote the file (VACUUM INTO); its new name is made durable as every
+                // durable write's is (AtomicFile).
                 let folder = (waiting.path as NSString).deletingLastPathComponent
-                let dir = open(folder.isEmpty ? "." : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                if dir >= 0 { fsync(dir); close(dir) }
+                AtomicFile.syncFolder(folder.isEmpty ? "." : folder)
                 onWarning("\(waiting.path) was still locked at the stop: what this run kept (beacons, proof of play) is in \(side); "
                           + "the next start imports it")
                 return true

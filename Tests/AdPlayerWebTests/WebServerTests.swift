@@ -367,7 +367,7 @@ final class WebServerTests: XCTestCase {
         let head = try XCTUnwrap(client.read())
         XCTAssertEqual(head.headers["content-type"], "text/event-stream")
         // The follower subscribes; then an event goes through.
-        while daemon.subscriberCount == 0 { usleep(10_000) }
+        XCTAssertTrue(waitUntil(timeout: 20) { daemon.subscriberCount > 0 }, "the follower subscribed")
         daemon.emit(["event": "player.paused", "position": 3])
         var seen = ""
         var chunk = [UInt8](repeating: 0, count: 4096)

@@ -107,6 +107,9 @@ final class ControlConnection: @unchecked Sendable {
     private var nextID = 1
     private(set) var events: [[String: Any]] = []
 
+    /// Forgets the events kept so far (read past, unmatched): what comes next is after them.
+    func dropKept() { events = [] }
+
     init(path: String) throws {
         fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         var address = sockaddr_un()

@@ -87,6 +87,20 @@ final class Broker: @unchecked Sendable {
         sender.waitUntilExit()
     }
 
+    /// Returns once `subscriber` (a `mosquitto_sub` with `-t topic`) is subscribed: a marker is
+    /// published on `topic` until its log shows it (no sleep that guesses how long that takes).
+    func waitSubscribed(_ subscriber: BackgroundProcess, topic: String) throws {
+        let marker = "subscribed-\(UUID().uuidString.prefix(8))"
+        var published = 0
+        let seen = waitUntil(timeout: 20) {
+            if subscriber.log.contains(marker) { return true }
+            published += 1
+            try? self.publish(topic, marker)
+            return subscriber.log.contains(marker)
+        }
+        XCTAssertTrue(seen, "the subscriber never saw \(marker) on \(topic) (\(published) published)")
+    }
+
     func publish(_ topic: String, _ message: String, extra: [String] = []) throws {
         let (status, output) = try runToEnd("/usr/bin/mosquitto_pub", ["-p", String(port), "-h", "127.0.0.1", "-t", topic, "-m", message] + extra)
         XCTAssertEqual(status, 0, output)
@@ -355,7 +369,7 @@ final class FleetTests: XCTestCase {
         try bridge.waitConnected()
         let listener = try BackgroundProcess("/usr/bin/mosquitto_sub", ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "adplayer/h/reply",
                                                                       "-t", "adplayer/reply/x"], collectOutput: true)
-        usleep(300_000)
+        try broker.waitSubscribed(listener, topic: "adplayer/reply/x")
         func reply(_ match: @escaping (String) -> Bool) -> String? {
             var found: String?
             _ = waitUntil(timeout: 20) {
@@ -414,7 +428,7 @@ final class FleetTests: XCTestCase {
         try broker.publish("adplayer/h2/cmd", #"{"id": 1, "cmd": "pause"}"#, extra: ["-r"])
         let everything = try BackgroundProcess("/usr/bin/mosquitto_sub", ["-p", String(broker.port), "-h", "127.0.0.1", "-t", "#", "-v"],
                                                collectOutput: true)
-        usleep(300_000)
+        try broker.waitSubscribed(everything, topic: "test/subscribed")
         let bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "h2", extra: ["--mqtt-commands", "control"])
         try bridge.waitConnected()
         // At once: twelve commands right after online, all served.
@@ -463,7 +477,15 @@ final class FleetTests: XCTestCase {
         broker.stop()
         try broker.start()
         XCTAssertTrue(waitUntil(timeout: 30) { bridge.log.components(separatedBy: "mqtt: connected").count >= 3 }, bridge.log)
-        usleep(500_000)
+        // Commands run in the order they arrive: once a status sent now is answered, anything
+        // the broker replayed at the reconnect has been run or refused.
+        var synced = false
+        for attempt in 0..<20 where !synced {
+            let id = 510 + attempt
+            try broker.publish("adplayer/h2/cmd", "{\"id\": \(id), \"cmd\": \"status\"}")
+            synced = waitUntil(timeout: 5) { lines("adplayer/h2/reply").contains { $0.contains("\"id\":\(id),") } }
+        }
+        XCTAssertTrue(synced, "a status after the restart was answered: \(everything.log.suffix(2000))")
         XCTAssertEqual(try playing(daemon), true, "no retained pause ran, before or after the restart")
         XCTAssertFalse(lines("adplayer/h2/reply").contains { $0.contains("\"id\":500,") || $0.contains("\"id\":1,") })
     }

@@ -10,21 +10,17 @@ Usage: beacon_server.py      (prints its port; 127.0.0.1 only; exits when stdin 
   GET /_counts          JSON {path: successful count}, plus "_attempts"
   GET /_arrivals        JSON {path: [wall-clock time each counted request arrived, ...]}
 """
-import http.server
 import json
-import sys
 import threading
 import time
+from fixture import QuietHandler, serve
 
 lock = threading.Lock()
 counts, arrivals, state = {}, {}, {"fail": 0, "down": False, "delay": 0.0, "attempts": 0}
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
+class Handler(QuietHandler):
     protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
 
     def reply(self, status, body=b""):
         self.send_response(status)
@@ -74,8 +70,4 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.reply(status)
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-server.daemon_threads = True
-print(server.server_address[1], flush=True)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-sys.stdin.read()
+serve(Handler)

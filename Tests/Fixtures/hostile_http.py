@@ -14,12 +14,11 @@ when stdin closes). What each path feeds a client is written in docs/reliability
   /media/NAME            the generated media file media/NAME (Range ignored)
   /b/...                 a beacon: counted; /_counts returns {path: count}
 """
-import http.server
 import json
 import os
-import sys
 import threading
 import time
+from fixture import QuietHandler, serve
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEDIA = os.path.join(HERE, "..", "..", "media")
@@ -62,11 +61,8 @@ def doc(name, base):
     return None
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
+class Handler(QuietHandler):
     protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
 
     def reply(self, status, body=b"", kind="application/xml"):
         self.send_response(status)
@@ -168,8 +164,4 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.reply(404)
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-server.daemon_threads = True
-print(server.server_address[1], flush=True)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-sys.stdin.read()
+serve(Handler)

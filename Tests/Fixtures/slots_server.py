@@ -4,17 +4,12 @@ stdin closes). POST /v1/ads needs "Authorization: Bearer test-token" and {"title
   episode-1 -> two slots; episode-garbage -> a body that is not JSON; anything else -> no slots.
 GET /overlay/SLOT -> the HTML creative, whose CTA posts kontext.ad.click to its parent.
 """
-import http.server
 import json
-import sys
-import threading
+from fixture import QuietHandler, serve
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
+class Handler(QuietHandler):
     protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
 
     def reply(self, status, body, kind="application/json"):
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -50,8 +45,4 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.reply(404, {"error": "not found"})
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-server.daemon_threads = True
-print(server.server_address[1], flush=True)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-sys.stdin.read()
+serve(Handler)

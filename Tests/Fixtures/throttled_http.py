@@ -6,21 +6,17 @@ Prints the port it listens on (127.0.0.1 only), then serves GET/HEAD of any path
 honouring simple Range requests, at BYTES_PER_SECOND. Exits when stdin closes, so that a
 test that dies takes the server with it.
 """
-import http.server
 import os
 import sys
-import threading
 import time
+from fixture import QuietHandler, serve
 
 PATH, RATE = sys.argv[1], int(sys.argv[2])
 SIZE = os.path.getsize(PATH)
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
+class Handler(QuietHandler):
     protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
 
     def _range(self):
         header = self.headers.get("Range", "")
@@ -62,8 +58,4 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 pass
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-server.daemon_threads = True
-print(server.server_address[1], flush=True)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-sys.stdin.read()
+serve(Handler)

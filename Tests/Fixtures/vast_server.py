@@ -15,13 +15,12 @@
                         gone, as a client sees it); /_requests returns {path: count} of the
                         /vast/ and /media/ requests answered (and with its query too, when it has one)
 """
-import http.server
 import json
 import os
 import random
-import sys
 import threading
 import time
+from fixture import QuietHandler, serve
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEDIA = os.path.join(HERE, "..", "..", "media")
@@ -31,11 +30,8 @@ requests = {}
 state = {"down": False, "beacons_down": False}
 
 
-class Handler(http.server.BaseHTTPRequestHandler):
+class Handler(QuietHandler):
     protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
 
     def reply(self, status, body=b"", kind="application/xml"):
         self.send_response(status)
@@ -128,8 +124,4 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.reply(404)
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-server.daemon_threads = True
-print(server.server_address[1], flush=True)
-threading.Thread(target=server.serve_forever, daemon=True).start()
-sys.stdin.read()
+serve(Handler)

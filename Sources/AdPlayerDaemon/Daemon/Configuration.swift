@@ -104,6 +104,30 @@ public struct Configuration: Sendable {
 
     public static func defaultStateDir(_ environment: [String: String]) -> String { ConfigurationFile.defaultStateDir(environment) }
 
+    /// The settings the daemon shares with `adplayerd-web` and `adplayerd-mqtt` (the socket,
+    /// the state folder, the log level, `web-*`, `mqtt-*`), as their `ClientConfiguration`:
+    /// one interpreter of those keys for every process.
+    var shared: ClientConfiguration {
+        get {
+            var shared = ClientConfiguration(environment: [:])
+            shared.socket = socket
+            shared.stateDir = stateDir
+            shared.logLevel = logLevel
+            shared.webListen = webListen
+            shared.webTokenFile = webTokenFile
+            shared.mqtt = mqtt
+            return shared
+        }
+        set {
+            socket = newValue.socket
+            stateDir = newValue.stateDir
+            logLevel = newValue.logLevel
+            webListen = newValue.webListen
+            webTokenFile = newValue.webTokenFile
+            mqtt = newValue.mqtt
+        }
+    }
+
     /// Every key, as in the file and (with `--`) on the command line.
     public static var keys: [String] { ConfigurationFile.keys }
 
@@ -177,12 +201,9 @@ public struct Configuration: Sendable {
                 do { _ = try AdSourceFactory.parse(value) } catch { throw fail("\(error)") }
                 ads.append(value)
             }
-        case "state-dir":
-            guard !value.isEmpty else { throw fail("state-dir: empty") }
-            stateDir = value
-        case "socket":
-            guard !value.isEmpty, value.utf8.count < 108 else { throw fail("socket: a path of 1 to 107 bytes") }
-            socket = value
+        case "state-dir", "socket", "log-level", "web-listen", "web-token-file":
+            // Shared with the page and the bridge: read by their one interpreter.
+            try shared.set(key, value, source: source)
         case "socket-group": socketGroup = value.isEmpty ? nil : value
         case "socket-group-tier":
             guard let tier = Tier(name: value) else {
@@ -207,11 +228,6 @@ public struct Configuration: Sendable {
             }
         case "mpv-ipc-socket": mpvIPCSocket = value.isEmpty ? nil : value
         case "ads-token": adsToken = value
-        case "log-level":
-            guard let level = LogLevel(name: value) else {
-                throw fail("log-level: \"\(value)\" is not one of \(LogLevel.allCases.map(\.name).joined(separator: ", "))")
-            }
-            logLevel = level
         case "audio-device":
             guard !value.isEmpty, value.utf8.count <= 256, value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7F }) else {
                 throw fail("audio-device: \"\(value.prefix(80))\" is not a device name (adplayerctl audio-devices lists them)")
@@ -340,21 +356,8 @@ public struct Configuration: Sendable {
             } catch {
                 throw fail("\(error)")
             }
-        case "web-listen":
-            do {
-                webListen = try ListenAddress(parsing: value)
-            } catch {
-                throw fail("web-listen: \(error)")
-            }
-        case "web-token-file":
-            guard value.isEmpty || value.hasPrefix("/") else { throw fail("web-token-file: \"\(value.prefix(80))\" must be an absolute path") }
-            webTokenFile = value.isEmpty ? nil : value
         case _ where key.hasPrefix("mqtt-") && ConfigurationFile.keys.contains(key):
-            do {
-                try mqtt.set(key, value)
-            } catch {
-                throw fail(error.message)
-            }
+            try shared.set(key, value, source: source)
         case "metrics-file":
             guard value.isEmpty || value.hasPrefix("/") else { throw fail("metrics-file: \"\(value)\" must be an absolute path") }
             metricsFile = value.isEmpty ? nil : value
