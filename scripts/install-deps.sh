@@ -34,7 +34,9 @@ packages=(
   mosquitto         # the fleet tests' broker
   mosquitto-clients # ... and the fleet's side (mosquitto_sub, mosquitto_pub, mosquitto_passwd)
   openssl           # the fleet tests' TLS certificates; a signed proof-of-play export verified as a buyer would
-  libssl-dev        # libcrypto (CSign): Ed25519 signatures of proof-of-play exports
+  libssl-dev        # libcrypto (CSign): the ledger's SHA-256, Ed25519 signatures of proof-of-play exports
+  libxml2-dev       # the executables link Foundation statically: FoundationXML (VAST) needs libxml2 at link time
+  libstdc++-12-dev  # ... and the static Swift runtime needs libstdc++ at link time
   ca-certificates
 )
 missing=()
