@@ -131,14 +131,12 @@ public final class FleetBridge: Sendable {
 
     public func start() {
         link.follow(onEvent: { [self] event in post(.event(event)) }, onConnection: { [self] up in post(.daemon(connected: up)) })
-        let thread = Thread { [self] in
+        startThread(named: "adplayerd-mqtt") { [self] in
             let saved = PlaysCursor.read(settings.cursorFile)
             var state = State(cursor: saved.sequence, cursorLedger: saved.ledger)
             run(&state)
             finished.withLock { $0 = true }
         }
-        thread.name = "adplayerd-mqtt"
-        thread.start()
     }
 
     /// Says `{"online": false, "reason": "stopped"}` (retained, waited for up to 2 s), disconnects.

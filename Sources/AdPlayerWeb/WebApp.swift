@@ -69,9 +69,7 @@ public final class WebApp: Sendable {
             hub.broadcast(event: "daemon", data: up ? "{\"connected\":true}" : "{\"connected\":false}")
             markDirty()
         })
-        let thread = Thread { [self] in refreshLoop() }
-        thread.name = "web-status"
-        thread.start()
+        startThread(named: "web-status") { [self] in refreshLoop() }
     }
 
     public func stop() {

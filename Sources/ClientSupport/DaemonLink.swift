@@ -35,7 +35,7 @@ public final class DaemonLink: Sendable {
     /// Follows the daemon's events until `stop`: `onEvent` with each, `onConnection` when the
     /// subscription is made or lost.
     public func follow(onEvent: @escaping @Sendable (JSONValue) -> Void, onConnection: @escaping @Sendable (Bool) -> Void) {
-        let thread = Thread { [self] in
+        startThread(named: "web-follow") { [self] in
             var delay = 0.25
             while !stopping.withLock({ $0 }) {
                 do {
@@ -55,8 +55,6 @@ public final class DaemonLink: Sendable {
                 }
             }
         }
-        thread.name = "web-follow"
-        thread.start()
     }
 
     public func stop() {
