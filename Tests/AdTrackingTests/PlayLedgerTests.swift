@@ -259,6 +259,16 @@ final class PlayLedgerTests: XCTestCase {
         XCTAssertThrowsError(try PlayLedger.verify(csv: "a,b\n1,2\n").get())
     }
 
+    /// The chain's SHA-256 (libcrypto's own implementation, without its provider set-up) gives
+    /// FIPS 180-2's answers, and `hash(line:previous:)` hashes `LINE,PREVIOUS` as documented.
+    func testTheChainsSHA256IsSHA256() {
+        XCTAssertEqual(PlayLedger.sha256(Array("abc".utf8)), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        XCTAssertEqual(PlayLedger.sha256([]), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        XCTAssertEqual(PlayLedger.sha256(Array("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq".utf8)),
+                       "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1")
+        XCTAssertEqual(PlayLedger.hash(line: "a", previous: "b"), PlayLedger.sha256(Array("a,b".utf8)))
+    }
+
     /// The ledger hashes times as `ISO8601.format` writes them, made by hand for speed: the
     /// same text as Foundation's formatter, rounding included, over random instants.
     func testTimesAreWrittenAsFoundationWritesThem() {
