@@ -28,7 +28,10 @@ final class OneOfEachTests: XCTestCase {
         XCTAssertEqual(stat(path, &info), 0)
         XCTAssertEqual(info.st_mode & 0o777, 0o644)
         try AtomicFile.write(Data(), to: path, durable: false)
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: path)).count, 0)
+        // Its size by stat: Foundation's Data(contentsOf:) leaks its 4 KiB buffer on an empty
+        // file (LeakSanitizer found it in `make asan`).
+        XCTAssertEqual(stat(path, &info), 0)
+        XCTAssertEqual(info.st_size, 0)
     }
 
     func testAFailedReplaceKeepsEveryPreviousFileAndRemovesItsTemporaries() throws {
