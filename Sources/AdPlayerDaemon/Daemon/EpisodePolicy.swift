@@ -48,25 +48,8 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     /// Competitive separation across every source: each ad on screen is recorded here.
     private let separation: AdSeparation?
 
-    // Mid-rolls.
-    /// Breaks played (or passed over by a snapback), by content time in milliseconds.
-    var playedBreaks: Set<Int64> = []
-    /// A break's request is out, or its first ad waits for playback to cross its time.
-    var breakRequestOut = false
-    var breakWaiting: (id: UInt64, at: Double)?
-    /// A break is on (its first ad started): the content is held until `endBreak`.
-    var breakOn = false
-    /// Where the last break held the content: the resume after it may land past breaks a
-    /// frame later, which then play at the landing (never skipped in silence).
-    private var breakHeldAt: Double?
-    /// The episode's length was handed to the ads (once a viewing).
-    var durationPlaced = false
-    /// The item's cue points were read (once the file is loaded).
-    var cuePointsKnown = false
-    /// A snapback's ad, loaded while the content was paused: shown when it plays.
-    var snapbackAd: Ad?
-    /// Re-checks the next break when playback nears it.
-    var breakTimer: LoopTimer?
+    /// The mid-roll breaks' state (EpisodePolicy+Midrolls.swift).
+    var midrolls = Midrolls()
     /// How long before a break its ad is asked for: the request and the creative's
     /// preparation are done by the time playback crosses it.
     static let breakLead = 8.0
@@ -114,7 +97,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     public func stop() {
         ads.loop.requireInLoop()
         finished = true
-        breakTimer?.cancel()
+        midrolls.timer?.cancel()
         observation?.cancel()
         observation = nil
         ads.destroy()
@@ -168,7 +151,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
                 pass = item.loop
                 cursor.seeked(to: 0)
                 waiting = nil
-                playedBreaks = []   // a new viewing: its breaks again
+                midrolls.played = []   // a new viewing: its breaks again
                 // After this turn: the controller (told last) starts the pass's frequency
                 // caps anew first, and clients hear of the new item before any request.
                 _ = ads.loop.execute { [weak self] in
@@ -187,17 +170,17 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             _ = ads.loop.execute { [weak self] in self?.requestPauseAd() }
         case .playing:
             pauseAdRequested = false   // the next pause may have its pause ad
-            let heldAt = breakOn ? nil : breakHeldAt
-            if !breakOn { breakHeldAt = nil }
-            if let snapback = snapbackAd {
+            let heldAt = midrolls.on ? nil : midrolls.heldAt
+            if !midrolls.on { midrolls.heldAt = nil }
+            if let snapback = midrolls.snapbackAd {
                 showSnapback(snapback)
-            } else if let waiting = breakWaiting, event.snapshot.position > waiting.at + 0.001 {
+            } else if let waiting = midrolls.waiting, event.snapshot.position > waiting.at + 0.001 {
                 // Playback came back past a break that waits (a break's resume lands on the
                 // next frame, past a break a frame later): it plays at the landing, as a
                 // snapback does — never waits for ever, blocking every later break.
                 snapback(from: waiting.at - 0.002, to: event.snapshot.position)
             } else if let heldAt, ads.midrollTimes().contains(where: { $0 > heldAt + 0.001 && $0 <= event.snapshot.position + 0.001
-                                                                       && !playedBreaks.contains(Self.key($0)) }) {
+                                                                       && !midrolls.played.contains(Self.key($0)) }) {
                 // The same, for a break not asked for yet: the resume landed past it.
                 snapback(from: heldAt, to: event.snapshot.position)
             } else {
@@ -231,17 +214,17 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         case .breakStarted(.midroll, _, let at):
             // The content is held (whether or not the ad's video then plays): the break is on
             // until it is ended, and the break waited for counts as played.
-            breakOn = true
-            breakHeldAt = at
-            if let waiting = breakWaiting { playedBreaks.insert(Self.key(waiting.at)) }
-        case .breakEnded(.midroll, _, _) where breakOn:
+            midrolls.on = true
+            midrolls.heldAt = at
+            if let waiting = midrolls.waiting { midrolls.played.insert(Self.key(waiting.at)) }
+        case .breakEnded(.midroll, _, _) where midrolls.on:
             // Ended by the runtime itself (left open): the next break is looked for.
-            breakOn = false
+            midrolls.on = false
             _ = ads.loop.execute { [weak self] in self?.scheduleNextBreak() }
         case .started(let info):
             visible.insert(info.id)
             if waiting?.id == info.id { waiting = nil }
-            if info.kind == .midroll, breakWaiting?.id == info.id { breakWaiting = nil }
+            if info.kind == .midroll, midrolls.waiting?.id == info.id { midrolls.waiting = nil }
             // On screen: caps are counted, and competitive separation starts, now.
             if let creative = shown[info.id]?.creative {
                 source.didShow(creative, content: content)
