@@ -7,7 +7,7 @@ let strict: [SwiftSetting] = [
 ]
 
 /// The Swift runtime and Foundation linked into each executable, section GC keeping what it
-/// uses: the daemon's peak RSS beside a bare libmpv client +23.8 → +17.8 MiB with ads, the
+/// uses: the daemon's peak RSS beside a bare libmpv client +23.8 → +16.5–17.5 MiB with ads, the
 /// page's and the bridge's 73 → 17 MiB (docs/benchmarks.md §2, §7, §8). A module compiled
 /// against the shared runtime names only Foundation for the linker, so the static archives
 /// Foundation stands on are named here. The sanitizers' builds (`make tsan`, `make asan`) set
