@@ -1,0 +1,151 @@
+import AdRuntime
+import Foundation
+
+// What the screen itself says, for the display evidence of each play (issue 36): the
+// connector the box drives and the panel's identity (DRM/KMS in sysfs, EDID), and the panel's
+// power as HDMI-CEC reports it. Readers and parsers only: they touch the disk or a child
+// process, so they run off the loop; what a play records of them is issue 36's wiring.
+
+/// A panel's identity from its EDID (VESA E-EDID 1.3/1.4, the 128-byte base block): who made
+/// it, its product code and serial, the name and serial text it announces — so that a panel
+/// swapped behind a box shows in its plays.
+public struct EDIDIdentity: Sendable, Equatable {
+    /// The three-letter PNP id (`SAM`, `DEL`, `GSM`).
+    public let manufacturer: String
+    public let productCode: UInt16
+    /// The numeric serial; nil when the panel leaves it 0.
+    public let serial: UInt32?
+    /// Display descriptors 0xFC (the monitor's name) and 0xFF (its serial as text).
+    public let name: String?
+    public let serialText: String?
+
+    /// The base block's bytes (extensions after it are ignored); nil when they are not an
+    /// EDID: too short, a wrong header, a checksum that does not add up, a manufacturer id
+    /// outside A–Z.
+    public init?(_ bytes: [UInt8]) {
+        guard bytes.count >= 128, Array(bytes[0..<8]) == [0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x00] else { return nil }
+        guard bytes[0..<128].reduce(UInt8(0), { $0 &+ $1 }) == 0 else { return nil }
+        let id = UInt16(bytes[8]) << 8 | UInt16(bytes[9])
+        let letters = [(id >> 10) & 0x1F, (id >> 5) & 0x1F, id & 0x1F]
+        guard letters.allSatisfy({ (1...26).contains($0) }) else { return nil }
+        manufacturer = String(String.UnicodeScalarView(letters.map { Unicode.Scalar(UInt8(64 + $0)) }))
+        productCode = UInt16(bytes[10]) | UInt16(bytes[11]) << 8
+        let number = UInt32(bytes[12]) | UInt32(bytes[13]) << 8 | UInt32(bytes[14]) << 16 | UInt32(bytes[15]) << 24
+        serial = number == 0 ? nil : number
+        var name: String?, serialText: String?
+        for offset in stride(from: 54, to: 126, by: 18) where bytes[offset] == 0 && bytes[offset + 1] == 0 {
+            let text = Self.descriptorText(bytes[(offset + 5)..<(offset + 18)])
+            switch bytes[offset + 3] {
+            case 0xFC: name = text
+            case 0xFF: serialText = text
+            default: break
+            }
+        }
+        self.name = name
+        self.serialText = serialText
+    }
+
+    /// A descriptor's 13 bytes of text: up to the line feed, printable ASCII only, trimmed.
+    private static func descriptorText(_ bytes: ArraySlice<UInt8>) -> String? {
+        let text = String(decoding: bytes.prefix { $0 != 0x0A }.filter { (0x20..<0x7F).contains($0) }, as: UTF8.self)
+            .trimmingCharacters(in: .whitespaces)
+        return text.isEmpty ? nil : text
+    }
+}
+
+/// One output of the graphics card as DRM/KMS tells it in sysfs
+/// (`/sys/class/drm/card0-HDMI-A-1/{status,enabled,edid}`).
+public struct DRMConnector: Sendable, Equatable {
+    public enum Status: String, Sendable, Equatable {
+        case connected, disconnected, unknown
+    }
+
+    /// `card0-HDMI-A-1`.
+    public let name: String
+    public let status: Status
+    /// Whether a CRTC drives it (`enabled`); nil when the file is missing.
+    public let enabled: Bool?
+    public let edid: EDIDIdentity?
+
+    /// Every connector under `root` (the sysfs class folder), by name. Files are read bounded
+    /// (`bounded`: 4 KiB of text, an EDID's base and extensions at most 32 KiB); a connector whose
+    /// `status` cannot be read is `unknown`, never left out. Blocking: never on the loop.
+    public static func all(root: String = "/sys/class/drm") -> [DRMConnector] {
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [])
+            .filter { $0.hasPrefix("card") && $0.contains("-") }.sorted()
+        return names.map { read(root + "/" + $0, name: $0) }
+    }
+
+    static func read(_ folder: String, name: String) -> DRMConnector {
+        func text(_ file: String) -> String? {
+            bounded(folder + "/" + file, maxBytes: 4096).map {
+                String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+        }
+        let status = text("status").flatMap(Status.init(rawValue:)) ?? .unknown
+        let enabled = text("enabled").map { $0 == "enabled" }
+        let edid = bounded(folder + "/edid", maxBytes: 32 * 1024).flatMap(EDIDIdentity.init)
+        return DRMConnector(name: name, status: status, enabled: enabled, edid: edid)
+    }
+
+    /// A sysfs attribute's bytes, read to its end and at most `maxBytes` (nil past it, or when
+    /// it is not a regular file): sysfs gives a binary attribute such as `edid` a size of 0 in
+    /// `stat`, so its size cannot be known before reading, as `SafeFile` would want.
+    static func bounded(_ path: String, maxBytes: Int) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        var bytes = [UInt8](repeating: 0, count: maxBytes + 1)
+        var filled = 0
+        while filled < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + filled, $0.count - filled) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            filled += n
+        }
+        return filled <= maxBytes ? Array(bytes[..<filled]) : nil
+    }
+}
+
+/// The panel's power as HDMI-CEC reports it (`<Report Power Status>`, answered to `cec-ctl --to 0
+/// --give-device-power-status`: a line `pwr-state: on`, `standby`, `to-on`, `to-standby`).
+public enum CECPowerStatus: Sendable, Equatable {
+    case on
+    case standby
+    /// Waking or going to standby: CEC's "in transition".
+    case toOn
+    case toStandby
+    /// No answer could be read (no adapter, no reply, another tool's output): the reason.
+    case unknown(String)
+
+    /// Reads `cec-ctl`'s output: the first `pwr-state:` line decides.
+    public init(cecCtlOutput output: String) {
+        for line in output.split(whereSeparator: \.isNewline) {
+            let trimmed = line.trimmingCharacters(in: .whitespaces).lowercased()
+            guard let range = trimmed.range(of: "pwr-state:") else { continue }
+            let value = trimmed[range.upperBound...].trimmingCharacters(in: .whitespaces)
+            let word = value.prefix { !$0.isWhitespace && $0 != "(" }
+            switch word {
+            case "on": self = .on
+            case "standby": self = .standby
+            case "to-on": self = .toOn
+            case "to-standby": self = .toStandby
+            default: self = .unknown("pwr-state \(OneLine.escape(String(value.prefix(40))))")
+            }
+            return
+        }
+        self = .unknown("no pwr-state in the answer")
+    }
+
+    /// What a play's evidence says of it: `off` only for a panel that says it is in standby
+    /// (or going there); waking counts as on.
+    public var panelOff: Bool? {
+        switch self {
+        case .standby, .toStandby: true
+        case .on, .toOn: false
+        case .unknown: nil
+        }
+    }
+}

@@ -1,0 +1,121 @@
+import AdPlayerDaemon
+import Foundation
+import XCTest
+
+/// What the screen says of itself (issue 36's evidence): a panel's EDID identity, the DRM
+/// connectors in sysfs, the panel's power as `cec-ctl` reports it.
+final class DisplayEvidenceTests: XCTestCase {
+    /// An EDID base block as a panel sends it: header, `SAM`, product 0x0F1B, serial
+    /// 0x01020304, a name and a serial-text descriptor, the checksum.
+    static func edid(manufacturer: String = "SAM", serial: UInt32 = 0x0102_0304, name: String = "SyncMaster",
+                     serialText: String = "H9XS900123") -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: 128)
+        bytes[0..<8] = [0x00, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x00]
+        let letters = manufacturer.unicodeScalars.map { UInt16($0.value - 64) }
+        let id = letters[0] << 10 | letters[1] << 5 | letters[2]
+        bytes[8] = UInt8(id >> 8)
+        bytes[9] = UInt8(id & 0xFF)
+        bytes[10] = 0x1B
+        bytes[11] = 0x0F
+        for index in 0..<4 { bytes[12 + index] = UInt8((serial >> (8 * UInt32(index))) & 0xFF) }
+        bytes[18] = 1
+        bytes[19] = 4
+        func descriptor(_ offset: Int, _ tag: UInt8, _ text: String) {
+            bytes[offset + 3] = tag
+            var field = Array(text.utf8.prefix(13))
+            if field.count < 13 { field.append(0x0A) }
+            while field.count < 13 { field.append(0x20) }
+            bytes[(offset + 5)..<(offset + 18)] = field[...]
+        }
+        descriptor(54, 0xFC, name)
+        descriptor(72, 0xFF, serialText)
+        bytes[127] = UInt8((256 - Int(bytes[0..<127].reduce(UInt8(0), { $0 &+ $1 }))) & 0xFF)
+        return bytes
+    }
+
+    func testAnEDIDNamesThePanelAndAnythingElseIsNoEDID() throws {
+        let identity = try XCTUnwrap(EDIDIdentity(Self.edid()))
+        XCTAssertEqual(identity.manufacturer, "SAM")
+        XCTAssertEqual(identity.productCode, 0x0F1B)
+        XCTAssertEqual(identity.serial, 0x0102_0304)
+        XCTAssertEqual(identity.name, "SyncMaster")
+        XCTAssertEqual(identity.serialText, "H9XS900123")
+        // Extension blocks after the base are allowed; a serial of 0 is none.
+        let noSerial = try XCTUnwrap(EDIDIdentity(Self.edid(manufacturer: "DEL", serial: 0) + [UInt8](repeating: 7, count: 128)))
+        XCTAssertEqual(noSerial.manufacturer, "DEL")
+        XCTAssertNil(noSerial.serial)
+        // A panel swapped behind the box: another identity.
+        XCTAssertNotEqual(EDIDIdentity(Self.edid(serialText: "OTHER")), identity)
+
+        var broken = Self.edid()
+        broken[20] ^= 0xFF
+        XCTAssertNil(EDIDIdentity(broken), "a checksum that does not add up")
+        var header = Self.edid()
+        header[1] = 0
+        XCTAssertNil(EDIDIdentity(header), "not an EDID header")
+        XCTAssertNil(EDIDIdentity(Array(Self.edid().prefix(127))), "short")
+        XCTAssertNil(EDIDIdentity([]))
+        // Text with control bytes and ASS-like braces stays printable ASCII, cut at the line feed.
+        let hostile = try XCTUnwrap(EDIDIdentity(Self.edid(name: "A\u{1B}B{\\b1}\n")))
+        XCTAssertEqual(hostile.name, "AB{\\b1}")
+    }
+
+    func testConnectorsAreReadFromSysfsAndAnUnreadableOneIsUnknownNotLeftOut() throws {
+        let root = NSTemporaryDirectory() + "drm-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        func make(_ name: String, _ files: [String: Data]) throws {
+            try FileManager.default.createDirectory(atPath: root + "/" + name, withIntermediateDirectories: true)
+            for (file, data) in files { try data.write(to: URL(fileURLWithPath: root + "/" + name + "/" + file)) }
+        }
+        try make("card0", [:])
+        try make("card0-HDMI-A-1", ["status": Data("connected\n".utf8), "enabled": Data("enabled\n".utf8), "edid": Data(Self.edid())])
+        try make("card0-DP-1", ["status": Data("disconnected\n".utf8), "enabled": Data("disabled\n".utf8), "edid": Data()])
+        try make("card0-HDMI-A-2", ["edid": Data(repeating: 0xAB, count: 256)])
+        // Past its bound (32 KiB) an EDID is not read at all; a link is not followed.
+        try make("card0-HDMI-A-3", ["status": Data("connected\n".utf8), "edid": Data(Self.edid() + [UInt8](repeating: 0, count: 40_000))])
+        try make("card0-HDMI-A-4", ["status": Data("connected\n".utf8)])
+        try FileManager.default.createSymbolicLink(atPath: root + "/card0-HDMI-A-4/edid", withDestinationPath: root + "/card0-HDMI-A-1/edid")
+        let connectors = DRMConnector.all(root: root)
+        XCTAssertEqual(connectors.map(\.name), ["card0-DP-1", "card0-HDMI-A-1", "card0-HDMI-A-2", "card0-HDMI-A-3", "card0-HDMI-A-4"])
+        XCTAssertEqual(connectors[3].status, .connected)
+        XCTAssertNil(connectors[3].edid, "an EDID past 32 KiB")
+        XCTAssertNil(connectors[4].edid, "a link where the EDID should be")
+        XCTAssertEqual(connectors[0].status, .disconnected)
+        XCTAssertEqual(connectors[0].enabled, false)
+        XCTAssertNil(connectors[0].edid)
+        XCTAssertEqual(connectors[1].status, .connected)
+        XCTAssertEqual(connectors[1].enabled, true)
+        XCTAssertEqual(connectors[1].edid?.name, "SyncMaster")
+        XCTAssertEqual(connectors[2].status, .unknown)
+        XCTAssertNil(connectors[2].enabled)
+        XCTAssertNil(connectors[2].edid)
+        XCTAssertEqual(DRMConnector.all(root: root + "/missing"), [])
+    }
+
+    func testThePanelsPowerIsReadFromCecCtlsAnswer() {
+        let answer = """
+            Driver Info:
+            \tDriver Name                : cec-gpio
+            Transmit from Playback Device 1 to TV (4 to 0):
+            CEC_MSG_GIVE_DEVICE_POWER_STATUS (0x8f)
+            \tSequence: 42 Tx Timestamp: 1234.567s
+            \tRx, OK (Timestamp: 1234.600s):
+            CEC_MSG_REPORT_POWER_STATUS (0x90):
+            \tpwr-state: standby (0x01)
+            """
+        XCTAssertEqual(CECPowerStatus(cecCtlOutput: answer), .standby)
+        XCTAssertEqual(CECPowerStatus(cecCtlOutput: answer).panelOff, true)
+        XCTAssertEqual(CECPowerStatus(cecCtlOutput: "\tpwr-state: on (0x00)\n"), .on)
+        XCTAssertEqual(CECPowerStatus(cecCtlOutput: "\tpwr-state: to-on (0x02)"), .toOn)
+        XCTAssertEqual(CECPowerStatus(cecCtlOutput: "\tpwr-state: to-on (0x02)").panelOff, false)
+        XCTAssertEqual(CECPowerStatus(cecCtlOutput: "\tpwr-state: to-standby (0x03)"), .toStandby)
+        let nack = CECPowerStatus(cecCtlOutput: "CEC_MSG_GIVE_DEVICE_POWER_STATUS (0x8f)\n\tTx, Not Acknowledged (1), Max Retries\n")
+        XCTAssertEqual(nack, .unknown("no pwr-state in the answer"))
+        XCTAssertNil(nack.panelOff, "nothing answered is not a panel that says it is off")
+        if case .unknown(let reason) = CECPowerStatus(cecCtlOutput: "pwr-state: \u{1B}[31mweird") {
+            XCTAssertFalse(reason.contains("\u{1B}"), reason)
+        } else {
+            XCTFail("an unknown state is unknown")
+        }
+    }
+}
