@@ -1,3 +1,4 @@
+import AdRuntime
 import AdPlayerDaemon
 import Foundation
 import XCTest
@@ -117,5 +118,82 @@ final class DisplayEvidenceTests: XCTestCase {
         } else {
             XCTFail("an unknown state is unknown")
         }
+    }
+
+    /// The probe asks `cec-command --to 0 --give-device-power-status`, keeps the answer at most
+    /// its age, says a missing tool once, and gives up on a command that hangs at its deadline.
+    func testThePowerProbeAsksKeepsItsAnswerAndSaysAProblemOnce() throws {
+        let folder = NSTemporaryDirectory() + "cec-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let calls = folder + "/calls"
+        let script = folder + "/cec-ctl"
+        try Data("""
+            #!/bin/sh
+            echo "$@" >> '\(calls)'
+            printf 'CEC_MSG_REPORT_POWER_STATUS (0x90):\\n\\tpwr-state: standby (0x01)\\n'
+            """.utf8).write(to: URL(fileURLWithPath: script))
+        chmod(script, 0o755)
+        let clock = Locked(100.0)
+        let lines = Locked<[String]>([])
+        let log = Logger(level: .debug) { _, line in lines.withLock { $0.append(line) } }
+        let probe = CECPowerProbe(command: [script, "-d", "/dev/cec0"], log: log, maxAge: 60, now: { clock.withLock { $0 } })
+        let first = probe.status()
+        XCTAssertEqual(first.status, .standby)
+        XCTAssertEqual(first.at, 100)
+        clock.withLock { $0 = 159 }
+        XCTAssertEqual(probe.status().at, 100, "kept under a minute")
+        clock.withLock { $0 = 161 }
+        XCTAssertEqual(probe.status().at, 161, "asked again past it")
+        let asked = try String(contentsOfFile: calls, encoding: .utf8).split(separator: "\n").map(String.init)
+        XCTAssertEqual(asked, ["-d /dev/cec0 --to 0 --give-device-power-status", "-d /dev/cec0 --to 0 --give-device-power-status"])
+
+        let missing = CECPowerProbe(command: [folder + "/no-such-cec-ctl"], log: log, maxAge: 0, now: { clock.withLock { $0 } })
+        for _ in 0..<3 {
+            guard case .unknown(let reason) = missing.status().status else { return XCTFail("a missing tool is unknown") }
+            XCTAssertTrue(reason.contains("no-such-cec-ctl"), reason)
+        }
+        XCTAssertEqual(lines.withLock { $0 }.filter { $0.contains("no-such-cec-ctl") }.count, 1, "said once")
+
+        let hanging = folder + "/hanging"
+        try Data("#!/bin/sh\nsleep 30\n".utf8).write(to: URL(fileURLWithPath: hanging))
+        chmod(hanging, 0o755)
+        let slow = CECPowerProbe(command: [hanging], log: log, timeout: 0.5)
+        guard case .unknown(let reason) = slow.status().status else { return XCTFail("a command past its deadline is unknown") }
+        XCTAssertTrue(reason.contains("did not answer"), reason)
+    }
+
+    /// The verdict's rules: verified only with pixels that show the ad, a connected output
+    /// where it can be known and a panel not off; off on the panel's or connector's word;
+    /// headless unverified with "no output"; every check kept with its time.
+    func testTheVerdictNeedsEveryCheckThatCanBeMade() {
+        let shown = (DisplayEvidence.Pixels.showTheAd, at: 3.0)
+        var evidence = DisplayEvidence.judge(connector: (.connected, at: 1), panel: (.on, at: 2), pixels: shown)
+        XCTAssertEqual(evidence.verdict, .verified)
+        XCTAssertNil(evidence.reason)
+        XCTAssertEqual(evidence.checks, [.init(what: "connector", said: "connected", at: 1), .init(what: "panel", said: "on", at: 2),
+                                         .init(what: "pixels", said: "the ad is shown", at: 3)])
+        // Where the box cannot know its connector or has no CEC, the pixels decide.
+        XCTAssertEqual(DisplayEvidence.judge(connector: nil, panel: nil, pixels: shown).verdict, .verified)
+        XCTAssertEqual(DisplayEvidence.judge(connector: nil, panel: (.toOn, at: 2), pixels: shown).verdict, .verified)
+
+        evidence = DisplayEvidence.judge(connector: (.connected, at: 1), panel: (.standby, at: 2), pixels: shown)
+        XCTAssertEqual(evidence.verdict, .off, "the panel says standby, whatever the pixels")
+        XCTAssertEqual(evidence.reason, "the panel reports standby")
+        evidence = DisplayEvidence.judge(connector: (.disconnected, at: 1), panel: nil, pixels: shown)
+        XCTAssertEqual(evidence.verdict, .off)
+        XCTAssertEqual(evidence.reason, "the output is not connected")
+
+        evidence = DisplayEvidence.judge(connector: nil, panel: nil, pixels: (.unavailable("no output"), at: 3))
+        XCTAssertEqual(evidence.verdict, .unverified, "headless")
+        XCTAssertEqual(evidence.reason, "no output")
+        evidence = DisplayEvidence.judge(connector: (.connected, at: 1), panel: (.unknown("no CEC device"), at: 2),
+                                         pixels: (.doNotShowTheAd("the region is the background's colour"), at: 3))
+        XCTAssertEqual(evidence.verdict, .unverified)
+        XCTAssertEqual(evidence.reason, "the pixels do not show the ad: the region is the background's colour")
+        XCTAssertEqual(evidence.checks[1].said, "unknown: no CEC device")
+        evidence = DisplayEvidence.judge(connector: (.unknown, at: 1), panel: nil, pixels: shown)
+        XCTAssertEqual(evidence.verdict, .unverified)
+        XCTAssertEqual(evidence.reason, "the connector's state is unknown")
     }
 }

@@ -149,3 +149,159 @@ public enum CECPowerStatus: Sendable, Equatable {
         }
     }
 }
+
+/// Asks the panel its power over HDMI-CEC (`cec-command` with `--to 0
+/// --give-device-power-status` appended, as standby appends `--standby`): off the loop, the
+/// command bounded by a deadline (`ChildProcess`: its group killed at it, always reaped), the
+/// answer kept at most `maxAge` seconds, a missing tool or adapter said once and answered
+/// `unknown` with the reason.
+///
+/// Threading: `status()` from any thread but the player's loop (it may run the command); calls
+/// made while a query runs get the last answer (or `unknown`, "a query is under way").
+public final class CECPowerProbe: Sendable {
+    private let command: [String]
+    private let log: Logger
+    private let maxAge: Double
+    private let timeout: Double
+    private let now: @Sendable () -> Double
+    private let state = Locked(State())
+
+    private struct State {
+        var last: (status: CECPowerStatus, at: Double)?
+        var running = false
+        var said: String?
+    }
+
+    public init(command: [String], log: Logger, maxAge: Double = 60, timeout: Double = 5,
+                now: @escaping @Sendable () -> Double = { Double(MonotonicTime.now()) / 1e9 }) {
+        self.command = command
+        self.log = log
+        self.maxAge = max(0, min(maxAge, 60))
+        self.timeout = max(0.1, min(timeout, 10))
+        self.now = now
+    }
+
+    /// The panel's power and when it was read (this probe's clock): the kept answer while it is
+    /// younger than `maxAge`, else a new one.
+    public func status() -> (status: CECPowerStatus, at: Double) {
+        let time = now()
+        enum Step { case kept(CECPowerStatus, Double), ask }
+        let step: Step = state.withLock { state in
+            if let last = state.last, time - last.at < maxAge { return .kept(last.status, last.at) }
+            if state.running { return .kept(state.last?.status ?? .unknown("a query is under way"), state.last?.at ?? time) }
+            state.running = true
+            return .ask
+        }
+        if case .kept(let status, let at) = step { return (status, at) }
+        let answer = ask()
+        let at = now()
+        state.withLock { state in
+            state.last = (answer, at)
+            state.running = false
+        }
+        return (answer, at)
+    }
+
+    private func ask() -> CECPowerStatus {
+        guard let program = command.first, let path = CECControl.find(program) else {
+            return unknown("no \(command.first ?? "cec-command") on PATH (Debian: apt-get install v4l-utils)")
+        }
+        let outcome: ChildProcess.Outcome
+        do {
+            outcome = try ChildProcess.run(path, Array(command.dropFirst()) + ["--to", "0", "--give-device-power-status"], timeout: timeout)
+        } catch {
+            return unknown("\(error)")
+        }
+        if outcome.timedOut { return unknown("\(path) did not answer within \(timeout) s") }
+        let answer = CECPowerStatus(cecCtlOutput: outcome.output)
+        if case .unknown = answer, outcome.status != 0 {
+            let text = outcome.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            let last = OneLine.escape(String((text.split(separator: "\n").last.map(String.init) ?? "no output").prefix(200)))
+            let noDevice = text.contains("/dev/cec") || text.lowercased().contains("no such file")
+            return unknown(noDevice ? "no CEC device (\(last))" : "\(path) failed (\(outcome.status.map { "status \($0)" } ?? "a signal")): \(last)")
+        }
+        state.withLock { $0.said = nil }
+        return answer
+    }
+
+    /// `unknown(reason)`, the reason logged once until it changes.
+    private func unknown(_ reason: String) -> CECPowerStatus {
+        let new = state.withLock { state in defer { state.said = reason }; return state.said != reason }
+        if new { log.warning("display: the panel's power cannot be read: \(reason)") }
+        return .unknown(reason)
+    }
+}
+
+/// What a play's screen evidence concludes (issue 36): `verified` needs a connected output
+/// where the box can know it, a panel not reported off, and pixels that show the ad; `off`
+/// when the panel or the connector says so; anything else `unverified`, with the reason.
+/// Each check is kept with what it said and when, for the play's `display_evidence`.
+public struct DisplayEvidence: Sendable, Equatable {
+    public enum Verdict: String, Sendable, Equatable {
+        case verified, unverified, off
+    }
+
+    /// One thing checked: `connector`, `panel` or `pixels`, what it said, when (seconds, the
+    /// caller's clock).
+    public struct Check: Sendable, Equatable {
+        public let what: String
+        public let said: String
+        public let at: Double
+
+        public init(what: String, said: String, at: Double) {
+            self.what = what
+            self.said = said
+            self.at = at
+        }
+    }
+
+    /// What the grabs of the composed output found while the ad was up.
+    public enum Pixels: Sendable, Equatable {
+        /// The ad's region matches the creative as drawn (an image or text), or the output is
+        /// neither black nor frozen across two grabs (a video).
+        case showTheAd
+        /// Grabbed, and the ad is not there: why (covered, black, frozen).
+        case doNotShowTheAd(String)
+        /// No grab could be made: why (`no output` headless, a window system that cannot grab).
+        case unavailable(String)
+    }
+
+    public let verdict: Verdict
+    /// Why it is `unverified` or `off`; nil when verified.
+    public let reason: String?
+    public let checks: [Check]
+
+    /// Judges the evidence: `connector` nil where the box cannot know its output (no DRM/KMS
+    /// connector for this output), `panel` nil where no `cec-command` is configured.
+    public static func judge(connector: (DRMConnector.Status, at: Double)?, panel: (CECPowerStatus, at: Double)?,
+                             pixels: (Pixels, at: Double)) -> DisplayEvidence {
+        var checks: [Check] = []
+        if let connector { checks.append(Check(what: "connector", said: connector.0.rawValue, at: connector.at)) }
+        if let panel {
+            let said = switch panel.0 {
+            case .on: "on"
+            case .standby: "standby"
+            case .toOn: "to-on"
+            case .toStandby: "to-standby"
+            case .unknown(let reason): "unknown: \(reason)"
+            }
+            checks.append(Check(what: "panel", said: said, at: panel.at))
+        }
+        let pixelsSaid = switch pixels.0 {
+        case .showTheAd: "the ad is shown"
+        case .doNotShowTheAd(let why): "the ad is not shown: \(why)"
+        case .unavailable(let why): "no grab: \(why)"
+        }
+        checks.append(Check(what: "pixels", said: pixelsSaid, at: pixels.at))
+
+        if connector?.0 == .disconnected { return DisplayEvidence(verdict: .off, reason: "the output is not connected", checks: checks) }
+        if panel?.0.panelOff == true { return DisplayEvidence(verdict: .off, reason: "the panel reports standby", checks: checks) }
+        switch pixels.0 {
+        case .unavailable(let why): return DisplayEvidence(verdict: .unverified, reason: why, checks: checks)
+        case .doNotShowTheAd(let why): return DisplayEvidence(verdict: .unverified, reason: "the pixels do not show the ad: \(why)", checks: checks)
+        case .showTheAd: break
+        }
+        if connector?.0 == .unknown { return DisplayEvidence(verdict: .unverified, reason: "the connector's state is unknown", checks: checks) }
+        return DisplayEvidence(verdict: .verified, reason: nil, checks: checks)
+    }
+}
