@@ -196,4 +196,48 @@ final class DisplayEvidenceTests: XCTestCase {
         XCTAssertEqual(evidence.verdict, .unverified)
         XCTAssertEqual(evidence.reason, "the connector's state is unknown")
     }
+
+    private func grab(_ width: Int, _ height: Int, _ color: (Int) -> (UInt8, UInt8, UInt8)) -> OutputGrab {
+        var pixels: [UInt8] = []
+        for index in 0..<(width * height) {
+            let (r, g, b) = color(index)
+            pixels += [b, g, r, 255]
+        }
+        return OutputGrab(width: width, height: height, pixels: pixels)!
+    }
+
+    /// A video ad: black, or the same picture twice, is not shown; moving pictures are. An
+    /// image ad: its region matches the creative as drawn, or it is covered or off the output.
+    func testThePixelChecks() {
+        let black = grab(32, 18) { _ in (8, 8, 8) }
+        let frameA = grab(32, 18) { ($0 % 256 == 0 ? 200 : UInt8($0 % 200), 90, 40) }
+        let frameB = grab(32, 18) { (UInt8(($0 * 7) % 200), 30, 160) }
+        XCTAssertTrue(PixelCheck.isBlack(black))
+        XCTAssertFalse(PixelCheck.isBlack(frameA))
+        XCTAssertEqual(PixelCheck.video(black, black), .doNotShowTheAd("the output is black"))
+        if case .doNotShowTheAd(let why) = PixelCheck.video(frameA, frameA) { XCTAssertTrue(why.contains("frozen"), why) } else { XCTFail("frozen") }
+        XCTAssertEqual(PixelCheck.video(frameA, frameB), .showTheAd)
+        XCTAssertEqual(PixelCheck.video(frameA, grab(16, 9) { _ in (1, 2, 3) }), .unavailable("the two grabs differ in size"))
+
+        // A red 8×4 creative drawn at (20, 10) over a grey background.
+        let creative = grab(8, 4) { _ in (220, 20, 20) }
+        let region = OutputGrab.Region(x: 20, y: 10, width: 8, height: 4)
+        let withAd = grab(32, 18) { index in
+            let x = index % 32, y = index / 32
+            return (20..<28).contains(x) && (10..<14).contains(y) ? (210, 28, 25) : (128, 128, 128)
+        }
+        XCTAssertEqual(PixelCheck.still(withAd, region: region, drawn: creative), .showTheAd, "within the tolerance")
+        let covered = grab(32, 18) { _ in (128, 128, 128) }
+        if case .doNotShowTheAd(let why) = PixelCheck.still(covered, region: region, drawn: creative) {
+            XCTAssertTrue(why.contains("differs from the creative"), why)
+        } else {
+            XCTFail("a covered region does not show the ad")
+        }
+        XCTAssertEqual(PixelCheck.still(withAd, region: .init(x: 28, y: 10, width: 8, height: 4), drawn: creative),
+                       .doNotShowTheAd("the ad's region is off the output"))
+        XCTAssertEqual(PixelCheck.still(withAd, region: .init(x: 0, y: 0, width: 4, height: 4), drawn: creative),
+                       .unavailable("the creative was drawn at another size"))
+        XCTAssertNil(OutputGrab(width: 2, height: 2, pixels: [0, 0, 0]), "bytes that are not the size")
+        XCTAssertNil(OutputGrab(width: 70_000, height: 1, pixels: []), "a side past 4096")
+    }
 }

@@ -305,3 +305,100 @@ public struct DisplayEvidence: Sendable, Equatable {
         return DisplayEvidence(verdict: .verified, reason: nil, checks: checks)
     }
 }
+
+/// A grab of the composed output, decoded to 8-bit BGRA rows (`ImageDecoder`'s format), low
+/// resolution: what the pixel checks read.
+public struct OutputGrab: Sendable, Equatable {
+    public let width: Int
+    public let height: Int
+    /// width × height × 4 bytes, B G R A, rows top to bottom.
+    public let pixels: [UInt8]
+
+    /// nil when the bytes are not width × height × 4 or a side is outside 1…4096.
+    public init?(width: Int, height: Int, pixels: [UInt8]) {
+        guard (1...4096).contains(width), (1...4096).contains(height), pixels.count == width * height * 4 else { return nil }
+        self.width = width
+        self.height = height
+        self.pixels = pixels
+    }
+
+    /// A rectangle of it, in its pixels.
+    public struct Region: Sendable, Equatable {
+        public let x: Int, y: Int, width: Int, height: Int
+        public init(x: Int, y: Int, width: Int, height: Int) {
+            self.x = x
+            self.y = y
+            self.width = width
+            self.height = height
+        }
+    }
+}
+
+/// The pixel checks of the display evidence (issue 36), on grabs of the composed output: a
+/// video ad's output neither black nor frozen across two grabs; an image or text ad's region
+/// matching the creative as drawn, within a stated tolerance.
+public enum PixelCheck {
+    /// A pixel is dark when its luma (BT.601, 0–255) is at most this: video black is 16.
+    public static let darkLuma = 24
+    /// The output is black when at least this share of its pixels is dark.
+    public static let blackShare = 0.98
+    /// Two grabs are the same picture when their mean difference per channel is below this.
+    public static let frozenMeanDifference = 1.0
+    /// A region shows the creative when its mean difference per channel from the creative as
+    /// drawn is at most this (scaling, chroma subsampling and blending move pixels a little).
+    public static let matchMeanDifference = 24.0
+
+    /// The grab is black (a panel showing nothing, a video that never drew).
+    public static func isBlack(_ grab: OutputGrab) -> Bool {
+        var dark = 0
+        for index in stride(from: 0, to: grab.pixels.count, by: 4) {
+            let b = Int(grab.pixels[index]), g = Int(grab.pixels[index + 1]), r = Int(grab.pixels[index + 2])
+            if (299 * r + 587 * g + 114 * b) / 1000 <= darkLuma { dark += 1 }
+        }
+        return Double(dark) >= blackShare * Double(grab.width * grab.height)
+    }
+
+    /// The mean difference per colour channel of two grabs of one size (nil when the sizes differ).
+    public static func meanDifference(_ a: OutputGrab, _ b: OutputGrab) -> Double? {
+        guard a.width == b.width, a.height == b.height else { return nil }
+        return mean(a.pixels, b.pixels)
+    }
+
+    /// A video ad's verdict from two grabs taken apart while it plays.
+    public static func video(_ first: OutputGrab, _ second: OutputGrab) -> DisplayEvidence.Pixels {
+        if isBlack(first) && isBlack(second) { return .doNotShowTheAd("the output is black") }
+        guard let difference = meanDifference(first, second) else { return .unavailable("the two grabs differ in size") }
+        if difference < frozenMeanDifference { return .doNotShowTheAd("the output is frozen (mean difference \(format(difference)))") }
+        return .showTheAd
+    }
+
+    /// An image or text ad's verdict: `region` of `grab` against `drawn`, the creative as the
+    /// surface drew it at that region's size.
+    public static func still(_ grab: OutputGrab, region: OutputGrab.Region, drawn: OutputGrab) -> DisplayEvidence.Pixels {
+        guard region.width == drawn.width, region.height == drawn.height else { return .unavailable("the creative was drawn at another size") }
+        guard region.x >= 0, region.y >= 0, region.x + region.width <= grab.width, region.y + region.height <= grab.height else {
+            return .doNotShowTheAd("the ad's region is off the output")
+        }
+        var cut = [UInt8]()
+        cut.reserveCapacity(region.width * region.height * 4)
+        for row in region.y..<(region.y + region.height) {
+            let start = (row * grab.width + region.x) * 4
+            cut += grab.pixels[start..<(start + region.width * 4)]
+        }
+        let difference = mean(cut, drawn.pixels)
+        return difference <= matchMeanDifference ? .showTheAd
+            : .doNotShowTheAd("the region differs from the creative (mean difference \(format(difference)), at most \(format(matchMeanDifference)))")
+    }
+
+    /// Mean absolute difference of the B, G, R channels (alpha left out).
+    private static func mean(_ a: [UInt8], _ b: [UInt8]) -> Double {
+        var total = 0, count = 0
+        for index in stride(from: 0, to: min(a.count, b.count), by: 4) {
+            for channel in 0..<3 { total += abs(Int(a[index + channel]) - Int(b[index + channel])) }
+            count += 3
+        }
+        return count == 0 ? 0 : Double(total) / Double(count)
+    }
+
+    private static func format(_ value: Double) -> String { String(format: "%.1f", value) }
+}
