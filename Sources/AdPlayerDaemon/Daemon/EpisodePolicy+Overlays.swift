@@ -5,12 +5,23 @@ import Foundation
 /// The overlay chain (SPEC R12): the source's slots one after the other, each shown when playback
 /// plays across its start; a slot the playhead lands past is withdrawn and the chain moves on.
 extension EpisodePolicy {
+    /// What the policy knows of the overlay chain, on the loop.
+    struct Overlays {
+        /// An overlay request is out (its answer not yet in).
+        var requestOut = false
+        /// The slot overlay waiting for playback to play across its start.
+        var waiting: (id: UInt64, start: Double)?
+        /// An overlay was not asked for because whether the item shows a video was not known
+        /// yet: asked for when it plays (by then it is).
+        var deferred = false
+    }
+
     /// R12 keeps a slot's overlay waiting when the playhead lands past its start (a seek, a
     /// start or resume at a saved position, a seek mpv merged into the file's start), in case
     /// playback comes back before it. The policy moves on to the slot after the playhead
     /// instead: otherwise no later slot would ever be requested.
     func withdrawSkippedSlot(at position: Double) {
-        guard tracked, let waiting, position > waiting.start + 0.001 else { return }
+        guard tracked, let waiting = overlays.waiting, position > waiting.start + 0.001 else { return }
         shown[waiting.id]?.withdraw()
     }
 
@@ -19,25 +30,25 @@ extension EpisodePolicy {
     func scheduleNextOverlay() {
         // One overlay chain at a time: not while a request is out or a slot's overlay waits
         // (a pass's start and the previous overlay's end may both ask).
-        guard !overlayRequestOut, waiting == nil, !dark else { return }
+        guard !overlays.requestOut, overlays.waiting == nil, !dark else { return }
         // An audio-only episode: an overlay would be on no screen, so none is asked for (issue 23).
         switch videoShown {
         case false?: return
         case nil:
-            overlayDeferred = true
+            overlays.deferred = true
             return
-        case true?: overlayDeferred = false
+        case true?: overlays.deferred = false
         }
         guard source.mayFill(.overlay, content: content, at: player?.snapshot().position ?? 0) else { return }
-        overlayRequestOut = true
+        overlays.requestOut = true
         ads.request(.overlay) { [weak self] result in
-            self?.overlayRequestOut = false
+            self?.overlays.requestOut = false
             guard let self, !finished, !dark, case .success(let overlay) = result else { return }
             let id = overlay.id
             let then: @Sendable (AdEndReason) -> Void = { [weak self] reason in
                 guard let self else { return }
                 shown[id] = nil
-                if waiting?.id == id { waiting = nil }
+                if overlays.waiting?.id == id { overlays.waiting = nil }
                 if let start = overlay.creative.slotStart { cursor.passed(start) }
                 // A slot's overlay is followed by the next slot's; one without a slot (VAST) by
                 // nothing. Asked for after this turn: the end (a pause, a seek) is told first.
@@ -52,7 +63,7 @@ extension EpisodePolicy {
                 shown[id] = overlay   // before: its start may be told within `show`
                 if let start = overlay.creative.slotStart {
                     try overlay.show(atContentTime: start, didEnd: then)
-                    waiting = (id, start)
+                    overlays.waiting = (id, start)
                     withdrawSkippedSlot(at: player?.snapshot().position ?? 0)   // the playhead may be past it already
                 } else {
                     // No slot (VAST): now, over playing content — or, loaded in the moment

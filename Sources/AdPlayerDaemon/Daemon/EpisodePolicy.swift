@@ -33,10 +33,8 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     var pauseAdRequested = false
     /// The pass of the episode that plays (`repeat one`: each wrap is the next, R14).
     private var pass = 0
-    /// An overlay request is out (its answer not yet in).
-    var overlayRequestOut = false
-    /// The slot overlay waiting for playback to play across its start.
-    var waiting: (id: UInt64, start: Double)?
+    /// The overlay chain's state (EpisodePolicy+Overlays.swift).
+    var overlays = Overlays()
     /// Where the next slot is looked for: past the last slot whose overlay ended, so the
     /// same slot is not served again when the position has not moved past its start yet
     /// (time-pos moves a frame at a time); back to the playhead after a seek.
@@ -79,9 +77,6 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         guard let content = player as? any ContentPlayer else { return true }
         return content.videoShown
     }
-    /// An overlay was not asked for because whether the item shows a video was not known yet:
-    /// asked for when it plays (by then it is).
-    var overlayDeferred = false
 
     /// Starts following `player` for playlist entry `entry`; tracked once its item is in (R10).
     public func follow(_ player: any TrackablePlayer, entry: Int64) {
@@ -150,7 +145,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
                 // from the start again (the ads have moved on to it: this is the policy's phase).
                 pass = item.loop
                 cursor.seeked(to: 0)
-                waiting = nil
+                overlays.waiting = nil
                 midrolls.played = []   // a new viewing: its breaks again
                 // After this turn: the controller (told last) starts the pass's frequency
                 // caps anew first, and clients hear of the new item before any request.
@@ -188,8 +183,8 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             }
             withdrawSkippedSlot(at: event.snapshot.position)
             // Playing, the item is loaded: whether it shows a video is known now.
-            if overlayDeferred, tracked {
-                overlayDeferred = false
+            if overlays.deferred, tracked {
+                overlays.deferred = false
                 _ = ads.loop.execute { [weak self] in
                     guard let self, !finished else { return }
                     scheduleNextOverlay()
@@ -223,7 +218,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             _ = ads.loop.execute { [weak self] in self?.scheduleNextBreak() }
         case .started(let info):
             visible.insert(info.id)
-            if waiting?.id == info.id { waiting = nil }
+            if overlays.waiting?.id == info.id { overlays.waiting = nil }
             if info.kind == .midroll, midrolls.waiting?.id == info.id { midrolls.waiting = nil }
             // On screen: caps are counted, and competitive separation starts, now.
             if let creative = shown[info.id]?.creative {
