@@ -464,7 +464,7 @@ public final class FleetBridge: Sendable {
                 break
             }
             var fields: [String: JSONValue] = ["box": .string(settings.boxID)]
-            for key in ["id", "row", "ad_id", "kind", "source", "content_id", "started", "ended", "seconds", "viewable", "reason"] {
+            for key in ["id", "row", "ad_id", "kind", "source", "content_id", "started", "ended", "seconds", "viewable", "reason", "display", "display_evidence"] {
                 fields[key] = row[key] ?? .null
             }
             guard let mid = publish(connection, "\(topic)/plays", .object(fields), qos: 1, retain: false) else { break }

@@ -296,7 +296,7 @@ public final class WebApp: Sendable {
         case .failure(let response): return response
         case .success(let value):
             guard csv else { return json(200, value) }
-            let columns = ["row", "id", "ad_id", "kind", "source", "content_id", "started", "ended", "seconds", "reason", "viewable"]
+            let columns = ["row", "id", "ad_id", "kind", "source", "content_id", "started", "ended", "seconds", "reason", "viewable", "display", "display_evidence"]
             var text = (columns + ["beacons_sent", "beacons_pending", "beacons_failed"]).joined(separator: ",") + "\r\n"
             for play in value["plays"]?.array ?? [] {
                 var cells = columns.map { Self.csvCell(play[$0] ?? .null) }

@@ -84,7 +84,7 @@ enum WebPage {
         <section class="card wide">
           <h2>Proof of play <a href="/api/plays.csv">CSV</a></h2>
           <table>
-            <thead><tr><th>#</th><th>Started</th><th>Kind</th><th>Ad</th><th>Episode</th><th>Seconds</th><th>Ended</th><th>Viewable</th></tr></thead>
+            <thead><tr><th>#</th><th>Started</th><th>Kind</th><th>Ad</th><th>Episode</th><th>Seconds</th><th>Ended</th><th>Viewable</th><th>Display</th></tr></thead>
             <tbody data-field="plays"></tbody>
           </table>
         </section>
@@ -224,6 +224,12 @@ enum WebPage {
               td.textContent = String(v);
               tr.append(td);
             }
+            // What the screen showed: the verdict, each check with its time on hover.
+            const shown = document.createElement('td');
+            shown.className = 'display';
+            shown.textContent = (p.display ?? '–') + (p.display_evidence?.reason ? ': ' + p.display_evidence.reason : '');
+            shown.title = (p.display_evidence?.checks ?? []).map(c => c.what + ' ' + c.said + ' at ' + c.at).join('\n');
+            tr.append(shown);
             body.append(tr);
           }
         }

@@ -69,19 +69,44 @@ extension BeaconOutbox {
 
     /// Its viewability, when it was decided before the end (a closed play's row is not changed).
     public func recordViewability(id: String, _ viewable: String) {
+        mark(id) { $0.viewable = viewable } update: { $0.viewable = viewable }
+    }
+
+    /// What the screen showed while it was up (issue 36), judged before the end (a closed
+    /// play's row is not changed: the chain holds it as it closed).
+    public func recordDisplay(id: String, _ display: DisplayEvidence) {
+        mark(id) { $0.display = display } update: { $0.display = display }
+    }
+
+    /// Writes what was decided of an open play (`viewable`, `display`), or keeps it with the
+    /// play or its waiting update while the disk refuses writes.
+    private func mark(_ id: String, play: (inout Play) -> Void, update: (inout PlayUpdate) -> Void) {
         state.withLock { state in
             if state.pendingPlays[id] != nil {
-                state.pendingPlays[id]?.viewable = viewable
+                play(&state.pendingPlays[id]!)
                 return
             }
             do {
                 guard state.pendingUpdates[id] == nil else { throw SQLiteError(code: 0, message: "an earlier update of this play waits") }
-                try state.db.execute("UPDATE plays SET viewable = ? WHERE id = ? AND chain_pos IS NULL", [.text(viewable), .text(id)])
+                var marks = PlayUpdate()
+                update(&marks)
+                try Self.writeMarks(state.db, id: id, viewable: marks.viewable, display: marks.display)
             } catch {
                 // Kept, and the disk marked failing: written with the plays when it takes writes.
                 state.diskFailing = true
-                state.pendingUpdates[id, default: PlayUpdate()].viewable = viewable
+                update(&state.pendingUpdates[id, default: PlayUpdate()])
             }
+        }
+    }
+
+    /// Sets an open play's viewability and display evidence (those given).
+    private static func writeMarks(_ db: SQLiteDatabase, id: String, viewable: String?, display: DisplayEvidence?) throws {
+        if let viewable {
+            try db.execute("UPDATE plays SET viewable = ? WHERE id = ? AND chain_pos IS NULL", [.text(viewable), .text(id)])
+        }
+        if let display {
+            try db.execute("UPDATE plays SET display = ?, display_evidence = ? WHERE id = ? AND chain_pos IS NULL",
+                           [.text(display.verdict.rawValue), .text(display.recorded), .text(id)])
         }
     }
 
@@ -95,14 +120,10 @@ extension BeaconOutbox {
             try state.db.transaction {
                 for play in waiting {
                     try Self.insertPlay(state.db, play, run: state.run.now(), &ledger)
-                    if let viewable = play.viewable {
-                        try state.db.execute("UPDATE plays SET viewable = ? WHERE id = ? AND chain_pos IS NULL", [.text(viewable), .text(play.id)])
-                    }
+                    try Self.writeMarks(state.db, id: play.id, viewable: play.viewable, display: play.display)
                 }
                 for (id, update) in updates {
-                    if let viewable = update.viewable {
-                        try state.db.execute("UPDATE plays SET viewable = ? WHERE id = ? AND chain_pos IS NULL", [.text(viewable), .text(id)])
-                    }
+                    try Self.writeMarks(state.db, id: id, viewable: update.viewable, display: update.display)
                 }
                 // The ends, in the order they happened: the chain's order.
                 let ends = waiting.compactMap { play in play.ended.map { (play.id, $0) } } + updates.compactMap { id, update in update.ended.map { (id, $0) } }

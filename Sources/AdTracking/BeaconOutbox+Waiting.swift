@@ -172,7 +172,7 @@ extension BeaconOutbox {
         }
         let plays = try source.execute("""
             SELECT id, ad_id, kind, source, content_id, started_wall, started_run, venue, impressions, latlong, ad_duration,
-                   beacons_total, beacons_sent, beacons_dropped, beacons_deadline, viewable
+                   beacons_total, beacons_sent, beacons_dropped, beacons_deadline, viewable, display, display_evidence
             FROM plays ORDER BY seq
             """)
         var moved = 0
@@ -180,9 +180,9 @@ extension BeaconOutbox {
             guard try db.execute("SELECT 1 FROM plays WHERE id = ?", [row[0]]).isEmpty else { continue }
             try db.execute("""
                 INSERT INTO plays (id, ad_id, kind, source, content_id, started_wall, started_run, venue, impressions, latlong, ad_duration,
-                                   beacons_total, beacons_sent, beacons_dropped, beacons_deadline, viewable, seq)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, Array(row[0..<6]) + [shifted(row[6])] + Array(row[7..<16]) + [.integer(ledger.lastSequence + 1)])
+                                   beacons_total, beacons_sent, beacons_dropped, beacons_deadline, viewable, display, display_evidence, seq)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, Array(row[0..<6]) + [shifted(row[6])] + Array(row[7..<18]) + [.integer(ledger.lastSequence + 1)])
             ledger.lastSequence += 1
             moved += 1
         }

@@ -112,6 +112,7 @@ public final class BeaconOutbox: Sendable {
     struct PlayUpdate {
         var ended: PlayEnd?
         var viewable: String?
+        var display: DisplayEvidence?
     }
 
     let state: Locked<State>

@@ -52,6 +52,8 @@ public final class Metrics: Sendable {
         "adplayerd_beacons_sent_total": ("counter", "Tracking beacons delivered (2xx)."),
         "adplayerd_beacon_attempts_failed_total": ("counter", "Beacon delivery attempts that failed (each retried)."),
         "adplayerd_beacons_dropped_total": ("counter", "Tracking beacons dropped, by reason (never silently)."),
+        "adplayerd_beacons_withheld_total": ("counter", "Beacons not sent for an ad whose display evidence did not verify under pop-require-display (notUsed was sent instead)."),
+        "adplayerd_plays_unverified_total": ("counter", "Plays whose display evidence was not verified, by verdict (unverified, off) and reason."),
         "adplayerd_beacons_pending": ("gauge", "Tracking beacons not yet delivered."),
         "adplayerd_beacons_pending_in_memory": ("gauge", "Beacons waiting in memory because the disk refused writes."),
         "adplayerd_outbox_disk_failing": ("gauge", "1 while the state disk refuses the outbox's writes."),

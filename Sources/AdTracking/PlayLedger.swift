@@ -24,7 +24,7 @@ public enum PlayLedger {
     /// `previous_hash` and `row_hash`.
     public static let columns = ["sequence", "play_id", "kind", "creative_id", "line_id", "content_id", "ad_start_utc", "ad_end_utc",
                                  "play_seconds", "ad_duration_seconds", "reason", "viewable", "venue_id", "impressions",
-                                 "latitude", "longitude", "segment"]
+                                 "latitude", "longitude", "segment", "display", "display_evidence"]
 
     /// The play's ledger cells, in `columns` order: numbers as numbers, text guarded.
     public static func cells(_ play: PlayRecord) -> [String] {
@@ -35,7 +35,15 @@ public enum PlayLedger {
                 CSV.number(play.seconds ?? 0, "%.3f"), CSV.number(play.adDuration, "%.3f"), CSV.field(play.reason ?? ""),
                 CSV.field(play.viewable ?? ""), CSV.field(play.venue ?? ""), CSV.number(play.impressions ?? 1),
                 CSV.number(place.count == 2 ? place[0] : nil, "%.6f"), CSV.number(place.count == 2 ? place[1] : nil, "%.6f"),
-                CSV.field(play.segment ?? "")]
+                CSV.field(play.segment ?? ""), CSV.field(play.display ?? ""), CSV.field(play.displayEvidence ?? "")]
+    }
+
+    /// The text a play's hash covers: its ledger cells, the last two (`display`,
+    /// `display_evidence`) left out when both are empty — a play recorded before display
+    /// evidence hashes as it did then, and blanking a play's evidence changes its line.
+    public static func hashedLine(_ cells: [String]) -> String {
+        let kept = cells.count >= 2 && cells.suffix(2).allSatisfy(\.isEmpty) ? cells.dropLast(2) : cells[...]
+        return kept.joined(separator: ",")
     }
 
     /// SHA-256 (hex) of a play's ledger line and the hash before it: its `row_hash`.
@@ -56,7 +64,7 @@ public enum PlayLedger {
     private static let hexDigits = (0..<16).map { String($0, radix: 16) }
 
     public static func hash(_ play: PlayRecord, previous: String) -> String {
-        hash(line: cells(play).joined(separator: ","), previous: previous)
+        hash(line: hashedLine(cells(play)), previous: previous)
     }
 
     /// The hash the ledger's first play chains from.
@@ -147,7 +155,13 @@ public enum PlayLedger {
                 verdict.anchor = before
                 if !segment.isEmpty { verdict.segments.append((sequence, segment)) }
             }
-            let hashed = fields.raw[...previousColumn].joined(separator: ",")
+            // The display columns just before `previous_hash`, both empty: out of the line
+            // (`hashedLine`).
+            let displayFirst = previousColumn - 2
+            let blankDisplay = displayFirst >= 0 && header[displayFirst] == "display" && header[displayFirst + 1] == "display_evidence"
+                && fields.raw[displayFirst].isEmpty && fields.raw[displayFirst + 1].isEmpty
+            let hashed = (blankDisplay ? Array(fields.raw[..<displayFirst]) + [fields.raw[previousColumn]] : Array(fields.raw[...previousColumn]))
+                .joined(separator: ",")
             guard sha256(Array(hashed.utf8)) == stored else {
                 verdict.broken = (sequence, "line \(lineNumber): its fields do not match its row_hash")
                 return .success(verdict)
@@ -232,10 +246,11 @@ struct LedgerHead: Sendable {
         let hash = PlayLedger.hash(play, previous: chainHash)
         try db.execute("""
             UPDATE plays SET ended_wall = ?, ended_run = ?, seconds = ?, reason = ?, viewable = ?, chain_pos = ?, prev_hash = ?, hash = ?,
-                             segment = ? WHERE id = ?
+                             segment = ?, display = ?, display_evidence = ? WHERE id = ?
             """, [.real(ended.wall), .real(ended.run), ended.seconds.map { .real($0) } ?? .null, .text(ended.reason),
                   play.viewable.map { .text($0) } ?? .null, .integer(chainPosition + 1), .text(chainHash), .text(hash),
-                  segment.map { .text($0) } ?? .null, .text(id)])
+                  segment.map { .text($0) } ?? .null, play.display.map { .text($0) } ?? .null,
+                  play.displayEvidence.map { .text($0) } ?? .null, .text(id)])
         chainPosition += 1
         chainHash = hash
         segment = nil

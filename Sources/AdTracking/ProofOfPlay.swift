@@ -24,6 +24,7 @@ public struct Play: Sendable, Equatable {
     var startedRun: Double?
     var ended: PlayEnd?
     var viewable: String?
+    var display: DisplayEvidence?
 
     public init(id: String, adID: String, kind: String, source: String?, contentID: String, startedWall: Double) {
         self.id = id
@@ -74,12 +75,17 @@ public struct PlayRecord: Sendable, Equatable {
     public var hash: String?
     /// Set on the first play of a new chain segment: why the chain starts again there.
     public var segment: String?
+    /// What the screen showed (issue 36): `verified`, `unverified` or `off`, and the evidence
+    /// (`DisplayEvidence.recorded`: the reason and each check with its time); nil for a play
+    /// recorded without it (before display evidence, or still open and not yet judged).
+    public var display: String?
+    public var displayEvidence: String?
 
     /// The columns `init(row:)` reads, in order.
     static let columns = """
         id, ad_id, kind, source, content_id, started_wall, ended_wall, seconds, reason, viewable,
         beacons_total, beacons_sent, beacons_dropped, seq, beacons_deadline, venue, impressions, latlong, ad_duration,
-        chain_pos, prev_hash, hash, segment
+        chain_pos, prev_hash, hash, segment, display, display_evidence
         """
 
     init(row: [SQLiteValue]) {
@@ -107,6 +113,8 @@ public struct PlayRecord: Sendable, Equatable {
         previousHash = row[20].text
         hash = row[21].text
         segment = row[22].text
+        display = row[23].text
+        displayEvidence = row[24].text
     }
 
     /// Reads a live daemon's database read only (a WAL reader: it does not stop or block the
@@ -167,7 +175,8 @@ enum OutboxSchema {
         // And the ledger (docs/reporting.md, "The ledger"): the sequence, the chain.
         for (name, type) in [("venue", "TEXT"), ("impressions", "REAL"), ("ad_duration", "REAL"), ("latlong", "TEXT"),
                              ("beacons_deadline", "INTEGER NOT NULL DEFAULT 0"), ("seq", "INTEGER"), ("chain_pos", "INTEGER"),
-                             ("prev_hash", "TEXT"), ("hash", "TEXT"), ("segment", "TEXT")] where !columns.contains(name) {
+                             ("prev_hash", "TEXT"), ("hash", "TEXT"), ("segment", "TEXT"),
+                             ("display", "TEXT"), ("display_evidence", "TEXT")] where !columns.contains(name) {
             try db.execute("ALTER TABLE plays ADD COLUMN \(name) \(type)")
         }
         try db.execute("CREATE INDEX IF NOT EXISTS plays_seq ON plays(seq)")

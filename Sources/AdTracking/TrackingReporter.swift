@@ -31,6 +31,13 @@ public final class TrackingReporter: @unchecked Sendable {
         var viewability: AdViewability?
         /// It went on screen (else its end is VAST 4's `notUsed`: the slot can be sold again).
         var started = false
+        /// `pop-require-display`: the start's beacons, held until the screen's evidence is in.
+        var held: [String]?
+        /// The evidence, once judged (the first judgement counts).
+        var display: DisplayEvidence?
+        /// Its evidence did not verify under `pop-require-display`: `notUsed` was sent and its
+        /// later beacons are withheld (counted, never sent).
+        var withheld = false
     }
 
     /// The screen's place and audience, and the default proof-of-play deadline (digital out of
@@ -44,6 +51,10 @@ public final class TrackingReporter: @unchecked Sendable {
         /// Seconds after an ad showed within which its billable beacons are delivered or
         /// dropped, for every source without its own (`pop-deadline`).
         public var popDeadline: Double?
+        /// `pop-require-display` for every source without its own: an ad's impression waits
+        /// for its display evidence, at most `displayWait` seconds after it went on screen.
+        public var requireDisplay = false
+        public var displayWait = 2.0
         public init() {}
     }
 
@@ -95,6 +106,14 @@ public final class TrackingReporter: @unchecked Sendable {
         writer.execute { self.playerSize = MacroContext.PlayerSize(width: width, height: height) }
     }
 
+    /// What the screen showed while ad `info` was up (issue 36): recorded with its play, and,
+    /// under `pop-require-display`, its held impression sent (`verified`) or `notUsed` instead.
+    /// The first judgement of an ad counts. Any thread; call it before the ad's `.ended` is
+    /// recorded for the play to carry it.
+    public func recordDisplay(_ info: AdInfo, _ evidence: DisplayEvidence) {
+        writer.execute { self.judged(info, evidence) }
+    }
+
     /// A source's `Error` URLs (it gave up on an ad or a chain), with the VAST code in `context`.
     public func recordErrorURLs(_ templates: [String], _ context: MacroContext) {
         writer.execute { self.queue(templates, event: "error", play: nil, context: context, at: nil) }
@@ -139,6 +158,9 @@ public final class TrackingReporter: @unchecked Sendable {
             outbox.recordViewability(id: Self.playID(info), viewability.rawValue)
             send(info, [viewability == .viewable ? "viewable" : viewability == .notViewable ? "notViewable" : "viewUndetermined"])
         case .ended(let info, let reason, _):
+            if ads[info.id]?.held != nil {
+                judged(info, .missing("the ad left the screen before its display evidence was in", at: clock.wallNow().timeIntervalSince1970))
+            }
             // Fetched, never shown (the episode changed, `next`, withdrawn, the pause too short):
             // VAST 4's `notUsed`, once, so that the ad server can sell the slot again.
             if ads[info.id]?.started == false, reason != .failed { send(info, ["notUsed"]) }
@@ -172,7 +194,34 @@ public final class TrackingReporter: @unchecked Sendable {
     }
 
     private func sendStart(_ info: AdInfo) {
-        send(info, ["impression", "creativeView"] + (info.kind.isLinear ? ["start"] : []) + ["breakStart"])
+        let events = ["impression", "creativeView"] + (info.kind.isLinear ? ["start"] : []) + ["breakStart"]
+        guard let shown = ads[info.id], shown.creative.requireDisplay ?? placement.requireDisplay else { return send(info, events) }
+        // `pop-require-display`: nothing goes out before the screen says it showed the ad;
+        // past the wait, no evidence is not verified.
+        ads[info.id]?.held = events
+        let wait = max(0.1, min(placement.displayWait, 10))
+        DispatchQueue.global().asyncAfter(deadline: .now() + wait) { [self] in
+            writer.execute { [self] in
+                guard ads[info.id]?.held != nil else { return }
+                judged(info, .missing("no display evidence within \(String(format: "%g", wait)) s", at: clock.wallNow().timeIntervalSince1970))
+            }
+        }
+    }
+
+    /// The ad's display evidence: kept with its play, counted unless verified, and what was
+    /// held for it sent — or, not verified, `notUsed` instead and its later beacons withheld.
+    private func judged(_ info: AdInfo, _ evidence: DisplayEvidence) {
+        guard let shown = ads[info.id], shown.display == nil else { return }
+        ads[info.id]?.display = evidence
+        outbox.recordDisplay(id: Self.playID(info), evidence)
+        if let code = evidence.code {
+            metrics?.increment("adplayerd_plays_unverified_total", ["reason": code, "verdict": evidence.verdict.rawValue])
+        }
+        guard let held = shown.held else { return }
+        ads[info.id]?.held = nil
+        if evidence.verdict == .verified { return send(info, held) }
+        send(info, ["notUsed"])
+        ads[info.id]?.withheld = true
     }
 
     /// The play's id: the ad's instance, as the socket names it.
@@ -187,6 +236,17 @@ public final class TrackingReporter: @unchecked Sendable {
 
     private func send(_ info: AdInfo, _ events: [String], errorCode: Int? = nil, adPlayhead: Double? = nil) {
         guard let shown = ads[info.id] else { return }
+        if shown.held != nil || shown.withheld {
+            // Held for the display evidence (a quartile before the verdict: after the start's,
+            // in order), or withheld after `notUsed`: counted, never sent.
+            if shown.held != nil {
+                ads[info.id]?.held?.append(contentsOf: events)
+                return
+            }
+            let urls = events.reduce(0) { $0 + (shown.creative.tracking[$1]?.count ?? 0) }
+            if urls > 0 { metrics?.increment("adplayerd_beacons_withheld_total", by: Double(urls)) }
+            return
+        }
         let context = MacroContext(contentID: info.contentID, kind: info.kind, contentPlayhead: info.contentPosition, adPlayhead: adPlayhead,
                                    errorCode: errorCode, adServingID: shown.creative.adServingID,
                                    universalAdID: shown.creative.universalAdID, playerSize: playerSize,

@@ -32,10 +32,12 @@ public enum ConfigurationFile {
                                         "mqtt-broker", "mqtt-box-id", "mqtt-prefix", "mqtt-groups", "mqtt-username", "mqtt-password-file",
                                         "mqtt-ca-file", "mqtt-cert-file", "mqtt-key-file", "mqtt-keepalive", "mqtt-commands", "mqtt-events",
                                         "display-hours", "timezone", "cec-command", "pause-ad-max", "pause-ad-rotate",
-                                        "latlong", "venue-id", "impressions-per-play", "pop-deadline", "ad-separation"]
+                                        "latlong", "venue-id", "impressions-per-play", "pop-deadline", "ad-separation",
+                                        "pop-require-display", "pop-display-wait", "display-connector", "drm-sysfs-root",
+                                        "display-check-interval"]
 
     /// Keys that take no value on the command line (`--mpris`); in a file they take yes/no.
-    public static let switches: Set<String> = ["mpris", "loop", "limit-ad-tracking", "ad-loudnorm", "pause-ad-rotate"]
+    public static let switches: Set<String> = ["mpris", "loop", "limit-ad-tracking", "ad-loudnorm", "pause-ad-rotate", "pop-require-display"]
 
     /// The largest configuration file read.
     public static let maxFileBytes = 1024 * 1024

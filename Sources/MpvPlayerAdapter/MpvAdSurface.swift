@@ -184,6 +184,29 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         }
     }
 
+    /// What ad `id` put on the output, for its display evidence (issue 36); nil when it is not
+    /// shown. On the loop (a dictionary read: the pixels are shared, not copied).
+    public func drawn(_ id: UInt64) -> DrawnAd? {
+        loop.requireInLoop()
+        guard let entry = shown[id] else { return nil }
+        let size = output.withLock { $0 }
+        let pause = entry.presentation.kind == .pauseAd
+        switch entry.drawn {
+        case .image(let image):
+            let bitmap = image.bitmap
+            // A pause ad's bitmap is the whole dimmed output: its image is the part compared.
+            let part = pause ? AdPlacement.pauseAd(source: (image.source.width, image.source.height), output: bitmap.output)
+                : AdRect(x: bitmap.origin.x, y: bitmap.origin.y, width: bitmap.image.width, height: bitmap.image.height)
+            return .image(bitmap: BGRAImage(width: bitmap.image.width, height: bitmap.image.height, pixels: bitmap.image.pixels),
+                          origin: AdRect(x: bitmap.origin.x, y: bitmap.origin.y, width: bitmap.image.width, height: bitmap.image.height),
+                          part: part, canvas: bitmap.output)
+        case .text:
+            return .text(box: pause ? AdPlacement.pauseBox(output: size) : AdPlacement.overlayBox(output: size), canvas: size)
+        case .html:
+            return .html
+        }
+    }
+
     /// What is on screen now, by presentation id and overlay slot.
     public var visibleSlots: [UInt64: Int] { (try? loop.sync { shown.mapValues(\.slot) }) ?? [:] }
 
@@ -550,6 +573,17 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
 }
 
 /// A decoded image creative and its bitmap for one output size.
+/// What an ad put on the output (`MpvAdSurface.drawn`), in the canvas's pixels.
+public enum DrawnAd: Sendable {
+    /// A bitmap (premultiplied BGRA) at `origin`; `part` is the creative within it (the whole
+    /// bitmap for an overlay, the image inside a pause ad's dimmed frame).
+    case image(bitmap: BGRAImage, origin: AdRect, part: AdRect, canvas: (width: Int, height: Int))
+    /// Text drawn by libass inside `box`.
+    case text(box: AdRect, canvas: (width: Int, height: Int))
+    /// An HTML creative: drawn by the page's browser, not in mpv's output.
+    case html
+}
+
 struct PreparedImage: Sendable {
     let path: String
     let source: BGRAImage

@@ -33,6 +33,7 @@ enum Human {
                 let seconds = p["seconds"]?.number.map { String(format: "%.1f s", $0) } ?? "-"
                 return "#\(p["row"]?.integer ?? 0) \(s("started"))  \(s("kind").padding(toLength: 8, withPad: " ", startingAt: 0)) \(s("ad_id")) on \(s("content_id")): "
                     + "\(seconds), \(s("reason")), \(s("viewable")); beacons sent \(n("sent")), pending \(n("pending")), failed \(n("failed"))"
+                    + "; display \(s("display"))" + (p["display_evidence"]?["reason"]?.string.map { " (\($0))" } ?? "")
             }.joined(separator: "\n")
         case .tracks, .audioTrack, .subtitleTrack:
             var lines: [String] = []

@@ -151,8 +151,15 @@ struct DaemonCommand {
         placement.impressionsPerPlay = configuration.impressionsPerPlay
         placement.latLong = configuration.macroPolicy.latLong
         placement.popDeadline = configuration.popDeadline
+        placement.requireDisplay = configuration.popRequireDisplay
+        placement.displayWait = configuration.popDisplayWait
         let reporter = TrackingReporter(outbox: outbox, policy: configuration.macroPolicy, metrics: metrics, placement: placement)
         let outputSize = OutputSize()
+        // The screen's own evidence (issue 36): the connector and the panel, read off the loop.
+        let display = DisplayMonitor(connector: configuration.displayConnector, sysfsRoot: configuration.drmSysfsRoot,
+                                     cecCommand: configuration.cecCommand, interval: configuration.displayCheckInterval, log: log)
+        display.start()
+        defer { display.stop() }
         let source = Locked<AdSourceFactory.Made?>(nil)
         // Without a state folder, creatives are cached in one private temporary folder for the
         // daemon's life: a reload's new source uses it too, so an episode that still plays with
@@ -178,6 +185,8 @@ struct DaemonCommand {
             options.cacheMaxBytes = configuration.cacheMaxBytes
             options.vast.offlineLifetime = configuration.offlineAdLifetime
             options.popDeadline = configuration.popDeadline
+            options.requireDisplay = configuration.popRequireDisplay
+            options.screenDark = { display.dark() }
             options.timeZone = configuration.timeZone
             options.separation = separation
             options.onPassedOver = { kind, reason in metrics.increment("adplayerd_ads_passed_over_total", ["kind": kind.protocolName, "reason": reason]) }
@@ -217,7 +226,11 @@ struct DaemonCommand {
         var switchDisplay: (@Sendable (Bool) -> Void)?
         if let cec { switchDisplay = { (on: Bool) in cec.set(on: on) } }
         let rotate = configuration.pauseAdRotate, loopOne = configuration.loop, cecSwitch = switchDisplay
+        let witness = DisplayWitness(loop: player.loop, output: .mpv(player: player, surface: surface, vo: configuration.vo),
+                                     monitor: display) { info, evidence in reporter.recordDisplay(info, evidence) }
+        defer { witness.close() }
         try player.loop.sync {
+            controller.displayWitness = witness
             controller.pauseAdRotate = rotate
             controller.separation = separation
             controller.start(resuming: saved)
@@ -241,6 +254,7 @@ struct DaemonCommand {
             },
             clockSynchronized: { clock.wallClockSynchronized() })
         healthSources.onWarning = { log.warning($0) }
+        healthSources.screenDark = { display.dark() }
         let health = HealthMonitor(healthSources)
         health.start()
         defer { health.stop() }

@@ -83,13 +83,14 @@ struct PlaysCommand {
         switch format {
         case "csv":
             lines.append("sequence,id,ad_id,kind,source,content_id,started,ended,seconds,reason,viewable,beacons_sent,beacons_pending,beacons_failed,"
-                         + "beacons_deadline,venue_id,impressions")
+                         + "beacons_deadline,venue_id,impressions,display,display_evidence")
             for play in try PlayRecord.read(path: path, since: since) {
                 let fields = [CSV.number(play.sequence), CSV.field(play.id), CSV.field(play.adID), CSV.field(play.kind), CSV.field(play.source ?? ""),
                               CSV.field(play.contentID), CSV.field(ISO8601.format(play.started)), CSV.field(play.ended.map(ISO8601.format) ?? ""),
                               CSV.number(play.seconds, "%.3f"), CSV.field(play.reason ?? ""), CSV.field(play.viewable ?? ""),
                               CSV.number(Int64(play.beaconsSent)), CSV.number(Int64(play.beaconsPending)), CSV.number(Int64(play.beaconsFailed)),
-                              CSV.number(Int64(play.beaconsDeadline)), CSV.field(play.venue ?? ""), CSV.number(play.impressions)]
+                              CSV.number(Int64(play.beaconsDeadline)), CSV.field(play.venue ?? ""), CSV.number(play.impressions),
+                              CSV.field(play.display ?? ""), CSV.field(play.displayEvidence ?? "")]
                 lines.append(fields.joined(separator: ","))
             }
         case "dooh-csv":

@@ -28,8 +28,12 @@ public enum AdSourceFactory {
         /// The output's size, for `[PLAYERSIZE]` in VAST requests.
         public var outputSize: OutputSize?
         public var onProblem: @Sendable (String) -> Void = { _ in }
-        /// `pop-deadline` for every source without its own.
+        /// `pop-deadline` and `pop-require-display` for every source without its own.
         public var popDeadline: Double?
+        public var requireDisplay = false
+        /// Why the screen is known dark now (the panel in standby, the output unplugged), nil
+        /// otherwise: a source that requires display evidence is not asked meanwhile.
+        public var screenDark: @Sendable () -> String? = { nil }
         /// The box's time zone (catalog dayparts and local flight times), competitive
         /// separation across every source, and who hears why a request found nothing.
         public var timeZone = TimeZone.current
@@ -85,31 +89,51 @@ public enum AdSourceFactory {
         return Made(source: source, chain: chain, cleanup: cleanup)
     }
 
-    /// `SOURCE [pop-deadline=SECONDS]`: the source and its options (`ads = https://… pop-deadline=900`).
-    public static func parse(_ line: String) throws -> (source: String, popDeadline: Double?) {
+    /// A source's own terms: `SOURCE [pop-deadline=SECONDS] [pop-require-display=yes|no]`
+    /// (`ads = https://… pop-deadline=900 pop-require-display=yes`).
+    public struct Terms: Sendable, Equatable {
+        public var source: String
+        public var popDeadline: Double?
+        public var requireDisplay: Bool?
+    }
+
+    public static func parse(_ line: String) throws -> Terms {
         let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
         guard let source = words.first else { throw UsageError("--ads: empty") }
-        var deadline: Double?
+        var terms = Terms(source: source)
         for option in words.dropFirst() {
             let parts = option.split(separator: "=", maxSplits: 1).map(String.init)
-            guard parts.count == 2, parts[0] == "pop-deadline" else {
-                throw UsageError("--ads \(source): \"\(option)\" is not an option of a source (pop-deadline=SECONDS)")
-            }
-            do {
-                deadline = try Seconds.parse(parts[1], .duration, field: "pop-deadline")
-            } catch {
-                throw UsageError("--ads \(source): \(error)")
+            switch (parts.first, parts.count) {
+            case ("pop-deadline", 2):
+                do {
+                    terms.popDeadline = try Seconds.parse(parts[1], .duration, field: "pop-deadline")
+                } catch {
+                    throw UsageError("--ads \(source): \(error)")
+                }
+            case ("pop-require-display", 2):
+                guard let value = ["yes": true, "true": true, "no": false, "false": false][parts[1].lowercased()] else {
+                    throw UsageError("--ads \(source): pop-require-display is yes or no, not \"\(OneLine.escape(String(parts[1].prefix(40))))\"")
+                }
+                terms.requireDisplay = value
+            default:
+                throw UsageError("--ads \(source): \"\(OneLine.escape(String(option.prefix(80))))\" is not an option of a source "
+                                 + "(pop-deadline=SECONDS, pop-require-display=yes|no)")
             }
         }
-        return (source, deadline)
+        return terms
     }
 
     private static func member(_ line: String, _ options: Options, _ cache: () throws -> CreativeCache) throws -> (any AdSource, String) {
-        let (spec, ownDeadline) = try parse(line)
-        let deadline = ownDeadline ?? options.popDeadline
-        let (source, what) = try plainMember(spec, deadline, options, cache)
-        guard let deadline else { return (source, what) }
-        return (DeadlineSource(source, deadline: deadline), what + " (pop-deadline \(String(format: "%g", deadline)) s)")
+        let terms = try parse(line)
+        let deadline = terms.popDeadline ?? options.popDeadline
+        let requireDisplay = terms.requireDisplay ?? options.requireDisplay
+        let (source, what) = try plainMember(terms.source, deadline, options, cache)
+        guard deadline != nil || requireDisplay else { return (source, what) }
+        var said: [String] = []
+        if let deadline { said.append("pop-deadline \(String(format: "%g", deadline)) s") }
+        if requireDisplay { said.append("pop-require-display") }
+        return (TermsSource(source, deadline: deadline, requireDisplay: requireDisplay, screenDark: options.screenDark),
+                what + " (" + said.joined(separator: ", ") + ")")
     }
 
     private static func plainMember(_ spec: String, _ deadline: Double?, _ options: Options,
@@ -139,25 +163,41 @@ public enum AdSourceFactory {
     }
 }
 
-/// A source whose ads carry a proof-of-play deadline (`pop-deadline`): their billable beacons
-/// are delivered within it after the ad showed, or dropped (`deadline`).
-final class DeadlineSource: AdSource {
+/// A source whose ads carry proof-of-play terms: a deadline (`pop-deadline`: their billable
+/// beacons delivered within it after the ad showed, or dropped) and `pop-require-display`
+/// (their impression waits for the screen's evidence; while the screen is known dark the
+/// source is not asked at all: no request, no `notUsed` storm).
+final class TermsSource: AdSource {
     private let base: any AdSource
-    private let deadline: Double
+    private let deadline: Double?
+    private let requireDisplay: Bool
+    private let screenDark: @Sendable () -> String?
 
-    init(_ base: any AdSource, deadline: Double) {
+    init(_ base: any AdSource, deadline: Double?, requireDisplay: Bool, screenDark: @escaping @Sendable () -> String?) {
         self.base = base
         self.deadline = deadline
+        self.requireDisplay = requireDisplay
+        self.screenDark = screenDark
     }
 
     func ad(for request: AdRequest) async throws -> AdCreative? {
+        if requireDisplay, screenDark() != nil { return nil }
         guard var creative = try await base.ad(for: request) else { return nil }
         creative.popDeadline = creative.popDeadline ?? deadline
+        creative.requireDisplay = creative.requireDisplay ?? requireDisplay
         return creative
     }
 
-    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool { base.mayFill(kind, content: content, at: position) }
-    func prefetch(_ request: AdRequest) { base.prefetch(request) }
+    func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
+        if requireDisplay, screenDark() != nil { return false }
+        return base.mayFill(kind, content: content, at: position)
+    }
+
+    func prefetch(_ request: AdRequest) {
+        if requireDisplay, screenDark() != nil { return }
+        base.prefetch(request)
+    }
+
     func didShow(_ creative: AdCreative, content: ContentInfo) { base.didShow(creative, content: content) }
     func midrollTimes(for content: ContentInfo) -> [Double] { base.midrollTimes(for: content) }
 }

@@ -246,7 +246,9 @@ public final class CommandRouter: Sendable {
          "beacons": ["sent": .int(play.beaconsSent), "pending": .int(play.beaconsPending), "failed": .int(play.beaconsFailed),
                      "deadline": .int(play.beaconsDeadline)],
          "row": .int(play.sequence), "sequence": .int(play.sequence), "hash": play.hash.map { .string($0) } ?? .null, "venue_id": play.venue.map { .string($0) } ?? .null, "impressions": play.impressions.map { .number($0) } ?? .null,
-         "latlong": play.latLong.map { .string($0) } ?? .null, "ad_duration": play.adDuration.map { .number($0) } ?? .null]
+         "latlong": play.latLong.map { .string($0) } ?? .null, "ad_duration": play.adDuration.map { .number($0) } ?? .null,
+         "display": play.display.map { .string($0) } ?? .null,
+         "display_evidence": play.displayEvidence.map { (try? JSONValue.parse($0)) ?? .string($0) } ?? .null]
     }
 
     /// Runs `body` on the loop and replies with what it returned or threw.

@@ -87,6 +87,16 @@ public struct Configuration: Sendable {
     /// What puts the display in standby and wakes it (HDMI-CEC): this program and its
     /// arguments, then `--standby` or `--image-view-on`; `none`: blank only.
     public var cecCommand: [String]? = ["cec-ctl"]
+    /// Display evidence (issue 36, docs/reporting.md "What the screen showed"): an ad's
+    /// impression waits for it (`pop-require-display`), at most `popDisplayWait` seconds; the
+    /// DRM/KMS connector the box drives (`display-connector`: a name such as `card0-HDMI-A-1`,
+    /// `auto` — any connected — or `none`), read under `drmSysfsRoot` (for tests), and how often
+    /// the panel and the connector are read between plays.
+    public var popRequireDisplay = false
+    public var popDisplayWait = 2.0
+    public var displayConnector = "auto"
+    public var drmSysfsRoot = "/sys/class/drm"
+    public var displayCheckInterval = 30.0
 
     /// Defaults from the environment: systemd's `RUNTIME_DIRECTORY`/`STATE_DIRECTORY`, else
     /// `/run/adplayerd` and `/var/lib/adplayerd` for root, else XDG's folders for a user.
@@ -143,7 +153,8 @@ public struct Configuration: Sendable {
         "mqtt-password-file": "FILE", "mqtt-ca-file": "FILE", "mqtt-cert-file": "FILE", "mqtt-key-file": "FILE", "mqtt-keepalive": "S",
         "mqtt-commands": "none|read|control|admin", "mqtt-events": "NAMES",
         "display-hours": "HOURS", "timezone": "ZONE", "cec-command": "COMMAND", "pause-ad-max": "S|none", "latlong": "LAT,LONG", "venue-id": "ID", "impressions-per-play": "N",
-        "pop-deadline": "S",
+        "pop-deadline": "S", "pop-display-wait": "S", "display-connector": "NAME|auto|none", "drm-sysfs-root": "DIR",
+        "display-check-interval": "S",
     ]
     /// Keys that may be given more than once.
     static let repeatable: Set<String> = ["library", "ads", "mpv-option"]
@@ -311,7 +322,25 @@ public struct Configuration: Sendable {
                     throw fail("\(error) (or none)")
                 }
             }
-        case "mpris", "loop", "limit-ad-tracking", "ad-loudnorm", "pause-ad-rotate":
+        case "pop-display-wait", "display-check-interval":
+            let seconds: Double
+            do { seconds = try Seconds.parse(value, .duration, field: key) } catch { throw fail("\(error)") }
+            if key == "pop-display-wait" {
+                guard seconds >= 0.5, seconds <= 10 else { throw fail("pop-display-wait: from 0.5 to 10 seconds") }
+                popDisplayWait = seconds
+            } else {
+                guard seconds >= 1, seconds <= 3600 else { throw fail("display-check-interval: from 1 to 3600 seconds") }
+                displayCheckInterval = seconds
+            }
+        case "display-connector":
+            guard (1...64).contains(value.utf8.count), value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }) else {
+                throw fail("display-connector: a DRM connector's name (card0-HDMI-A-1), auto or none")
+            }
+            displayConnector = value
+        case "drm-sysfs-root":
+            guard value.hasPrefix("/"), value.utf8.count <= 1024, !value.contains("\0") else { throw fail("drm-sysfs-root: an absolute path") }
+            drmSysfsRoot = value
+        case "mpris", "loop", "limit-ad-tracking", "ad-loudnorm", "pause-ad-rotate", "pop-require-display":
             let on: Bool
             switch value.lowercased() {
             case "yes", "true", "on", "1": on = true
@@ -323,6 +352,7 @@ public struct Configuration: Sendable {
             case "loop": loop = on
             case "ad-loudnorm": adLoudnorm = on
             case "pause-ad-rotate": pauseAdRotate = on
+            case "pop-require-display": popRequireDisplay = on
             default: macroPolicy.limitAdTracking = on
             }
         case "gdpr-consent", "gpp-string", "gpp-section-id", "ifa", "ifa-type", "app-bundle":

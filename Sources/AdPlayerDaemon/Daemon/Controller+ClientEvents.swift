@@ -115,6 +115,7 @@ extension Controller {
                 recordStart(event) { [weak self, loop = player.loop] in
                     _ = loop.execute { [weak self] in self?.announceStart(info) }
                 }
+                displayWitness?.observe(event)
                 return
             }
         case .breakStarted(let kind, _, _):
@@ -131,6 +132,7 @@ extension Controller {
                 publishDesktop()
             }
         case .ended(let info, let reason, _):
+            displayWitness?.observe(event)   // its evidence judged before tracking records the end
             if adOnScreen?.id == info.id { adOnScreen = nil }
             if adUnderBreak?.id == info.id { adUnderBreak = nil }
             // `pause-ad-max` reached: the paused frame is not shown either (burn-in), unless the
@@ -151,6 +153,7 @@ extension Controller {
             announce(event)
         }
         if batch != nil { recordAfterBatch.append(event) } else { reporting.record(event) }
+        if case .started = event { displayWitness?.observe(event) }
     }
 
 

@@ -62,6 +62,9 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     public var pauseAdRotate = false
     /// Competitive separation (`ad-separation`): every ad on screen is recorded there. Set before `start`.
     public var separation: AdSeparation?
+    /// Gathers each ad's display evidence (issue 36): told of every ad's start and end, the
+    /// end before tracking records it.
+    public var displayWitness: DisplayWitness?
     /// A linear ad plays (pre-, mid-, post-roll: no seek, no next; `skip` past its skip offset),
     /// and whether the viewer paused it.
     var linearAd: (id: UInt64, kind: AdKind, paused: Bool)?

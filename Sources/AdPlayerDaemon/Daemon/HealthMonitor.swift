@@ -51,6 +51,9 @@ public final class HealthMonitor: Sendable {
         public var clockSynchronized: @Sendable () -> Bool
         /// Hears what an operator should read in the log once (hardware decoding asked for and not in use).
         public var onWarning: @Sendable (String) -> Void = { _ in }
+        /// Why the screen is known dark (`DisplayMonitor.dark`): the panel in standby, the output
+        /// unplugged; nil when it is not known to be.
+        public var screenDark: @Sendable () -> String? = { nil }
 
         public init(loop: any PlayerLoop, controller: Controller, metrics: Metrics, outbox: BeaconOutbox?, folders: [(name: String, path: String)],
                     configurationProblems: @escaping @Sendable () -> [String], clockSynchronized: @escaping @Sendable () -> Bool) {
@@ -214,7 +217,7 @@ public final class HealthMonitor: Sendable {
         var checks = [Check("daemon", .ok, "answers (pid \(getpid()), up \(Self.duration(Double(MonotonicTime.now() - started) / 1e9)))")]
         if let snapshot {
             // Deliberately off (operating hours, `display off`) is healthy: said, not judged.
-            checks.append(Check("display", .ok, snapshot.displayOff.map { "off (\($0)): the episode waits, paused, for the display to come on" } ?? "on"))
+            checks.append(display(snapshot))
             checks.append(playback(snapshot, now, history))
             checks.append(frames(snapshot, now, history))
             checks.append(ads(snapshot.adsConfigured, now, history))
@@ -236,6 +239,15 @@ public final class HealthMonitor: Sendable {
     }
 
     // MARK: The checks
+
+    /// Deliberately off (operating hours, `display off`) is healthy: said, not judged. On, with
+    /// content playing and the screen known dark, the box plays to nobody.
+    private func display(_ s: HealthSnapshot) -> Check {
+        if let off = s.displayOff { return Check("display", .ok, "off (\(off)): the episode waits, paused, for the display to come on") }
+        guard let dark = sources.screenDark() else { return Check("display", .ok, "on") }
+        guard s.itemInPlayer, s.playing || s.postroll else { return Check("display", .ok, "on; the screen is dark (\(dark)) and nothing plays") }
+        return Check("display", .degraded, "playing to a dark panel: \(dark)")
+    }
 
     private func playback(_ s: HealthSnapshot, _ now: Sample, _ history: [Sample]) -> Check {
         if !s.itemInPlayer {

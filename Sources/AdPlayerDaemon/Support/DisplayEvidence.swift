@@ -1,4 +1,5 @@
 import AdRuntime
+import AdTracking
 import Foundation
 
 // What the screen itself says, for the display evidence of each play (issue 36): the
@@ -56,9 +57,7 @@ public struct EDIDIdentity: Sendable, Equatable {
 /// One output of the graphics card as DRM/KMS tells it in sysfs
 /// (`/sys/class/drm/card0-HDMI-A-1/{status,enabled,edid}`).
 public struct DRMConnector: Sendable, Equatable {
-    public enum Status: String, Sendable, Equatable {
-        case connected, disconnected, unknown
-    }
+    public typealias Status = ConnectorState
 
     /// `card0-HDMI-A-1`.
     public let name: String
@@ -227,82 +226,8 @@ public final class CECPowerProbe: Sendable {
     /// `unknown(reason)`, the reason logged once until it changes.
     private func unknown(_ reason: String) -> CECPowerStatus {
         let new = state.withLock { state in defer { state.said = reason }; return state.said != reason }
-        if new { log.warning("display: the panel's power cannot be read: \(reason)") }
+        if new { log.notice("display: the panel's power cannot be read: \(reason)") }
         return .unknown(reason)
-    }
-}
-
-/// What a play's screen evidence concludes (issue 36): `verified` needs a connected output
-/// where the box can know it, a panel not reported off, and pixels that show the ad; `off`
-/// when the panel or the connector says so; anything else `unverified`, with the reason.
-/// Each check is kept with what it said and when, for the play's `display_evidence`.
-public struct DisplayEvidence: Sendable, Equatable {
-    public enum Verdict: String, Sendable, Equatable {
-        case verified, unverified, off
-    }
-
-    /// One thing checked: `connector`, `panel` or `pixels`, what it said, when (seconds, the
-    /// caller's clock).
-    public struct Check: Sendable, Equatable {
-        public let what: String
-        public let said: String
-        public let at: Double
-
-        public init(what: String, said: String, at: Double) {
-            self.what = what
-            self.said = said
-            self.at = at
-        }
-    }
-
-    /// What the grabs of the composed output found while the ad was up.
-    public enum Pixels: Sendable, Equatable {
-        /// The ad's region matches the creative as drawn (an image or text), or the output is
-        /// neither black nor frozen across two grabs (a video).
-        case showTheAd
-        /// Grabbed, and the ad is not there: why (covered, black, frozen).
-        case doNotShowTheAd(String)
-        /// No grab could be made: why (`no output` headless, a window system that cannot grab).
-        case unavailable(String)
-    }
-
-    public let verdict: Verdict
-    /// Why it is `unverified` or `off`; nil when verified.
-    public let reason: String?
-    public let checks: [Check]
-
-    /// Judges the evidence: `connector` nil where the box cannot know its output (no DRM/KMS
-    /// connector for this output), `panel` nil where no `cec-command` is configured.
-    public static func judge(connector: (DRMConnector.Status, at: Double)?, panel: (CECPowerStatus, at: Double)?,
-                             pixels: (Pixels, at: Double)) -> DisplayEvidence {
-        var checks: [Check] = []
-        if let connector { checks.append(Check(what: "connector", said: connector.0.rawValue, at: connector.at)) }
-        if let panel {
-            let said = switch panel.0 {
-            case .on: "on"
-            case .standby: "standby"
-            case .toOn: "to-on"
-            case .toStandby: "to-standby"
-            case .unknown(let reason): "unknown: \(reason)"
-            }
-            checks.append(Check(what: "panel", said: said, at: panel.at))
-        }
-        let pixelsSaid = switch pixels.0 {
-        case .showTheAd: "the ad is shown"
-        case .doNotShowTheAd(let why): "the ad is not shown: \(why)"
-        case .unavailable(let why): "no grab: \(why)"
-        }
-        checks.append(Check(what: "pixels", said: pixelsSaid, at: pixels.at))
-
-        if connector?.0 == .disconnected { return DisplayEvidence(verdict: .off, reason: "the output is not connected", checks: checks) }
-        if panel?.0.panelOff == true { return DisplayEvidence(verdict: .off, reason: "the panel reports standby", checks: checks) }
-        switch pixels.0 {
-        case .unavailable(let why): return DisplayEvidence(verdict: .unverified, reason: why, checks: checks)
-        case .doNotShowTheAd(let why): return DisplayEvidence(verdict: .unverified, reason: "the pixels do not show the ad: \(why)", checks: checks)
-        case .showTheAd: break
-        }
-        if connector?.0 == .unknown { return DisplayEvidence(verdict: .unverified, reason: "the connector's state is unknown", checks: checks) }
-        return DisplayEvidence(verdict: .verified, reason: nil, checks: checks)
     }
 }
 
@@ -372,22 +297,97 @@ public enum PixelCheck {
         return .showTheAd
     }
 
-    /// An image or text ad's verdict: `region` of `grab` against `drawn`, the creative as the
-    /// surface drew it at that region's size.
+    /// A creative's pixel takes part in the comparison when it is at least this opaque
+    /// (what is under a translucent pixel is not known).
+    public static let opaqueAlpha: UInt8 = 250
+    /// The ad can be told from what is around it when its opaque edge differs from the
+    /// output just outside it (`edgeGap` pixels out) by at least this mean per channel.
+    public static let edgeContrast = 8.0
+    public static let edgeGap = 3
+
+    /// An image ad's verdict: `region` of `grab` against `drawn`, the creative as the surface
+    /// drew it at that size (premultiplied BGRA: its opaque pixels are compared); and the ad
+    /// must be told apart from what is around it — a creative the colour of what it is drawn
+    /// over shows nothing (its opaque edge against the output just outside it).
     public static func still(_ grab: OutputGrab, region: OutputGrab.Region, drawn: OutputGrab) -> DisplayEvidence.Pixels {
         guard region.width == drawn.width, region.height == drawn.height else { return .unavailable("the creative was drawn at another size") }
         guard region.x >= 0, region.y >= 0, region.x + region.width <= grab.width, region.y + region.height <= grab.height else {
             return .doNotShowTheAd("the ad's region is off the output")
         }
-        var cut = [UInt8]()
-        cut.reserveCapacity(region.width * region.height * 4)
-        for row in region.y..<(region.y + region.height) {
-            let start = (row * grab.width + region.x) * 4
-            cut += grab.pixels[start..<(start + region.width * 4)]
+        func at(_ image: OutputGrab, _ x: Int, _ y: Int) -> Int { (y * image.width + x) * 4 }
+        func difference(_ a: [UInt8], _ i: Int, _ b: [UInt8], _ j: Int) -> Int {
+            abs(Int(a[i]) - Int(b[j])) + abs(Int(a[i + 1]) - Int(b[j + 1])) + abs(Int(a[i + 2]) - Int(b[j + 2]))
         }
-        let difference = mean(cut, drawn.pixels)
-        return difference <= matchMeanDifference ? .showTheAd
-            : .doNotShowTheAd("the region differs from the creative (mean difference \(format(difference)), at most \(format(matchMeanDifference)))")
+        var total = 0, compared = 0
+        for y in 0..<drawn.height {
+            for x in 0..<drawn.width {
+                let d = at(drawn, x, y)
+                guard drawn.pixels[d + 3] >= opaqueAlpha else { continue }
+                total += difference(drawn.pixels, d, grab.pixels, at(grab, region.x + x, region.y + y))
+                compared += 3
+            }
+        }
+        guard compared > 0 else { return .unavailable("the creative has no opaque pixel to compare") }
+        let mean = Double(total) / Double(compared)
+        guard mean <= matchMeanDifference else {
+            return .doNotShowTheAd("the region differs from the creative (mean difference \(format(mean)), at most \(format(matchMeanDifference)))")
+        }
+        // Its opaque edge against the output just outside it, where the output has room.
+        var edge = 0, edgeCompared = 0
+        func compare(_ x: Int, _ y: Int, _ ox: Int, _ oy: Int) {
+            let d = at(drawn, x, y)
+            let gx = region.x + x + ox, gy = region.y + y + oy
+            guard drawn.pixels[d + 3] >= opaqueAlpha, gx >= 0, gy >= 0, gx < grab.width, gy < grab.height else { return }
+            edge += difference(drawn.pixels, d, grab.pixels, at(grab, gx, gy))
+            edgeCompared += 3
+        }
+        for x in 0..<drawn.width {
+            compare(x, 0, 0, -edgeGap)
+            compare(x, drawn.height - 1, 0, edgeGap)
+        }
+        for y in 0..<drawn.height {
+            compare(0, y, -edgeGap, 0)
+            compare(drawn.width - 1, y, edgeGap, 0)
+        }
+        if edgeCompared > 0, Double(edge) / Double(edgeCompared) < edgeContrast {
+            return .doNotShowTheAd("the ad cannot be told from what is around it (edge difference \(format(Double(edge) / Double(edgeCompared))), "
+                                   + "at least \(format(edgeContrast))): covered, or the colour of what it is drawn over")
+        }
+        return .showTheAd
+    }
+
+    /// A text ad's glyphs, as libass draws them (white, with a black border): a pixel of luma
+    /// at least `glyphLuma` with one of luma at most `borderLuma` within `borderReach` pixels.
+    public static let glyphLuma = 200
+    public static let borderLuma = 60
+    public static let borderReach = 3
+    /// At least this share of the text's box is such glyph pixels.
+    public static let glyphShare = 0.002
+
+    /// A text ad's verdict: its box in the grab holds bordered glyphs (the text is drawn by
+    /// mpv's libass, so there is no bitmap of it to compare; white glyphs edged in black are
+    /// what it draws).
+    public static func text(_ grab: OutputGrab, box: OutputGrab.Region) -> DisplayEvidence.Pixels {
+        let x0 = max(0, box.x), y0 = max(0, box.y)
+        let x1 = min(grab.width, box.x + box.width), y1 = min(grab.height, box.y + box.height)
+        guard x1 > x0, y1 > y0 else { return .doNotShowTheAd("the ad's box is off the output") }
+        func luma(_ x: Int, _ y: Int) -> Int {
+            let i = (y * grab.width + x) * 4
+            return (299 * Int(grab.pixels[i + 2]) + 587 * Int(grab.pixels[i + 1]) + 114 * Int(grab.pixels[i])) / 1000
+        }
+        var glyphs = 0
+        for y in y0..<y1 {
+            for x in x0..<x1 where luma(x, y) >= glyphLuma {
+                let bordered = [(borderReach, 0), (-borderReach, 0), (0, borderReach), (0, -borderReach)].contains { dx, dy in
+                    let nx = x + dx, ny = y + dy
+                    return nx >= 0 && ny >= 0 && nx < grab.width && ny < grab.height && luma(nx, ny) <= borderLuma
+                }
+                if bordered { glyphs += 1 }
+            }
+        }
+        let share = Double(glyphs) / Double((x1 - x0) * (y1 - y0))
+        return share >= glyphShare ? .showTheAd
+            : .doNotShowTheAd("no drawn text in the ad's box (\(format(share * 100)) % of it, at least \(format(glyphShare * 100)) %)")
     }
 
     /// Mean absolute difference of the B, G, R channels (alpha left out).

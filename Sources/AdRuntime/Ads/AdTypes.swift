@@ -103,6 +103,10 @@ public struct AdCreative: Sendable, Equatable {
     /// the ad went on screen within which its billable beacons must be delivered — later, they
     /// are dropped (`deadline`), never sent late. Nil: no deadline.
     public var popDeadline: Double?
+    /// Its impression waits for the screen's own evidence (`pop-require-display`, issue 36):
+    /// sent once the play is `verified`, else the source's "not used" signal instead. Nil:
+    /// the daemon's default.
+    public var requireDisplay: Bool?
     /// The request chain's id (`[TRANSACTIONID]`): the same from the first request through its
     /// wrappers to the ad's tracking URLs.
     public var transactionID: String?
