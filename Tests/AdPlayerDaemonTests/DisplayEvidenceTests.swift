@@ -1,5 +1,6 @@
 import AdRuntime
 import AdPlayerDaemon
+import AdTracking
 import Foundation
 import XCTest
 
@@ -168,33 +169,51 @@ final class DisplayEvidenceTests: XCTestCase {
     /// headless unverified with "no output"; every check kept with its time.
     func testTheVerdictNeedsEveryCheckThatCanBeMade() {
         let shown = (DisplayEvidence.Pixels.showTheAd, at: 3.0)
-        var evidence = DisplayEvidence.judge(connector: (.connected, at: 1), panel: (.on, at: 2), pixels: shown)
+        var evidence = DisplayEvidence.judge(connector: (.connected, identity: nil, at: 1), panel: (panel(.on), at: 2), pixels: shown)
         XCTAssertEqual(evidence.verdict, .verified)
         XCTAssertNil(evidence.reason)
         XCTAssertEqual(evidence.checks, [.init(what: "connector", said: "connected", at: 1), .init(what: "panel", said: "on", at: 2),
                                          .init(what: "pixels", said: "the ad is shown", at: 3)])
         // Where the box cannot know its connector or has no CEC, the pixels decide.
         XCTAssertEqual(DisplayEvidence.judge(connector: nil, panel: nil, pixels: shown).verdict, .verified)
-        XCTAssertEqual(DisplayEvidence.judge(connector: nil, panel: (.toOn, at: 2), pixels: shown).verdict, .verified)
+        XCTAssertEqual(DisplayEvidence.judge(connector: nil, panel: (panel(.toOn), at: 2), pixels: shown).verdict, .verified)
 
-        evidence = DisplayEvidence.judge(connector: (.connected, at: 1), panel: (.standby, at: 2), pixels: shown)
+        evidence = DisplayEvidence.judge(connector: (.connected, identity: nil, at: 1), panel: (panel(.standby), at: 2), pixels: shown)
         XCTAssertEqual(evidence.verdict, .off, "the panel says standby, whatever the pixels")
         XCTAssertEqual(evidence.reason, "the panel reports standby")
-        evidence = DisplayEvidence.judge(connector: (.disconnected, at: 1), panel: nil, pixels: shown)
+        evidence = DisplayEvidence.judge(connector: (.disconnected, identity: nil, at: 1), panel: nil, pixels: shown)
         XCTAssertEqual(evidence.verdict, .off)
         XCTAssertEqual(evidence.reason, "the output is not connected")
 
         evidence = DisplayEvidence.judge(connector: nil, panel: nil, pixels: (.unavailable("no output"), at: 3))
         XCTAssertEqual(evidence.verdict, .unverified, "headless")
         XCTAssertEqual(evidence.reason, "no output")
-        evidence = DisplayEvidence.judge(connector: (.connected, at: 1), panel: (.unknown("no CEC device"), at: 2),
+        evidence = DisplayEvidence.judge(connector: (.connected, identity: nil, at: 1), panel: (panel(.unknown("no CEC device")), at: 2),
                                          pixels: (.doNotShowTheAd("the region is the background's colour"), at: 3))
         XCTAssertEqual(evidence.verdict, .unverified)
         XCTAssertEqual(evidence.reason, "the pixels do not show the ad: the region is the background's colour")
         XCTAssertEqual(evidence.checks[1].said, "unknown: no CEC device")
-        evidence = DisplayEvidence.judge(connector: (.unknown, at: 1), panel: nil, pixels: shown)
+        evidence = DisplayEvidence.judge(connector: (.unknown, identity: nil, at: 1), panel: nil, pixels: shown)
         XCTAssertEqual(evidence.verdict, .unverified)
         XCTAssertEqual(evidence.reason, "the connector's state is unknown")
+    }
+
+    private func panel(_ status: CECPowerStatus) -> DisplayEvidence.Panel { DisplayEvidence.Panel(said: status.said, off: status.panelOff) }
+
+    /// What a play keeps: the verdict's reason and each check with its time, one line of JSON;
+    /// the connector's check names the panel it found.
+    func testTheEvidenceAsRecorded() throws {
+        let evidence = DisplayEvidence.judge(connector: (.connected, identity: "card0-HDMI-A-1: SAM 0xf1b \"SyncMaster\"", at: 1_764_900_000),
+                                             panel: (panel(.standby), at: 1_764_900_001), pixels: (.showTheAd, at: 1_764_900_002.5))
+        XCTAssertEqual(evidence.code, "panel_off")
+        let object = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(evidence.recorded.utf8)) as? [String: Any])
+        XCTAssertEqual(object["reason"] as? String, "the panel reports standby")
+        let checks = try XCTUnwrap(object["checks"] as? [[String: String]])
+        XCTAssertEqual(checks.map { $0["what"] }, ["connector", "panel", "pixels"])
+        XCTAssertEqual(checks[0]["said"], "connected (card0-HDMI-A-1: SAM 0xf1b \"SyncMaster\")")
+        XCTAssertEqual(checks[2]["at"], "2025-12-05T02:00:02.500Z")
+        XCTAssertFalse(evidence.recorded.contains("\n"))
+        XCTAssertEqual(DisplayEvidence.missing("no display evidence within 2 s", at: 0).code, "no_evidence")
     }
 
     private func grab(_ width: Int, _ height: Int, _ color: (Int) -> (UInt8, UInt8, UInt8)) -> OutputGrab {
@@ -237,6 +256,33 @@ final class DisplayEvidenceTests: XCTestCase {
                        .doNotShowTheAd("the ad's region is off the output"))
         XCTAssertEqual(PixelCheck.still(withAd, region: .init(x: 0, y: 0, width: 4, height: 4), drawn: creative),
                        .unavailable("the creative was drawn at another size"))
+        // The creative the colour of what it is drawn over: it matches, and shows nothing.
+        let grey = grab(8, 4) { _ in (128, 128, 128) }
+        if case .doNotShowTheAd(let why) = PixelCheck.still(covered, region: region, drawn: grey) {
+            XCTAssertTrue(why.contains("cannot be told from what is around it"), why)
+        } else {
+            XCTFail("an ad the colour of the background is not shown")
+        }
+        // Translucent pixels are not compared (what is under them is not known); a creative
+        // with no opaque pixel cannot be judged by its region.
+        var halfClear = creative.pixels
+        for index in stride(from: 0, to: halfClear.count, by: 8) { halfClear[index + 3] = 0; halfClear[index] = 0; halfClear[index + 1] = 0; halfClear[index + 2] = 0 }
+        XCTAssertEqual(PixelCheck.still(withAd, region: region, drawn: OutputGrab(width: 8, height: 4, pixels: halfClear)!), .showTheAd)
+        let clear = OutputGrab(width: 8, height: 4, pixels: [UInt8](repeating: 0, count: 8 * 4 * 4))!
+        XCTAssertEqual(PixelCheck.still(withAd, region: region, drawn: clear), .unavailable("the creative has no opaque pixel to compare"))
+
+        // Text: white glyphs edged in black inside the box; a box of plain video is not text.
+        let box = OutputGrab.Region(x: 8, y: 4, width: 20, height: 10)
+        let texted = grab(32, 18) { index in
+            let x = index % 32, y = index / 32
+            if (12..<20).contains(x) && (8..<10).contains(y) { return (250, 250, 250) }
+            if (9..<23).contains(x) && (5..<13).contains(y) { return (5, 5, 5) }
+            return (90, 120, 60)
+        }
+        XCTAssertEqual(PixelCheck.text(texted, box: box), .showTheAd)
+        if case .doNotShowTheAd(let why) = PixelCheck.text(frameA, box: box) { XCTAssertTrue(why.contains("no drawn text"), why) } else { XCTFail("no text") }
+        XCTAssertEqual(PixelCheck.text(texted, box: .init(x: 40, y: 0, width: 5, height: 5)), .doNotShowTheAd("the ad's box is off the output"))
+
         XCTAssertNil(OutputGrab(width: 2, height: 2, pixels: [0, 0, 0]), "bytes that are not the size")
         XCTAssertNil(OutputGrab(width: 70_000, height: 1, pixels: []), "a side past 4096")
     }

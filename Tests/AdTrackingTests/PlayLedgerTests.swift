@@ -222,7 +222,7 @@ final class PlayLedgerTests: XCTestCase {
     /// Numbers are written as numbers (west of Greenwich, south of the equator), text alone is
     /// guarded against formulas; an exported log's chain is checked from its bytes.
     func testNumbersAreNumbersAndAnExportedChainIsCheckedFromItsBytes() throws {
-        var record = PlayRecord(row: Array(repeating: .null, count: 23))
+        var record = PlayRecord(row: Array(repeating: .null, count: 25))
         record.sequence = 7
         record.id = "-1+1"
         record.adID = "=HYPERLINK(\"x\")"
@@ -257,6 +257,31 @@ final class PlayLedgerTests: XCTestCase {
         verdict = try PlayLedger.verify(csv: lines.joined(separator: "\n")).get()
         XCTAssertEqual(verdict.broken?.sequence, 2)
         XCTAssertThrowsError(try PlayLedger.verify(csv: "a,b\n1,2\n").get())
+
+        // Display evidence (issue 36): a play without it hashes its line as before the two
+        // columns existed; with it, both are in the line — blanked, the row no longer verifies.
+        let before = PlayLedger.cells(record).dropLast(2).joined(separator: ",")
+        XCTAssertEqual(PlayLedger.hash(record, previous: "p"), PlayLedger.hash(line: before, previous: "p"))
+        record.display = "verified"
+        record.displayEvidence = #"{"checks":[{"at":"2027-01-15T08:00:00.000Z","said":"the ad is shown","what":"pixels"}]}"#
+        XCTAssertEqual(PlayLedger.hash(record, previous: "p"), PlayLedger.hash(line: PlayLedger.cells(record).joined(separator: ","), previous: "p"))
+        previous = PlayLedger.genesis("test")
+        lines = [header]
+        for n in 1...3 {
+            record.sequence = Int64(n)
+            if n == 3 { record.display = nil; record.displayEvidence = nil }   // older plays and newer ones in one file
+            let hash = PlayLedger.hash(record, previous: previous)
+            lines.append(PlayLedger.cells(record).joined(separator: ",") + ",\(previous),\(hash),screen-1")
+            previous = hash
+        }
+        verdict = try PlayLedger.verify(csv: lines.joined(separator: "\n") + "\n").get()
+        XCTAssertNil(verdict.broken, "\(String(describing: verdict.broken))")
+        XCTAssertEqual(verdict.rows, 3)
+        let evidenceCell = CSV.field(#"{"checks":[{"at":"2027-01-15T08:00:00.000Z","said":"the ad is shown","what":"pixels"}]}"#)
+        XCTAssertTrue(lines[1].contains(",verified,\(evidenceCell),"), lines[1])
+        lines[2] = lines[2].replacingOccurrences(of: ",verified,\(evidenceCell),", with: ",,,")
+        verdict = try PlayLedger.verify(csv: lines.joined(separator: "\n")).get()
+        XCTAssertEqual(verdict.broken?.sequence, 2, "a play's evidence blanked does not verify")
     }
 
     /// The chain's SHA-256 (libcrypto's own implementation, without its provider set-up) gives

@@ -203,6 +203,72 @@ final class TrackingReporterTests: XCTestCase {
         XCTAssertEqual(plays.map(\.contentID), ["e", "e"])
     }
 
+    /// `pop-require-display` (issue 36): an ad's start beacons wait for its display evidence.
+    /// Verified, they go out; not verified — the pixels said no, or nothing came within the
+    /// wait — the source's `notUsed` goes instead and the ad's later beacons are withheld,
+    /// counted. Each play keeps its evidence, and the ledger still verifies.
+    func testRequiredDisplayEvidenceHoldsTheImpressionAndSendsNotUsedWithoutIt() async throws {
+        var placement = TrackingReporter.Placement()
+        placement.requireDisplay = true
+        placement.displayWait = 0.5
+        let metrics = Metrics()
+        let reporter = TrackingReporter(outbox: outbox, clock: clock, metrics: metrics, placement: placement)
+        let started = Locked<[AdInfo]>([])
+        let loop = VirtualLoop()
+        let player = ScriptedPlayer(loop: loop)
+        let tracking = ["impression": ["\(server.base)/b/imp"], "creativeView": ["\(server.base)/b/view"],
+                        "notUsed": ["\(server.base)/b/not-used"], "close": ["\(server.base)/b/close"]]
+        let ads = VideoAds(content: ContentInfo(id: "e"), source: TestAdSource([.overlay: .creative(AdCreative(
+            id: "ov", kind: .overlay, content: .text("hi"), duration: 5, tracking: tracking))]), surface: RecordingAdSurface(), loop: loop,
+                           onEvent: { event in
+                               if case .started(let info) = event { started.withLock { $0.append(info) } }
+                               reporter.record(event)
+                           })
+        player.load("e.mp4", duration: 60)
+        ads.track(player)
+        let shown = (DisplayEvidence.Pixels.showTheAd, at: 1_800_000_000.0)
+        for round in 0..<3 {
+            let ad = try XCTUnwrap(requestAd(ads, .overlay)).get()
+            try ad.show { _ in }
+            ads.waitForCallbacks()
+            let info = try XCTUnwrap(started.withLock { $0.last })
+            switch round {
+            case 0: reporter.recordDisplay(info, .judge(connector: nil, panel: nil, pixels: shown))
+            case 1: reporter.recordDisplay(info, .judge(connector: nil, panel: nil,
+                                                        pixels: (.doNotShowTheAd("the region differs from the creative"), at: 1_800_000_000)))
+            default:
+                // Nothing: the wait decides.
+                XCTAssertTrue(waitUntil { let plays = self.outbox.plays(); return plays.count == 3 && plays[2].display != nil }, "the wait's verdict")
+            }
+            reporter.flush()
+            loop.advance(by: 1)
+            ad.close()
+            ads.waitForCallbacks()
+        }
+        await deliver(reporter, ads, player)
+        let counts = try server.counts()
+        XCTAssertEqual(counts["/b/imp"], 1, "only the verified play's impression: \(counts)")
+        XCTAssertEqual(counts["/b/view"], 1)
+        XCTAssertEqual(counts["/b/close"], 1, "the unverified plays' later beacons are withheld")
+        XCTAssertEqual(counts["/b/not-used"], 2)
+        let plays = outbox.plays()
+        XCTAssertEqual(plays.map(\.display), ["verified", "unverified", "unverified"])
+        XCTAssertTrue(plays[1].displayEvidence?.contains("the pixels do not show the ad") == true, plays[1].displayEvidence ?? "")
+        XCTAssertTrue(plays[2].displayEvidence?.contains("no display evidence within 0.5 s") == true, plays[2].displayEvidence ?? "")
+        let samples = metrics.samples()
+        func value(_ name: String, _ labels: [String: String] = [:]) -> Double? {
+            samples.first { sample in sample.name == name && labels.allSatisfy { sample.labels[$0.key] == $0.value } }?.value
+        }
+        XCTAssertEqual(value("adplayerd_plays_unverified_total", ["reason": "pixels"]), 1)
+        XCTAssertEqual(value("adplayerd_plays_unverified_total", ["reason": "no_evidence"]), 1)
+        XCTAssertEqual(value("adplayerd_beacons_withheld_total"), 2, "one close each")
+        let path = directory.appendingPathComponent("adplayerd.sqlite").path
+        let (_, verdict) = try BeaconOutbox.verifyLedger(path: path)
+        XCTAssertNil(verdict.broken, "\(String(describing: verdict.broken))")
+        XCTAssertEqual(verdict.rows, 3)
+        withExtendedLifetime(player) {}
+    }
+
     /// A client hears `ad.started` one synced write after the ad went on screen — its proof-of-
     /// play row — not one per beacon and counter; the start's beacons (two impressions, two
     /// creativeView URLs) follow in one synced write of their own, counters included.

@@ -109,7 +109,7 @@ public final class DisplayMonitor: Sendable {
 
 extension CECPowerStatus {
     /// What a play's evidence says the panel said.
-    var said: String {
+    public var said: String {
         switch self {
         case .on: "on"
         case .standby: "standby"
