@@ -118,7 +118,7 @@ let package = Package(
                                                                "AdTracking"],
                     swiftSettings: strict),
         // The daemon and adplayerctl as processes, through the control socket.
-        .testTarget(name: "DaemonTests", dependencies: ["AdRuntime", "AdTestSupport", "AdTracking"], swiftSettings: strict),
+        .testTarget(name: "DaemonTests", dependencies: ["AdRuntime", "AdTestSupport", "AdTracking", "Bounds"], swiftSettings: strict),
         // The web server alone: parsing, limits, hostile requests, tokens and roles.
         .testTarget(name: "AdPlayerWebTests", dependencies: ["AdPlayerWeb", "ClientSupport", "Bounds", "ControlProtocol", "AdTestSupport"], swiftSettings: strict),
         .testTarget(name: "MpvIntegrationTests", dependencies: ["AdRuntime", "AdSources", "AdTestSupport", "MpvPlayerAdapter", "CMpv"],

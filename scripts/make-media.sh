@@ -59,6 +59,8 @@ ff -f lavfi -i "color=c=0x202020:size=320x240:rate=25:duration=30" -f lavfi -i "
 # Creatives: solid colours that appear nowhere in the content.
 ff -f lavfi -i "color=c=0xFF00FF:size=200x100" -frames:v 1 -pix_fmt rgb24 "$out/overlay.png"
 ff -f lavfi -i "color=c=0x00FF00:size=160x90" -frames:v 1 -q:v 2 "$out/overlay.jpg"
+# And one the colour of content-grey.mp4: drawn, it shows nothing (display evidence, issue 36).
+ff -f lavfi -i "color=c=0x202020:size=200x100" -frames:v 1 -pix_fmt rgb24 "$out/overlay-grey.png"
 ff -f lavfi -i "color=c=0x00FFFF:size=300x200" -frames:v 1 -pix_fmt rgb24 "$out/pause.png"
 # Half-transparent red (alpha 128), for premultiplication.
 ff -f lavfi -i "color=c=0xFF000080:size=64x32,format=rgba" -frames:v 1 -pix_fmt rgba "$out/translucent.png"

@@ -1,5 +1,6 @@
 import AdRuntime
 import AdTestSupport
+import Bounds
 import Foundation
 import XCTest
 
@@ -132,7 +133,7 @@ final class DOOHTests: XCTestCase {
                                                                      "--output", log, "--sign", key, "--screen-id", "screen-42"])
         XCTAssertEqual(status, 0, output)
         let text = try String(contentsOfFile: log, encoding: .utf8)
-        let rows = text.split(separator: "\n").map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+        let rows = text.split(separator: "\n").compactMap { CSV.split($0)?.text }
         XCTAssertEqual(rows.first?.first, "sequence")
         XCTAssertEqual(rows.count, 2, text)
         let header = rows[0], row = rows[1]
@@ -145,6 +146,11 @@ final class DOOHTests: XCTestCase {
         XCTAssertEqual(field("creative_id"), "dooh-ad")
         XCTAssertEqual(field("ad_duration_seconds"), "2.000")
         XCTAssertGreaterThan(Double(field("play_seconds") ?? "") ?? 0, 1)
+        // What the screen showed (issue 36): headless, nothing was drawn anywhere.
+        XCTAssertEqual(field("display"), "unverified")
+        let evidence = try XCTUnwrap(JSONSerialization.jsonObject(with: Data((field("display_evidence") ?? "").utf8)) as? [String: Any])
+        XCTAssertEqual(evidence["reason"] as? String, "no output")
+        XCTAssertEqual((evidence["checks"] as? [[String: String]])?.last?["said"], "no grab: no output")
         // A buyer's own tools check a row's hash: SHA-256 of the row's text up to its previous_hash.
         let line = text.split(separator: "\n")[1]
         let hashed = try XCTUnwrap(line.range(of: "," + (field("row_hash") ?? "?")).map { String(line[..<$0.lowerBound]) })
