@@ -8,6 +8,8 @@ Checks, in order (each waits at most 20 s: a bound for a failing run, not a timi
 1. the page shows the episode playing and its overlay;
 2. after `adplayerctl pause` (another client), the page shows `paused` and no ad — with no
    reload: a marker set on the page before the pause is still there after;
+   its proof of play lists the overlay's play with what the screen showed (headless here:
+   `unverified: no output`, each check with its time in the cell's title);
 3. the page's Play button plays (the daemon's own status says so), its Pause button pauses;
 4. a screenshot of the page is saved to ARTIFACT_DIR/web-page.png;
 5. with every event stream taken, a new page is refused (503, Retry-After) and says so; once
@@ -76,6 +78,12 @@ try:
     result["pause_shown_ms"] = round((time.monotonic() - started) * 1000, 1)
     if driver.execute_script("return window.__notReloaded === true;") is not True:
         fail("the page was reloaded to show the pause")
+
+    def display_cell():
+        cells = driver.find_elements(By.CSS_SELECTOR, '[data-field="plays"] td.display')
+        return (cells[0].text, cells[0].get_attribute("title")) if cells else ("", "")
+    until("the page's proof of play shows the play's display evidence",
+          lambda: display_cell()[0] == "unverified: no output" and "pixels no grab: no output at 20" in display_cell()[1])
 
     driver.find_element(By.CSS_SELECTOR, '[data-action="play"]').click()
     until("the Play button plays (the daemon says playing)", lambda: daemon_status()["playing"] is True)
