@@ -78,6 +78,7 @@ bench: deps media
 	/usr/bin/python3 scripts/bench_slowdisk.py 30
 	/usr/bin/python3 scripts/bench_web.py 50
 	/usr/bin/python3 scripts/bench_mqtt.py 100
+	/usr/bin/python3 scripts/bench_evidence.py 20
 	/usr/bin/python3 scripts/bench_transitions.py 5
 
 # The release binaries, both systemd units, the documentation and (if there is none yet)

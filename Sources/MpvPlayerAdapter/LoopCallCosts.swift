@@ -81,6 +81,15 @@ extension MpvPlayer {
                 handle.commandAsync(["set", "sub-pos", raised ? "80" : "100"])
             }
             try time("set aid auto, asynchronous (a track chosen)") { handle.commandAsync(["set", "aid", "auto"]) }
+            // A display-evidence grab (issue 36): mpv writes it on its own thread; the loop hands over.
+            let grabs = FileManager.default.temporaryDirectory.appendingPathComponent("adplayerd-bench-grab-\(getpid())").path
+            try? FileManager.default.createDirectory(atPath: grabs, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: grabs) }
+            var shot = 0
+            try time("screenshot-to-file window, asynchronous (a display-evidence grab)") {
+                shot += 1
+                handle.commandAsync(["screenshot-to-file", grabs + "/\(shot).png", "window"])
+            }
         }
         return results
     }

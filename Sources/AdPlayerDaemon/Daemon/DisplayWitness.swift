@@ -11,7 +11,7 @@ import Foundation
 ///
 /// The loop's part per grab is one request (`Output.grab`: mpv's `screenshot-to-file`, which
 /// mpv writes on its own thread) and one dictionary read of what the surface drew; decoding,
-/// scaling and comparing run on a thread of their own. Grabs are JPEG files in a private
+/// scaling and comparing run on a thread of their own. Grabs are PNG files (JPEG would make mpv's swscale warn of a deprecated pixel format at every grab) in a private
 /// folder of `folder` (a tmpfs where there is one), removed as soon as they are read.
 ///
 /// Threading: `observe` on the player's loop (checked); the rest hops between the loop and
@@ -130,7 +130,7 @@ public final class DisplayWitness: @unchecked Sendable {
 
     private func grab(_ id: UInt64, _ index: Int) {
         guard let entry = pending[id], let folder else { return }
-        let path = folder + "/\(String(id, radix: 16))-\(index).jpg"
+        let path = folder + "/\(String(id, radix: 16))-\(index).png"
         // A still is read at the canvas's size (its drawing's coordinates); a video small.
         let size: (width: Int, height: Int)? = switch entry.drawn {
         case .image(_, _, _, let canvas)?, .text(_, let canvas)?: canvas
