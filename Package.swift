@@ -88,7 +88,7 @@ let package = Package(
                                                             "ClientSupport", "ProcessSupport"],
                 swiftSettings: strict),
         // Where the daemon is assembled: mpv as its content player, mpv's log as its log.
-        .target(name: "AdPlayerMpv", dependencies: ["AdPlayerDaemon", "AdRuntime", "MpvPlayerAdapter", "ControlProtocol"], swiftSettings: strict),
+        .target(name: "AdPlayerMpv", dependencies: ["AdPlayerDaemon", "AdRuntime", "AdTracking", "MpvPlayerAdapter", "ControlProtocol"], swiftSettings: strict),
         // main (the services in order) and the tool commands.
         .executableTarget(name: "adplayerd", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdRuntime", "AdSources", "AdTracking",
                                                             "MpvPlayerAdapter", "ControlProtocol", "ClientSupport", "ProcessSupport", "CSign"],

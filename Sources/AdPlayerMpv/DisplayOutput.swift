@@ -1,14 +1,23 @@
 import AdPlayerDaemon
 import AdRuntime
+import AdTracking
 import MpvPlayerAdapter
 
 extension DisplayWitness.Output {
     /// mpv's output for the display evidence: grabs by `screenshot-to-file … window` (the video
     /// and what mpv draws over it), what `surface` drew, grabs read by `ImageDecoder`.
-    /// `exists`: false for `vo=null`.
+    /// Only the video outputs that compose what mpv draws over the video can be grabbed with
+    /// it (`gpu`, `gpu-next`, `drm`); `x11`, `xv` and the rest give the video alone, no proof
+    /// that an ad showed; `null` draws nothing.
     public static func mpv(player: MpvPlayer, surface: MpvAdSurface, vo: String) -> DisplayWitness.Output {
-        DisplayWitness.Output(
-            exists: vo != "null",
+        let name = vo.split(separator: ",").first.map(String.init) ?? vo
+        let ungrabbable: String? = switch name {
+        case "null": DisplayEvidence.noOutput
+        case "gpu", "gpu-next", "drm": nil
+        default: "vo=\(name) cannot be grabbed with the ads (gpu, gpu-next or drm can)"
+        }
+        return DisplayWitness.Output(
+            ungrabbable: ungrabbable,
             grab: { path, completion in
                 player.screenshot(to: path, withOverlays: true) { (result: Result<Void, MpvError>) in completion(result.mapError { $0 }) }
             },

@@ -30,7 +30,7 @@ final class DisplayWitnessTests: XCTestCase {
         let state = Locked((adShown: true, frame: 0, grabFails: false, grabs: 0))
         let verdicts = Locked<[UInt64: DisplayEvidence]>([:])
         let output = DisplayWitness.Output(
-            exists: true,
+            ungrabbable: nil,
             grab: { path, done in
                 let fails = state.withLock { $0.grabs += 1; return $0.grabFails }
                 if fails { return done(.failure(NSError(domain: "vo", code: 1, userInfo: [NSLocalizedDescriptionKey: "x11 has no window grab"]))) }
@@ -84,7 +84,7 @@ final class DisplayWitnessTests: XCTestCase {
         loop.advance(by: DisplayWitness.secondGrab + 0.01)
         XCTAssertEqual(verdict(3)?.verdict, .verified, "\(String(describing: verdict(3)))")
         state.withLock { $0.frame = 0 }
-        let still = DisplayWitness.Output(exists: true, grab: output.grab, drawn: output.drawn, decode: { _, _ in Self.grab(32, 18) { _, _ in (90, 90, 90) } })
+        let still = DisplayWitness.Output(ungrabbable: nil, grab: output.grab, drawn: output.drawn, decode: { _, _ in Self.grab(32, 18) { _, _ in (90, 90, 90) } })
         let stuck = DisplayWitness(loop: loop, output: still, monitor: nil, folder: folder.path) { info, evidence in verdicts.withLock { $0[info.id] = evidence } }
         defer { stuck.close() }
         try loop.sync { stuck.observe(.started(AdInfo(id: 4, kind: .postroll, creativeID: "c4", contentID: "e"))) }
@@ -104,7 +104,7 @@ final class DisplayWitnessTests: XCTestCase {
 
         // Headless: `no output`, at once, nothing grabbed.
         let grabsBefore = state.withLock { $0.grabs }
-        let headless = DisplayWitness(loop: loop, output: DisplayWitness.Output(exists: false, grab: output.grab, drawn: output.drawn, decode: output.decode),
+        let headless = DisplayWitness(loop: loop, output: DisplayWitness.Output(ungrabbable: "no output", grab: output.grab, drawn: output.drawn, decode: output.decode),
                                       monitor: nil) { info, evidence in verdicts.withLock { $0[info.id] = evidence } }
         try loop.sync { headless.observe(.started(AdInfo(id: 6, kind: .overlay, creativeID: "c6", contentID: "e"))) }
         XCTAssertEqual(verdicts.withLock { $0[6] }?.reason, "no output")

@@ -37,11 +37,10 @@ final class ScreenEvidenceTests: XCTestCase {
 
     /// One overlay over the grey episode, from the tag of `fixture`, on a fresh daemon drawing
     /// into `display`: its play once its evidence is in.
-    private func showOverlay(_ fixture: String, on display: XDisplay) throws -> [String: Any] {
+    private func showOverlay(_ fixture: String, on display: XDisplay, vo: [String] = ["--vo", "gpu", "--mpv-option", "gpu-sw=yes"]) throws -> [String: Any] {
         var environment = ["DISPLAY": display.name]
         if let asan = ProcessInfo.processInfo.environment["ASAN_OPTIONS"] { environment["ASAN_OPTIONS"] = asan + ":detect_leaks=0" }
-        let daemon = try DaemonProcess(extra: ["--ads", server.base + "/vast/\(fixture) pop-require-display=yes", "--vo", "gpu",
-                                               "--mpv-option", "gpu-sw=yes", "--cec-command", "none",
+        let daemon = try DaemonProcess(extra: ["--ads", server.base + "/vast/\(fixture) pop-require-display=yes"] + vo + ["--cec-command", "none",
                                                "--drm-sysfs-root", scratch.appendingPathComponent("drm").path, "--time-sync-wait", "0"],
                                        environment: environment)
         let events = try daemon.connect()
@@ -75,6 +74,12 @@ final class ScreenEvidenceTests: XCTestCase {
         XCTAssertTrue(waitUntil { self.beacons("/b/notused-evidence?ad=overlay-grey") == 1 }, "notUsed instead: \((try? server.counts()) ?? [:])")
         XCTAssertEqual(beacons("/b/imp-evidence?ad=overlay-grey"), 0, "no impression for an ad the screen did not show")
         XCTAssertEqual(beacons("/b/view-evidence?ad=overlay-grey"), 0)
+
+        // vo=x11 grabs the video without what mpv draws over it: no proof, said so.
+        play = try showOverlay("evidence-overlay.xml", on: display, vo: ["--vo", "x11"])
+        XCTAssertEqual(play["display"] as? String, "unverified", "\(play)")
+        XCTAssertEqual(evidence(play)["reason"] as? String, "vo=x11 cannot be grabbed with the ads (gpu, gpu-next or drm can)")
+        XCTAssertEqual(beacons("/b/imp-evidence?ad=overlay"), 1, "the first daemon's only")
     }
 
     /// The panel in standby (a stand-in `cec-ctl` first on PATH), then the output unplugged (a

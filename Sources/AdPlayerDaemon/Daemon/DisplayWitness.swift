@@ -7,7 +7,7 @@ import Foundation
 /// (read again as the ad goes up), and grabs of the composed output — one for an image or a
 /// text, `firstGrab` seconds after it went up; two for a video, `firstGrab` and `secondGrab` —
 /// judged off the loop (`PixelCheck`), the verdict handed to `onEvidence` before the ad's end
-/// is recorded. Headless (no output) is `unverified`, `no output`, at once.
+/// is recorded. Headless (no output) is `unverified`, `no output`, at once; so is an output mpv cannot grab with the ads, with that reason.
 ///
 /// The loop's part per grab is one request (`Output.grab`: mpv's `screenshot-to-file`, which
 /// mpv writes on its own thread) and one dictionary read of what the surface drew; decoding,
@@ -32,8 +32,9 @@ public final class DisplayWitness: @unchecked Sendable {
 
     /// The output, as the daemon's player gives it.
     public struct Output: Sendable {
-        /// False headless (`vo=null`): nothing is drawn anywhere.
-        public var exists: Bool
+        /// Why the output cannot be grabbed with the ads, nil when it can: `no output` headless
+        /// (`vo=null`), or a video output mpv grabs without what it draws over the video.
+        public var ungrabbable: String?
         /// Writes the composed output (the video and the ads) to the file (on the loop; the
         /// completion on the loop).
         public var grab: @Sendable (String, @escaping @Sendable (Result<Void, any Error>) -> Void) -> Void
@@ -42,10 +43,10 @@ public final class DisplayWitness: @unchecked Sendable {
         /// Reads a grab, scaled to `size` (nil: at most `smallWidth` wide). Off the loop.
         public var decode: @Sendable (String, (width: Int, height: Int)?) throws -> OutputGrab
 
-        public init(exists: Bool, grab: @escaping @Sendable (String, @escaping @Sendable (Result<Void, any Error>) -> Void) -> Void,
+        public init(ungrabbable: String?, grab: @escaping @Sendable (String, @escaping @Sendable (Result<Void, any Error>) -> Void) -> Void,
                     drawn: @escaping @Sendable (UInt64) -> Drawn?,
                     decode: @escaping @Sendable (String, (width: Int, height: Int)?) throws -> OutputGrab) {
-            self.exists = exists
+            self.ungrabbable = ungrabbable
             self.grab = grab
             self.drawn = drawn
             self.decode = decode
@@ -95,7 +96,7 @@ public final class DisplayWitness: @unchecked Sendable {
         self.wall = wall
         let base = folder ?? (FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory())
         var template = Array((base + "/adplayerd-evidence-XXXXXX").utf8CString)
-        self.folder = output.exists ? template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } } : nil
+        self.folder = output.ungrabbable == nil ? template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!).map { String(cString: $0) } } : nil
     }
 
     /// Removes the folder of grabs (at stop).
@@ -118,7 +119,8 @@ public final class DisplayWitness: @unchecked Sendable {
 
     private func begin(_ info: AdInfo) {
         if let monitor { worker.execute { monitor.refresh() } }
-        guard output.exists, folder != nil else { return judge(info, .unavailable(DisplayEvidence.noOutput)) }
+        if let why = output.ungrabbable { return judge(info, .unavailable(why)) }
+        guard folder != nil else { return judge(info, .unavailable("no folder for the grabs")) }
         let drawn: Drawn? = info.kind.isLinear ? nil : output.drawn(info.id)
         if case .elsewhere(let why)? = drawn { return judge(info, .unavailable(why)) }
         if !info.kind.isLinear && drawn == nil { return judge(info, .unavailable("the surface has no drawing of the ad")) }
