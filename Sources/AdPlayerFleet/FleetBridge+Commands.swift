@@ -79,7 +79,7 @@ extension FleetBridge {
             counters.withLock { $0.commands += 1 }
             let id = envelope.id
             let response = response
-            call(envelope.request, timeout: 10) { result in
+            call(envelope.request.audited(by: "mqtt (\(topic))"), timeout: 10) { result in
                 switch result {
                 case .success(let reply):
                     return .reply(reply.adding(["id": id]), responseTopic: response, correlation: correlation, key: key, generation: generation)

@@ -8,8 +8,18 @@ import MpvPlayerAdapter
 
 extension MpvPlayer: ContentPlayer {
     public func load(_ path: String, start: Double?, completion: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
+        load(path, start: start, length: nil, completion: completion)
+    }
+
+    /// `length`: mpv's per-file `length` (a file cut) and `image-display-duration` (an image's
+    /// time on screen, which mpv otherwise makes 1 s).
+    public func load(_ path: String, start: Double?, length: Double?, completion: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
         var options: [String: String] = [:]
         if let start, start > 0.5 { options["start"] = String(format: "%.3f", start) }
+        if let length, length.isFinite, length > 0 {
+            options["length"] = String(format: "%.3f", length)
+            options["image-display-duration"] = String(format: "%.3f", length)
+        }
         load(path, mode: .replace, options: options, completion: completion)
     }
 

@@ -414,7 +414,7 @@ public final class WebApp: Sendable {
             }
             var timeout: Double?
             if case .screenshot = envelope.request { timeout = 10 }
-            switch link.call(envelope.request, timeout: timeout) {
+            switch link.call(envelope.request.audited(by: "web page (\(role.rawValue) role)"), timeout: timeout) {
             case .failure(let failure): return .error(502, "the daemon: \(failure.description)")
             case .success(let reply):
                 let ok = reply["ok"]?.bool == true

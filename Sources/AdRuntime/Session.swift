@@ -100,13 +100,13 @@ final class AdSession: @unchecked Sendable {
         observation = player.addObserver(follower)
     }
 
-    func destroy() {
+    func destroy(endingShownAs reason: AdEndReason = .destroyed) {
         loop.requireInLoop()
         defer { flush() }
         guard !destroyed else { return }
         // What is on screen goes first, then the observation (see `track`).
         for id in shownAds {
-            run(id) { lifecycle, _ in lifecycle.stop(.destroyed, cause: nil) }
+            run(id) { lifecycle, _ in lifecycle.stop(reason, cause: nil) }
         }
         // An open break ends; a held item is not resumed: whoever destroys the ads is replacing
         // or stopping the item (a player's next load or stop lets the held item go).

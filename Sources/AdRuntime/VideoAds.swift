@@ -85,6 +85,11 @@ public final class VideoAds: Sendable {
         loop.run { [session] in session.destroy() }
     }
 
+    /// As `destroy`, the ads on screen ending with `reason` (`interrupted`: a takeover cut them).
+    public func destroy(endingShownAs reason: AdEndReason) {
+        loop.run { [session] in session.destroy(endingShownAs: reason) }
+    }
+
     /// The daemon's output is hidden (minimized window, host going to sleep, a client said
     /// so) or shown again: overlays freeze and pause ads' activation waits (R13).
     public func setBackground(_ hidden: Bool) {

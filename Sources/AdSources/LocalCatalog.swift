@@ -130,7 +130,7 @@ public final class LocalCatalog: AdSource {
     private let rotated: [AdKind: [Entry]]
     private let counters: any FrequencyCounters
     /// Smooth weighted rotation: each entry's running weight, by "content|kind".
-    private let rotation = Locked<[String: [String: Int]]>([:])
+    private let rotation = Locked(SmoothRotation())
     public let version: Int
     private let clock: any ScheduleClock
     private let separation: AdSeparation?
@@ -276,18 +276,8 @@ public final class LocalCatalog: AdSource {
     /// A A B A, A A B A…, never a streak of chance. Equal weights: round-robin in order.
     private func rotate(_ entries: [Entry], key: String) -> Entry? {
         guard !entries.isEmpty else { return nil }
-        return rotation.withLock { state in
-            var current = state[key, default: [:]]
-            let total = entries.reduce(0) { $0 + $1.schedule.weight }
-            var best: Entry?
-            for entry in entries {
-                current[entry.id, default: 0] += entry.schedule.weight
-                if best == nil || current[entry.id]! > current[best!.id]! { best = entry }
-            }
-            current[best!.id]! -= total
-            state[key] = current
-            return best
-        }
+        let id = rotation.withLock { $0.choose(entries.map { ($0.id, $0.schedule.weight) }, key: key) }
+        return entries.first { $0.id == id }
     }
 
     /// The creative file `name` of the catalog, checked (`SafeFile`): the same check for

@@ -114,6 +114,22 @@ public final class TrackingReporter: @unchecked Sendable {
         writer.execute { self.judged(info, evidence) }
     }
 
+    /// A content item the schedule played, in proof of play as a play of kind `content`
+    /// (`record-content-plays`: contracts that bill house content): its start, then its end
+    /// (`ended` set). On the writer, in order with the ads' plays.
+    public func recordContent(id: String, contentID: String, source: String, startedWall: Double, endedWall: Double?, seconds: Double?, reason: String?) {
+        writer.execute { [self] in
+            guard let endedWall else {
+                var play = Play(id: id, adID: contentID, kind: "content", source: source, contentID: contentID, startedWall: startedWall)
+                play.venue = placement.venueID
+                play.impressions = placement.impressionsPerPlay
+                play.latLong = placement.latLong
+                return outbox.recordPlayStart(play)
+            }
+            outbox.recordPlayEnd(id: id, endedWall: endedWall, seconds: seconds, reason: reason ?? "completed", viewable: nil)
+        }
+    }
+
     /// A source's `Error` URLs (it gave up on an ad or a chain), with the VAST code in `context`.
     public func recordErrorURLs(_ templates: [String], _ context: MacroContext) {
         writer.execute { self.queue(templates, event: "error", play: nil, context: context, at: nil) }

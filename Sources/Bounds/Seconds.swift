@@ -53,6 +53,25 @@ public enum Seconds {
         }
     }
 
+    /// A length of time as a person writes it on a command line: `3600s`, `90m`, `24h`, `2d`,
+    /// or seconds as `parse` takes them; then checked.
+    public static func parseLength(_ text: String, _ bounds: Bounds, field: String) throws(SecondsError) -> Double {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        if let unit = trimmed.last, let scale = units[unit], let value = number(String(trimmed.dropLast())) {
+            do {
+                return try check(value * scale, bounds, field: field)
+            } catch {
+                throw SecondsError(field: field, text: trimmed, reason: error.reason)
+            }
+        }
+        do {
+            return try parse(trimmed, bounds, field: field)
+        } catch {
+            throw SecondsError(field: field, text: trimmed, reason: "not a length (3600s, 90m, 24h, 2d, or seconds)")
+        }
+    }
+
     /// A plain decimal number: digits, one optional point, an optional leading minus. No
     /// `inf`, `nan`, hex or exponents: what a person writes.
     private static func number(_ text: String) -> Double? {

@@ -158,6 +158,15 @@ extension Commands {
             guard let mode = RepeatMode(rawValue: try args.text("mode")) else { throw ControlError(.internalError, "repeat: no such mode") }
             return .setRepeat(mode)
         },
+        Command("schedule", .read, .loop,
+                cli: ("schedule [auto]", "what the schedule plays and why, and its next change; auto: the schedule\nrules again after open, queue, next… overrode it"),
+                parse: { input throws(UsageError) in
+                    if input.words == ["auto"] { return .scheduleAuto }
+                    try input.expect(0, "schedule takes nothing, or auto")
+                    return .schedule
+                }) { _ in .schedule },
+        Command("schedule-auto", .control, .loop,
+                cli: ("schedule-auto", "the schedule rules again (as schedule auto)")) { _ in .scheduleAuto },
         Command("screenshot", .control, .filesThenLoop, .fields([.optional("with_ads", .bool), .optional("inline", .bool)]),
                 encode: { if case .screenshot(let withAds, let inline) = $0 { inline ? ["with_ads": .bool(withAds), "inline": true] : ["with_ads": .bool(withAds)] } else { nil } },
                 cli: ("screenshot [--video-only]", "a PNG of the screen (with the ads, or the video alone); prints its path"),
@@ -215,6 +224,42 @@ extension Commands {
                 cli: ("subtitle-track ID|off|auto", "choose the subtitles"), parse: { input throws(UsageError) in
                     .subtitleTrack(try track(input, "subtitle-track", off: true))
                 }) { args throws(ControlError) in .subtitleTrack(try args.track("id")) },
+        Command("takeover", .admin, .filesThenLoop,
+                .fields([.required("target", .contentID), .optional("seconds", .seconds(.duration)), .optional("priority", .integer(-1000...1_000_000)),
+                         .optional("by", .contentID)]),
+                linear: .allowed,
+                encode: {
+                    guard case .takeover(let target, let seconds, let priority, let by) = $0 else { return nil }
+                    var fields: [String: JSONValue] = ["target": .string(target)]
+                    if let seconds { fields["seconds"] = .number(seconds) }
+                    if let priority { fields["priority"] = .int(Int64(priority)) }
+                    if let by { fields["by"] = .string(by) }
+                    return fields
+                },
+                cli: ("takeover FILE|PLAYLIST [--for LENGTH] [--priority P] | takeover end",
+                      "play a file or a schedule's playlist now, above the schedule (audited),\nfor LENGTH (90m, 2h) or until takeover end"),
+                options: ["for": .value, "priority": .value], parse: { input throws(UsageError) in
+                    let who = "adplayerctl (user \(ProcessInfo.processInfo.environment["USER"] ?? String(getuid())))"
+                    if input.words == ["end"] { return .takeoverEnd(by: who) }
+                    try input.expect(1, "takeover takes one FILE or PLAYLIST, or end")
+                    let word = input.words[0]
+                    // A name of the schedule's playlists, or a file (a path: made absolute).
+                    let target = word.contains("/") || word.contains(".") ? input.absolute(word) : word
+                    let seconds = try input.arguments.value("for").map { text throws(UsageError) in
+                        do { return try Seconds.parseLength(text, .duration, field: "--for") } catch { throw UsageError("\(error)") }
+                    }
+                    let priority = try input.arguments.value("priority").map { text throws(UsageError) in
+                        guard let value = Int(text), (-1000...1_000_000).contains(value) else { throw UsageError("--priority: a whole number from -1000 to 1000000") }
+                        return value
+                    }
+                    return .takeover(target: target, seconds: seconds, priority: priority, by: who)
+                }) { args throws(ControlError) in
+            .takeover(target: try args.text("target"), seconds: try args.optionalNumber("seconds"),
+                      priority: try args.optionalInteger("priority").map { Int($0) }, by: try args.optionalText("by"))
+        },
+        Command("takeover-end", .admin, .loop, .fields([.optional("by", .contentID)]),
+                encode: { if case .takeoverEnd(let by) = $0 { by.map { ["by": .string($0)] } ?? [:] } else { nil } },
+                cli: ("takeover-end", "end the takeover (as takeover end)")) { args throws(ControlError) in .takeoverEnd(by: try args.optionalText("by")) },
         Command("toggle", .control, .loop, cli: ("toggle", "play or pause the content")) { _ in .toggle },
         Command("tracks", .read, .loop, cli: ("tracks", "the episode's audio and subtitle tracks")) { _ in .tracks },
         Command("version", .read, .socket, cli: ("version", "the daemon's protocol version")) { _ in .version },

@@ -149,6 +149,25 @@ public enum Request: Sendable, Equatable {
     case reload
     /// The display's power (operating hours, HDMI-CEC): an override, or the schedule again.
     case display(DisplayMode)
+    /// What the schedule plays and why, its next change (`status.schedule`).
+    case schedule
+    /// The schedule rules again (after a person's commands overrode it until its next boundary).
+    case scheduleAuto
+    /// A file or a schedule's playlist, now, above the schedule: for `seconds` (nil: until
+    /// `takeover end`), at `priority` (nil: above every slot). `by`: who, for the audit (the
+    /// client fills it; the page and the bridge put their own).
+    case takeover(target: String, seconds: Double?, priority: Int?, by: String?)
+    case takeoverEnd(by: String?)
+
+    /// The request with `who` as its auditor, for the commands that are audited (takeover):
+    /// what the page and the bridge say of the person or topic a command came from.
+    public func audited(by who: String) -> Request {
+        switch self {
+        case .takeover(let target, let seconds, let priority, _): .takeover(target: target, seconds: seconds, priority: priority, by: String(who.prefix(256)))
+        case .takeoverEnd: .takeoverEnd(by: String(who.prefix(256)))
+        default: self
+        }
+    }
 
     /// The queue entry the request names (`remove`, `jump`), nil for the others.
     public var entryIndex: Int? {

@@ -219,7 +219,36 @@ struct DaemonCommand {
                                     adsConfiguration: adsConfiguration, emit: clients.send,
                                     emitMany: clients.send, reporting: reporting, metrics: metrics)
         let metricsFile = configuration.metricsFile.map { MetricsFile(path: $0, every: configuration.metricsInterval, metrics: metrics, log: log) }
-        let saved = store.load()
+        var saved = store.load()
+        // The schedule (issue 37): read and resolved here (the disk), its timeline worked out
+        // off the loop; with one, it decides what plays (the saved queue is not resumed).
+        let scheduleWorker = Workers(name: "adplayerd-schedule")
+        let computeTimeline: @Sendable (Schedule, Date, @escaping @Sendable (ScheduleTimeline) -> Void) -> Void = { schedule, from, done in
+            scheduleWorker.execute { done(ScheduleTimeline.compute(schedule, from: from)) }
+        }
+        var recordContent: (@Sendable (ContentPlay) -> Void)?
+        if configuration.recordContentPlays {
+            recordContent = { (play: ContentPlay) in
+                reporter.recordContent(id: play.id, contentID: play.contentID, source: "schedule \(play.rule.kind.rawValue) \(play.rule.id)",
+                                       startedWall: play.startedWall, endedWall: play.endedWall, seconds: play.seconds, reason: play.reason)
+            }
+        }
+        let contentRecorder = recordContent
+        func loadSchedule(_ configuration: Configuration) throws -> (ResolvedSchedule, ScheduleTimeline)? {
+            guard let file = configuration.schedule else { return nil }
+            let resolved = try ScheduleLoader.load(path: file, library: configuration.library, timeZone: configuration.timeZone)
+            return (resolved, ScheduleTimeline.compute(resolved.schedule, from: Date()))
+        }
+        var startSchedule: (ResolvedSchedule, ScheduleTimeline)?
+        do {
+            startSchedule = try loadSchedule(configuration)
+        } catch {
+            log.error("schedule: \(configuration.schedule ?? ""): \(error); playing without a schedule")
+        }
+        if startSchedule != nil {
+            saved.queue = []
+            saved.current = nil
+        }
         // The display's power (operating hours, HDMI-CEC): switched off the loop.
         let cec = configuration.cecCommand.map { CECControl(command: $0, log: log) }
         let displayHours = configuration.displayHours
@@ -236,6 +265,9 @@ struct DaemonCommand {
             controller.start(resuming: saved)
             if loopOne { _ = try? controller.setRepeat(.one) }   // `loop = yes`: each start loops the episode
             controller.configureDisplay(hours: displayHours, cec: cecSwitch)
+            if let (resolved, timeline) = startSchedule {
+                controller.configureSchedule(resolved, timeline: timeline, compute: computeTimeline, onContent: contentRecorder)
+            }
         }
 
         // 4. The control socket.
@@ -328,11 +360,22 @@ struct DaemonCommand {
                     if !kept {
                         source.withLock { $0?.cleanup(); $0 = made }
                     }
+                    // A schedule that does not load keeps the one that plays.
+                    var newSchedule: (ResolvedSchedule, ScheduleTimeline)?
+                    do {
+                        newSchedule = try loadSchedule(reloaded)
+                        if reloaded.schedule == nil, configuration.schedule != nil { log.notice("SIGHUP: schedule: removing it takes effect at the next start") }
+                    } catch {
+                        log.error("SIGHUP: schedule: \(reloaded.schedule ?? ""): \(error); keeping the schedule that plays")
+                    }
                     let running = source.withLock { $0?.source }
                     let hours = reloaded.displayHours
                     try? player.loop.sync {
                         controller.reload(source: running, pauseAdDelay: reloaded.pauseAdDelay)
                         controller.setDisplayHours(hours)
+                        if let (resolved, timeline) = newSchedule {
+                            controller.configureSchedule(resolved, timeline: timeline, compute: computeTimeline, onContent: contentRecorder)
+                        }
                     }
                     configuration = reloaded
                     log.notice(kept ? "SIGHUP: configuration reloaded; the ad source kept" : "SIGHUP: configuration and ad source reloaded")

@@ -159,6 +159,10 @@ final class ProtocolTests: XCTestCase {
         "shuffle": [.shuffle(true)], "speed": [.speed(1.5)], "status": [.status(queue: false), .status(queue: true)], "stop": [.stop],
         "subscribe": [.subscribe(events: ["ad.*"]), .subscribe(events: nil)], "subtitle-track": [.subtitleTrack(.off), .subtitleTrack(.id(1))],
         "toggle": [.toggle], "tracks": [.tracks], "version": [.version], "volume": [.volume(.to(40)), .volume(.by(-5))],
+        "schedule": [.schedule], "schedule-auto": [.scheduleAuto],
+        "takeover": [.takeover(target: "/promo.mp4", seconds: 600, priority: 50, by: "web page (admin role)"),
+                     .takeover(target: "lunch", seconds: nil, priority: nil, by: nil)],
+        "takeover-end": [.takeoverEnd(by: "mqtt (adplayerd/g/lobby/cmd)"), .takeoverEnd(by: nil)],
     ]
 
     /// The client's encoding of every request is what the daemon decodes: every command of the
@@ -186,9 +190,9 @@ final class ProtocolTests: XCTestCase {
         XCTAssertEqual(Set(names).count, names.count)
         XCTAssertEqual(Set(Commands.all.map(\.commandLine.word)).count, names.count)
         XCTAssertEqual(Set(Commands.all.filter { $0.venue == .socket }.map(\.name)), ["subscribe", "version"])
-        XCTAssertEqual(Set(Commands.all.filter { $0.tier == .admin }.map(\.name)), ["clear", "reload"])
+        XCTAssertEqual(Set(Commands.all.filter { $0.tier == .admin }.map(\.name)), ["clear", "reload", "takeover", "takeover-end"])
         XCTAssertEqual(Set(Commands.all.filter { $0.tier == .read }.map(\.name)),
-                       ["audio-devices", "health", "logs", "metrics", "plays", "status", "subscribe", "tracks", "version"])
+                       ["audio-devices", "health", "logs", "metrics", "plays", "schedule", "status", "subscribe", "tracks", "version"])
         for command in Commands.all {
             XCTAssertFalse(command.commandLine.help.isEmpty, command.name)
             XCTAssertTrue(command.commandLine.synopsis.hasPrefix(command.commandLine.word), command.name)
@@ -220,6 +224,7 @@ final class ProtocolTests: XCTestCase {
             let input = CommandLineInput(words: Array(arguments.positional.dropFirst()), arguments: arguments, directory: "/media")
             return try Commands.parse(commandLine: input, word: arguments.positional[0])
         }
+        let who = "adplayerctl (user \(ProcessInfo.processInfo.environment["USER"] ?? String(getuid())))"
         let lines: [([String], Request)] = [
             (["audio-devices"], .audioDevices), (["audio-track", "2"], .audioTrack(.id(2))), (["audio-track", "auto"], .audioTrack(.auto)),
             (["background"], .background), (["clear"], .clear), (["close-ad"], .closeAd), (["skip"], .skip), (["foreground"], .foreground),
@@ -237,12 +242,17 @@ final class ProtocolTests: XCTestCase {
             (["status"], .status(queue: true)), (["stop"], .stop), (["events", "ad.*"], .subscribe(events: ["ad.*"])), (["events"], .subscribe(events: nil)),
             (["subtitle-track", "off"], .subtitleTrack(.off)), (["toggle"], .toggle), (["tracks"], .tracks), (["version"], .version),
             (["volume", "40"], .volume(.to(40))), (["volume", "-5"], .volume(.by(-5))),
+            (["schedule"], .schedule), (["schedule", "auto"], .scheduleAuto), (["schedule-auto"], .scheduleAuto),
+            (["takeover", "promo.mp4", "--for", "90m", "--priority", "50"], .takeover(target: "/media/promo.mp4", seconds: 5400, priority: 50, by: who)),
+            (["takeover", "lunch"], .takeover(target: "lunch", seconds: nil, priority: nil, by: who)),
+            (["takeover", "end"], .takeoverEnd(by: who)), (["takeover-end"], .takeoverEnd(by: nil)),
         ]
         XCTAssertEqual(Set(lines.map { $0.1.name }), Set(Commands.all.map(\.name)), "a command line for every command")
         for (words, request) in lines { XCTAssertEqual(try parse(words), request, words.joined(separator: " ")) }
         for bad in [["pause", "now"], ["seek"], ["loop", "maybe"], ["jump", "0"], ["status", "--since", "1"], ["screenshot", "--start", "1"],
                     ["audio-track", "off"], ["rm"], ["logs", "0"], ["logs", "1001"],
-                    ["identify", "0"], ["plays", "--limit", "0"], ["plays", "--after", "-1"], ["health", "now"]] {
+                    ["identify", "0"], ["plays", "--limit", "0"], ["plays", "--after", "-1"], ["health", "now"],
+                    ["schedule", "manual"], ["takeover"], ["takeover", "a", "b"], ["takeover", "x", "--for", "soon"], ["takeover", "x", "--priority", "high"]] {
             XCTAssertThrowsError(try parse(bad), bad.joined(separator: " "))
         }
         for command in Commands.all { XCTAssertTrue(Commands.commandLineHelp.contains("  " + command.commandLine.synopsis), command.name) }

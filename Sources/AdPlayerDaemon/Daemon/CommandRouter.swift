@@ -131,6 +131,26 @@ public final class CommandRouter: Sendable {
                 case .failure(let error): reply(.failure(error))
                 }
             }
+        case .takeover(let target, let seconds, let priority, let by):
+            // A file or folder of the library (a path), or one of the schedule's playlists.
+            guard target.hasPrefix("/") else {
+                return onLoop(reply) {
+                    try controller.admit(request)
+                    return try controller.takeover(target: target, files: nil, seconds: seconds, priority: priority, by: by)
+                }
+            }
+            let folders = library.withLock { $0 }
+            files.execute { [self] in
+                switch Self.resolveFiles([target], under: folders, extensions: Self.playableExtensions.union(Self.imageExtensions)) {
+                case .success(let checked):
+                    let files = checked.paths.map { ScheduleLoader.file($0, seconds: nil) }
+                    onLoop(reply) {
+                        try controller.admit(request)
+                        return try controller.takeover(target: target, files: files, seconds: seconds, priority: priority, by: by)
+                    }
+                case .failure(let error): reply(.failure(error))
+                }
+            }
         case .screenshot(let withAds, let inline):
             guard let folder = screenshots else { return reply(.failure(ControlError(.unavailable, "no folder for screenshots"))) }
             files.execute { [self] in screenshot(in: folder, withAds: withAds, inline: inline, reply) }
@@ -218,6 +238,8 @@ public final class CommandRouter: Sendable {
     /// extensions of video and audio files mpv plays. Not recursive.
     static let playableExtensions: Set<String> = ["mp4", "m4v", "mkv", "webm", "mov", "avi", "ts", "m2ts", "mpg", "mpeg", "flv", "ogv",
                                                   "wmv", "3gp", "mp3", "m4a", "aac", "flac", "ogg", "opus", "wav", "mka"]
+    /// And the still images a schedule shows as content (for their `seconds`).
+    static let imageExtensions: Set<String> = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 
     /// The metrics as samples and as Prometheus text (what `metrics-file` holds), and the ads'
     /// counters by kind (what `adplayerctl metrics` prints).
@@ -268,50 +290,55 @@ public final class CommandRouter: Sendable {
     /// `..`, no symlink escape); the answer carries the resolved paths. Off the socket thread.
     private func checkFiles(_ paths: [String], _ done: @escaping @Sendable (Result<CheckedFiles, ControlError>) -> Void) {
         let folders = library.withLock { $0 }
-        files.execute {
-            guard !folders.isEmpty else {
-                return done(.failure(ControlError(.noLibrary, "no library folder is configured (--library)")))
-            }
-            var resolved: [String] = []
-            resolved.reserveCapacity(paths.count)
-            var expanded: [String] = []
-            var skipped: [Skipped] = []
-            for path in paths {
-                // A library folder (or one inside it): its playable files, in name order; what
-                // it holds that cannot be played is reported, not a reason to refuse the rest.
-                guard let folder = Self.folderFiles(path, under: folders) else {
-                    expanded.append(path)
-                    continue
-                }
-                skipped += folder.skipped
-                guard !folder.files.isEmpty else {
-                    let more = folder.skipped.isEmpty ? "" : " (\(folder.skipped.count) entries skipped: "
-                        + folder.skipped.prefix(3).map { "\($0.name): \($0.reason)" }.joined(separator: "; ") + ")"
-                    return done(.failure(ControlError(.notAFile, "\(path): is a folder with no playable file in it (it is not a file)" + more)))
-                }
-                expanded += folder.files
-            }
-            for path in expanded {
-                var refusal: FileRefusal?
-                var found: String?
-                for folder in folders {
-                    do {
-                        found = try SafeFile.check(path, inside: folder).path
-                        break
-                    } catch let error as FileRefusal {
-                        // The most telling refusal: a real problem with the file beats "outside".
-                        if refusal == nil || refusal!.kind == .outside { refusal = error }
-                    } catch {}
-                }
-                guard let found else {
-                    let error = refusal ?? FileRefusal(path: path, kind: .outside, reason: "is not in a library folder")
-                    let reason = error.kind == .outside ? "is not under a library folder (\(folders.joined(separator: ", ")))" : error.reason
-                    return done(.failure(ControlError(ErrorCode(rawValue: error.kind.rawValue) ?? .badArgs, "\(path): \(reason)")))
-                }
-                resolved.append(found)
-            }
-            done(.success(CheckedFiles(paths: resolved, skipped: skipped)))
+        files.execute { done(Self.resolveFiles(paths, under: folders)) }
+    }
+
+    /// `paths` as files under the library `folders` (a folder: its files of `extensions`, in
+    /// name order), each checked (`SafeFile`); the first refusal is the answer. Blocking: a
+    /// worker's, never the loop's.
+    static func resolveFiles(_ paths: [String], under folders: [String], extensions: Set<String> = playableExtensions) -> Result<CheckedFiles, ControlError> {
+        guard !folders.isEmpty else {
+            return .failure(ControlError(.noLibrary, "no library folder is configured (--library)"))
         }
+        var resolved: [String] = []
+        resolved.reserveCapacity(paths.count)
+        var expanded: [String] = []
+        var skipped: [Skipped] = []
+        for path in paths {
+            // A library folder (or one inside it): its playable files, in name order; what
+            // it holds that cannot be played is reported, not a reason to refuse the rest.
+            guard let folder = folderFiles(path, under: folders, extensions: extensions) else {
+                expanded.append(path)
+                continue
+            }
+            skipped += folder.skipped
+            guard !folder.files.isEmpty else {
+                let more = folder.skipped.isEmpty ? "" : " (\(folder.skipped.count) entries skipped: "
+                    + folder.skipped.prefix(3).map { "\($0.name): \($0.reason)" }.joined(separator: "; ") + ")"
+                return .failure(ControlError(.notAFile, "\(path): is a folder with no playable file in it (it is not a file)" + more))
+            }
+            expanded += folder.files
+        }
+        for path in expanded {
+            var refusal: FileRefusal?
+            var found: String?
+            for folder in folders {
+                do {
+                    found = try SafeFile.check(path, inside: folder).path
+                    break
+                } catch let error as FileRefusal {
+                    // The most telling refusal: a real problem with the file beats "outside".
+                    if refusal == nil || refusal!.kind == .outside { refusal = error }
+                } catch {}
+            }
+            guard let found else {
+                let error = refusal ?? FileRefusal(path: path, kind: .outside, reason: "is not in a library folder")
+                let reason = error.kind == .outside ? "is not under a library folder (\(folders.joined(separator: ", ")))" : error.reason
+                return .failure(ControlError(ErrorCode(rawValue: error.kind.rawValue) ?? .badArgs, "\(path): \(reason)"))
+            }
+            resolved.append(found)
+        }
+        return .success(CheckedFiles(paths: resolved, skipped: skipped))
     }
 }
 
@@ -321,7 +348,7 @@ extension CommandRouter {
     /// a FIFO named `*.mp4`, a name that is not UTF-8); nil if it is not such a folder. Names
     /// are read as bytes (readdir): one that is not UTF-8 cannot be named in the protocol, so it
     /// is reported (escaped), never turned into another name.
-    static func folderFiles(_ path: String, under folders: [String]) -> (files: [String], skipped: [Skipped])? {
+    static func folderFiles(_ path: String, under folders: [String], extensions: Set<String> = playableExtensions) -> (files: [String], skipped: [Skipped])? {
         var info = stat()
         guard let real = SafeFile.realPath(path), stat(real, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else { return nil }
         let inside = folders.contains { folder in
@@ -342,7 +369,7 @@ extension CommandRouter {
                 }
                 continue
             }
-            guard playableExtensions.contains((name as NSString).pathExtension.lowercased()) else { continue }
+            guard extensions.contains((name as NSString).pathExtension.lowercased()) else { continue }
             var file = stat()
             guard stat(real + "/" + name, &file) == 0, (file.st_mode & S_IFMT) == S_IFREG else {
                 if skipped.count < maxSkipped {

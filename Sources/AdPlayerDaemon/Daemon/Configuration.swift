@@ -97,6 +97,10 @@ public struct Configuration: Sendable {
     public var displayConnector = "auto"
     public var drmSysfsRoot = "/sys/class/drm"
     public var displayCheckInterval = 30.0
+    /// What plays when (`schedule`, docs/schedule.md), and whether each content item the
+    /// schedule plays is recorded in proof of play (kind `content`).
+    public var schedule: String?
+    public var recordContentPlays = false
 
     /// Defaults from the environment: systemd's `RUNTIME_DIRECTORY`/`STATE_DIRECTORY`, else
     /// `/run/adplayerd` and `/var/lib/adplayerd` for root, else XDG's folders for a user.
@@ -154,7 +158,7 @@ public struct Configuration: Sendable {
         "mqtt-commands": "none|read|control|admin", "mqtt-events": "NAMES",
         "display-hours": "HOURS", "timezone": "ZONE", "cec-command": "COMMAND", "pause-ad-max": "S|none", "latlong": "LAT,LONG", "venue-id": "ID", "impressions-per-play": "N",
         "pop-deadline": "S", "pop-display-wait": "S", "display-connector": "NAME|auto|none", "drm-sysfs-root": "DIR",
-        "display-check-interval": "S",
+        "display-check-interval": "S", "schedule": "FILE",
     ]
     /// Keys that may be given more than once.
     static let repeatable: Set<String> = ["library", "ads", "mpv-option"]
@@ -337,10 +341,15 @@ public struct Configuration: Sendable {
                 throw fail("display-connector: a DRM connector's name (card0-HDMI-A-1), auto or none")
             }
             displayConnector = value
+        case "schedule":
+            guard value.hasPrefix("/") || value == "none", value.utf8.count <= 4096, !value.contains("\0") else {
+                throw fail("schedule: an absolute path of a schedule file (docs/schedule.md), or none")
+            }
+            schedule = value == "none" ? nil : value
         case "drm-sysfs-root":
             guard value.hasPrefix("/"), value.utf8.count <= 1024, !value.contains("\0") else { throw fail("drm-sysfs-root: an absolute path") }
             drmSysfsRoot = value
-        case "mpris", "loop", "limit-ad-tracking", "ad-loudnorm", "pause-ad-rotate", "pop-require-display":
+        case "mpris", "loop", "limit-ad-tracking", "ad-loudnorm", "pause-ad-rotate", "pop-require-display", "record-content-plays":
             let on: Bool
             switch value.lowercased() {
             case "yes", "true", "on", "1": on = true
@@ -353,6 +362,7 @@ public struct Configuration: Sendable {
             case "ad-loudnorm": adLoudnorm = on
             case "pause-ad-rotate": pauseAdRotate = on
             case "pop-require-display": popRequireDisplay = on
+            case "record-content-plays": recordContentPlays = on
             default: macroPolicy.limitAdTracking = on
             }
         case "gdpr-consent", "gpp-string", "gpp-section-id", "ifa", "ifa-type", "app-bundle":

@@ -12,6 +12,8 @@ public protocol ContentPlayer: TrackablePlayer {
     /// On the loop the file is not checked (no disk access on the loop, R18): a file that
     /// cannot be played is reported later as `.failed`.
     func load(_ path: String, start: Double?, completion: @escaping @Sendable (Result<Int64, any Error>) -> Void)
+    /// As `load`, played for `length` seconds at most (an image shown that long).
+    func load(_ path: String, start: Double?, length: Double?, completion: @escaping @Sendable (Result<Int64, any Error>) -> Void)
     func play() throws
     func pause() throws
     func togglePause() throws
@@ -69,4 +71,11 @@ public enum TrackSelection: Sendable, Equatable {
     case id(Int)
     case auto
     case off
+}
+
+extension ContentPlayer {
+    /// A player that cannot cut an item plays it whole.
+    public func load(_ path: String, start: Double?, length: Double?, completion: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
+        load(path, start: start, completion: completion)
+    }
 }

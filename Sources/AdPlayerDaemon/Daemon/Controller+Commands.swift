@@ -34,7 +34,10 @@ extension Controller {
         case .subtitleTrack(let choice): return try selectTrack(audio: false, choice)
         case .audioDevices: return audioDevices()
         case .display(let mode): return setDisplay(mode)
-        case .open, .queue, .screenshot, .metrics, .plays, .subscribe, .version, .health, .logs, .identify, .reload:
+        case .schedule: return try scheduleStatus()
+        case .scheduleAuto: return try scheduleAutomatic()
+        case .takeoverEnd(let by): return try takeoverEnd(by: by)
+        case .open, .queue, .takeover, .screenshot, .metrics, .plays, .subscribe, .version, .health, .logs, .identify, .reload:
             throw ControlError(.internalError, "\(request.name) does not run on the loop alone")
         }
     }
@@ -45,9 +48,10 @@ extension Controller {
     public func admit(_ request: Request) throws(ControlError) {
         player.loop.requireInLoop()
         switch Commands.row(of: request)?.duringLinearAd ?? .allowed {
-        case .allowed: return
+        case .allowed: break
         case .refused(let what): try refuseDuringLinearAd(what)
         case .refusedForPlayingEntry(let what): if request.entryIndex == current { try refuseDuringLinearAd(what) }
         }
+        if request.overridesSchedule, scheduler != nil { scheduleOverridden(by: request) }
     }
 }

@@ -65,6 +65,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     /// Gathers each ad's display evidence (issue 36): told of every ad's start and end, the
     /// end before tracking records it.
     public var displayWitness: DisplayWitness?
+    /// What plays when (`schedule = FILE`), nil without one (Controller+Schedule.swift).
+    var scheduler: Scheduler?
     /// A linear ad plays (pre-, mid-, post-roll: no seek, no next; `skip` past its skip offset),
     /// and whether the viewer paused it.
     var linearAd: (id: UInt64, kind: AdKind, paused: Bool)?
@@ -221,6 +223,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         status["output"] = Self.describe(player.output())
         status["display"] = displayJSON
         status["break"] = adBreak.map { ["kind": .string($0.protocolName)] } ?? .null
+        if scheduler != nil { status["schedule"] = scheduleJSON }
         if withQueue { status["queue"] = queuePaths }
         return .object(status)
     }
@@ -619,7 +622,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     private func loadEpisode(_ entry: QueueEntry, index: Int, start: Double?, serial: UInt64, policy: EpisodePolicy?) {
-        player.load(entry.path, start: start) { [weak self] result in
+        player.load(entry.path, start: start, length: entry.length) { [weak self] result in
             guard let self, let episode, episode.serial == serial else { return }
             switch result {
             case .success(let playlistEntry):
@@ -658,6 +661,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         guard let episode, episode.serial == serial else { return }
         self.episode = nil
         linearAd = nil
+        if scheduleRules { return scheduleNext() }
         guard let current, let next = queue.next(after: current) else {
             log.info("the queue is done")
             queue.current = nil

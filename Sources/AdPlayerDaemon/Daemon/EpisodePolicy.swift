@@ -89,13 +89,13 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
         if player.snapshot().item?.entry == entry { trackOnce(player) }
     }
 
-    public func stop() {
+    public func stop(endingShownAs reason: AdEndReason = .destroyed) {
         ads.loop.requireInLoop()
         finished = true
         midrolls.timer?.cancel()
         observation?.cancel()
         observation = nil
-        ads.destroy()
+        ads.destroy(endingShownAs: reason)
         shown = [:]
         visible = []
     }

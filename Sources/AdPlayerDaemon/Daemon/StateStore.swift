@@ -10,10 +10,13 @@ public struct QueueEntry: Sendable, Equatable {
     /// The id ad servers know the episode by: the file name without its extension, unless
     /// `open` named one.
     public var contentID: String
+    /// How long it plays at most (a schedule's image or capped item); nil: to its end. Not kept.
+    public var length: Double?
 
-    public init(path: String, contentID: String? = nil) {
+    public init(path: String, contentID: String? = nil, length: Double? = nil) {
         self.path = path
         self.contentID = contentID ?? FilePath.stem(path)
+        self.length = length
     }
 
     /// The most the queue holds: entries, and bytes of their paths — so that a status line

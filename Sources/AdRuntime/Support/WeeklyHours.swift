@@ -159,6 +159,24 @@ public struct WeeklyHours: Sendable, Equatable, CustomStringConvertible {
         return out.sorted { $0.0 < $1.0 }
     }
 
+    /// The open intervals within `[from, to)`, merged where they touch, in order (a schedule's
+    /// timeline, computed ahead).
+    public func openIntervals(from: Date, to: Date) -> [(start: Date, end: Date)] {
+        guard to > from else { return [] }
+        let days = Int((to.timeIntervalSince(from) / 86_400).rounded(.up)) + 1
+        var merged: [(start: Date, end: Date)] = []
+        for (start, end) in intervals(around: from, days: -1...max(0, days)) {
+            let s = max(start, from), e = min(end, to)
+            guard s < e else { continue }
+            if let last = merged.last, s <= last.end {
+                merged[merged.count - 1].end = max(last.end, e)
+            } else {
+                merged.append((s, e))
+            }
+        }
+        return merged
+    }
+
     public func isOpen(at date: Date) -> Bool {
         intervals(around: date, days: -1...0).contains { $0.0 <= date && date < $0.1 }
     }

@@ -1,0 +1,287 @@
+import AdRuntime
+import ControlProtocol
+import Foundation
+
+/// The schedule in the controller (issue 37, docs/schedule.md): what plays when, on the loop.
+///
+/// - Each item boundary (an item ends — after its post-roll — or the schedule starts) asks
+///   `ScheduleState.pick` for the next item, which replaces the queue and plays.
+/// - A boundary of the schedule (the ruling slots change, a takeover ends, a person's override
+///   runs out) cuts what plays if it no longer rules — never a linear ad: the cut waits for its
+///   end (at most `linearWait` seconds) — and the cut item is kept for its playlist to resume.
+/// - A person's commands (`open`, `queue`, `next`, `previous`, `jump`, `stop`, `clear`) rule
+///   until the schedule's next boundary; `schedule auto` gives it back.
+/// - A takeover is immediate: the ads on screen end `interrupted`.
+///
+/// Time: the wall clock is asked each time; the loop's timer only says when to ask again (at
+/// the next boundary and at least every `recheck` seconds: a clock that jumps is followed).
+/// The timeline (slots × days) is worked out off the loop (`timeline`), never on it.
+struct Scheduler {
+    var state: ScheduleState
+    /// The item the schedule plays now (nil: nothing, or a person's choice plays).
+    var playing: SchedulePick?
+    var startedAt: Date?
+    var timer: LoopTimer?
+    var now: @Sendable () -> Date
+    /// Works out a timeline off the loop and hands it back (on the loop).
+    var timeline: @Sendable (Schedule, Date, @escaping @Sendable (ScheduleTimeline) -> Void) -> Void
+    var timelineAsked = false
+    /// Takeovers and their ends: who, when, what, until (the last 100).
+    var audit: [JSONValue] = []
+    var linearWaitStarted: Date?
+    /// Content plays recorded like ad plays (`record-content-plays`): told each item's start and end.
+    var onContent: (@Sendable (ContentPlay) -> Void)?
+    /// This run's prefix of content plays' ids (unique across restarts).
+    let run = String(UInt64.random(in: 1...UInt64.max), radix: 16)
+
+    static let recheck = 30.0
+    /// The longest a boundary waits for a linear ad to end (its budget).
+    static let linearWait = 300.0
+}
+
+/// A content item the schedule played, for proof of play (`record-content-plays`).
+public struct ContentPlay: Sendable {
+    public var id: String
+    public var path: String
+    public var contentID: String
+    public var rule: ScheduleRule
+    public var startedWall: Double
+    /// Set at its end.
+    public var endedWall: Double?
+    public var seconds: Double?
+    public var reason: String?
+}
+
+extension Controller {
+    /// Starts (or replaces, at a reload) the schedule. On the loop, after `start`.
+    /// `timeline`: how a new timeline is worked out off the loop (the daemon's worker).
+    public func configureSchedule(_ resolved: ResolvedSchedule, timeline: ScheduleTimeline, now: @escaping @Sendable () -> Date = { Date() },
+                                  compute: @escaping @Sendable (Schedule, Date, @escaping @Sendable (ScheduleTimeline) -> Void) -> Void,
+                                  onContent: (@Sendable (ContentPlay) -> Void)? = nil) {
+        player.loop.requireInLoop()
+        let at = now()
+        if var scheduler {
+            scheduler.state.replace(resolved, timeline: timeline, now: at)
+            scheduler.onContent = onContent
+            self.scheduler = scheduler
+            log.notice("schedule: reloaded (\(resolved.schedule.slots.count) slots, \(resolved.schedule.playlists.count) playlists)")
+            scheduleBoundary()
+            return
+        }
+        scheduler = Scheduler(state: ScheduleState(resolved, timeline: timeline, now: at), now: now, timeline: compute, onContent: onContent)
+        log.notice("schedule: \(resolved.schedule.slots.count) slots, \(resolved.schedule.playlists.count) playlists, default \(resolved.schedule.defaultPlaylist)")
+        scheduleNext()
+    }
+
+    /// Whether the schedule decides what plays next (a schedule, and no person's override).
+    var scheduleRules: Bool {
+        guard let scheduler else { return false }
+        return scheduler.state.rule(at: scheduler.now()).kind != .manual
+    }
+
+    /// The item boundary: the schedule's next item plays. On the loop.
+    func scheduleNext() {
+        guard var scheduler else { return }
+        let now = scheduler.now()
+        endContent(reason: "completed", now: now)
+        if let ended = scheduler.state.expireTakeover(at: now) { scheduler.audit(ended, "ended: its time ran out", at: now, log: log) }
+        if let playing = scheduler.playing, playing.rule.kind == .interrupt, let started = scheduler.startedAt {
+            scheduler.state.interruptPlayed(playing.rule.id, seconds: max(1, now.timeIntervalSince(started)), startedAt: started)
+        }
+        scheduler.playing = nil
+        scheduler.startedAt = nil
+        requestTimelineIfDue(&scheduler, now)
+        guard let pick = scheduler.state.pick(at: now) else {
+            self.scheduler = scheduler
+            armScheduleTimer()
+            return
+        }
+        scheduler.playing = pick
+        scheduler.startedAt = now
+        self.scheduler = scheduler
+        log.info("schedule: \(pick.rule.kind.rawValue) \(pick.rule.id): \(pick.path)" + (pick.start.map { String(format: " from %.1f s", $0) } ?? ""))
+        queue.removeAll()
+        _ = try? queue.append([QueueEntry(path: pick.path, length: pick.length)])
+        queue.current = 0
+        play(0, start: pick.start, fresh: pick.start == nil)
+        queueChanged()
+        if let onContent = scheduler.onContent {
+            onContent(ContentPlay(id: scheduler.run + "-" + String(serial, radix: 16), path: pick.path, contentID: FilePath.stem(pick.path), rule: pick.rule,
+                                  startedWall: now.timeIntervalSince1970))
+        }
+        armScheduleTimer()
+    }
+
+    /// The content play of the item that ends (`record-content-plays`).
+    private func endContent(reason: String, now: Date) {
+        guard let scheduler, let onContent = scheduler.onContent, let playing = scheduler.playing, let started = scheduler.startedAt else { return }
+        onContent(ContentPlay(id: scheduler.run + "-" + String(serial, radix: 16), path: playing.path, contentID: FilePath.stem(playing.path), rule: playing.rule,
+                              startedWall: started.timeIntervalSince1970, endedWall: now.timeIntervalSince1970,
+                              seconds: max(0, now.timeIntervalSince(started)), reason: reason))
+    }
+
+    private func requestTimelineIfDue(_ scheduler: inout Scheduler, _ now: Date) {
+        guard scheduler.state.needsTimeline(at: now), !scheduler.timelineAsked else { return }
+        scheduler.timelineAsked = true
+        let loop = player.loop
+        scheduler.timeline(scheduler.state.schedule, now) { [weak self] timeline in
+            _ = loop.execute { [weak self] in
+                guard let self, var scheduler = self.scheduler else { return }
+                scheduler.state.setTimeline(timeline)
+                scheduler.timelineAsked = false
+                self.scheduler = scheduler
+                armScheduleTimer()
+            }
+        }
+    }
+
+    func armScheduleTimer() {
+        guard var scheduler else { return }
+        scheduler.timer?.cancel()
+        let now = scheduler.now()
+        let next = scheduler.state.nextBoundary(after: now).map { max(0.05, $0.timeIntervalSince(now)) } ?? Scheduler.recheck
+        scheduler.timer = player.loop.schedule(after: min(next + 0.001, Scheduler.recheck)) { [weak self] in self?.scheduleBoundary() }
+        self.scheduler = scheduler
+    }
+
+    /// A boundary of the schedule (or the periodic recheck): what plays is cut if it no longer
+    /// rules — after a linear ad, never during it.
+    func scheduleBoundary() {
+        guard var scheduler else { return }
+        let now = scheduler.now()
+        requestTimelineIfDue(&scheduler, now)
+        if let ended = scheduler.state.expireTakeover(at: now) { scheduler.audit(ended, "ended: its time ran out", at: now, log: log) }
+        self.scheduler = scheduler
+        let rule = scheduler.state.rule(at: now)
+        if rule.kind == .manual { return armScheduleTimer() }
+        if let playing = scheduler.playing, scheduler.state.stillRules(playing, at: now) {
+            self.scheduler?.linearWaitStarted = nil
+            return armScheduleTimer()
+        }
+        // A linear ad (or its break) keeps the screen to its end, within its budget.
+        if linearAd != nil || adBreak != nil {
+            let waited = scheduler.linearWaitStarted ?? now
+            self.scheduler?.linearWaitStarted = waited
+            if now.timeIntervalSince(waited) < Scheduler.linearWait {
+                self.scheduler?.timer?.cancel()
+                self.scheduler?.timer = player.loop.schedule(after: 0.25) { [weak self] in self?.scheduleBoundary() }
+                return
+            }
+        }
+        self.scheduler?.linearWaitStarted = nil
+        if let playing = scheduler.playing, episode != nil {
+            self.scheduler?.state.cut(playing, at: player.snapshot().position)
+            endContent(reason: "cut", now: now)
+            self.scheduler?.playing = nil
+            self.scheduler?.startedAt = nil
+        }
+        scheduleNext()
+    }
+
+    /// A person's command overrides the schedule until its next boundary. On the loop.
+    func scheduleOverridden(by request: Request) {
+        guard var scheduler else { return }
+        let now = scheduler.now()
+        scheduler.state.manual(at: now)
+        endContent(reason: "cut", now: now)
+        scheduler.playing = nil
+        scheduler.startedAt = nil
+        self.scheduler = scheduler
+        log.notice("schedule: \(request.name) overrides the schedule until \(scheduler.state.manualUntil.map { ISO8601.format($0.timeIntervalSince1970) } ?? "?")")
+        armScheduleTimer()
+    }
+
+    /// `schedule auto`.
+    public func scheduleAutomatic() throws(ControlError) -> JSONValue {
+        player.loop.requireInLoop()
+        guard var scheduler else { throw ControlError(.unavailable, "no schedule is configured (schedule = FILE)") }
+        scheduler.state.automatic()
+        self.scheduler = scheduler
+        log.notice("schedule: the schedule rules again (schedule auto)")
+        scheduleBoundaryNow()
+        return scheduleJSON
+    }
+
+    /// The schedule decides now (after `schedule auto`, a takeover, its end).
+    private func scheduleBoundaryNow() {
+        guard let scheduler else { return }
+        if let playing = scheduler.playing, scheduler.state.stillRules(playing, at: scheduler.now()) { return armScheduleTimer() }
+        if let playing = scheduler.playing, episode != nil { self.scheduler?.state.cut(playing, at: player.snapshot().position) }
+        scheduleNext()
+    }
+
+    /// `takeover`: `files` (a file, or the schedule's playlist `target`), now. On the loop.
+    public func takeover(target: String, files: [ResolvedSchedule.File]?, seconds: Double?, priority: Int?, by who: String?) throws(ControlError) -> JSONValue {
+        player.loop.requireInLoop()
+        guard var scheduler else { throw ControlError(.unavailable, "takeover needs a schedule (schedule = FILE)") }
+        let items = files ?? scheduler.state.resolved.files[target]
+        guard let items, !items.isEmpty else {
+            throw ControlError(.badArgs, "takeover: \(target) is neither a file in the library nor one of the schedule's playlists")
+        }
+        let now = scheduler.now()
+        let takeover = ScheduleTakeover(target: target, files: items, until: seconds.map { now.addingTimeInterval($0) },
+                                        priority: priority ?? 1_000_000, who: who ?? "a control-socket client", at: now)
+        if let playing = scheduler.playing, episode != nil { scheduler.state.cut(playing, at: player.snapshot().position) }
+        scheduler.state.startTakeover(takeover)
+        scheduler.audit(takeover, "started", at: now, log: log)
+        scheduler.playing = nil
+        scheduler.startedAt = nil
+        self.scheduler = scheduler
+        // Immediate: what is on screen ends `interrupted` (a linear ad too: no completion).
+        episode?.policy?.stop(endingShownAs: .interrupted)
+        flushAdEvents()
+        scheduleNext()
+        return scheduleJSON
+    }
+
+    /// `takeover end`.
+    public func takeoverEnd(by who: String?) throws(ControlError) -> JSONValue {
+        player.loop.requireInLoop()
+        guard var scheduler else { throw ControlError(.unavailable, "no schedule is configured (schedule = FILE)") }
+        guard let ended = scheduler.state.endTakeover() else { throw ControlError(.badArgs, "takeover end: no takeover is on") }
+        scheduler.audit(ended, "ended by \(who ?? "a control-socket client")", at: scheduler.now(), log: log)
+        self.scheduler = scheduler
+        episode?.policy?.stop(endingShownAs: .interrupted)
+        flushAdEvents()
+        self.scheduler?.playing = nil
+        scheduleNext()
+        return scheduleJSON
+    }
+
+    /// `status.schedule` and the `schedule` command's reply.
+    var scheduleJSON: JSONValue {
+        guard let scheduler else { return .null }
+        guard case .object(var fields) = scheduler.state.describe(at: scheduler.now(), playing: scheduler.playing) else { return .null }
+        fields["audit"] = .array(scheduler.audit)
+        return .object(fields)
+    }
+
+    /// `schedule`.
+    public func scheduleStatus() throws(ControlError) -> JSONValue {
+        player.loop.requireInLoop()
+        guard scheduler != nil else { throw ControlError(.unavailable, "no schedule is configured (schedule = FILE)") }
+        return scheduleJSON
+    }
+}
+
+extension Scheduler {
+    /// A takeover's start or end, kept (the last 100) and logged: who, when, what, until.
+    mutating func audit(_ takeover: ScheduleTakeover, _ what: String, at now: Date, log: Logger) {
+        let until = takeover.until.map { ISO8601.format($0.timeIntervalSince1970) } ?? "takeover end"
+        log.notice("schedule: takeover of \(takeover.target) \(what) (by \(takeover.who), priority \(takeover.priority), until \(until))")
+        audit.append(["event": .string(what), "target": .string(takeover.target), "by": .string(takeover.who),
+                      "at": .string(ISO8601.format(now.timeIntervalSince1970)), "until": takeover.until.map { .string(ISO8601.format($0.timeIntervalSince1970)) } ?? .null,
+                      "priority": .int(Int64(takeover.priority))])
+        if audit.count > 100 { audit.removeFirst(audit.count - 100) }
+    }
+}
+
+extension Request {
+    /// A person's command that overrides the schedule until its next boundary.
+    var overridesSchedule: Bool {
+        switch self {
+        case .open, .queue, .next, .previous, .jump, .stop, .clear: true
+        default: false
+        }
+    }
+}
