@@ -16,6 +16,8 @@ public enum Seconds {
         /// How long something lasts: an overlay's duration, a timeout. (0, 1 day].
         public static let duration = Bounds(minimum: 0, includesMinimum: false, maximum: 86_400, what: "a duration")
         /// A wait that may be none: a pause ad's activation delay. [0, 1 day].
+        /// A span of wall-clock time to look ahead (a schedule's check, a simulation): up to a year.
+        public static let span = Bounds(minimum: 0, includesMinimum: false, maximum: 366 * 86_400, what: "a span of time")
         public static let delay = Bounds(minimum: 0, includesMinimum: true, maximum: 86_400, what: "a delay")
         /// A time in the content: a slot's start, a seek target. [0, 30 days].
         public static let position = Bounds(minimum: 0, includesMinimum: true, maximum: 30 * 86_400, what: "a content time")

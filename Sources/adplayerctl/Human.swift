@@ -14,6 +14,8 @@ enum Human {
             return "protocol \(result["protocol"]?.integer.map(String.init) ?? "?")"
         case .open:
             return "playing \(result["path"]?.string ?? "?") (\(result["content_id"]?.string ?? "?"))"
+        case .schedule, .scheduleAuto, .takeover, .takeoverEnd:
+            return schedule(result)
         case .queue:
             return "queued \(result["queued"]?.integer ?? 0); \(result["queue_length"]?.integer ?? 0) in the queue"
         case .metrics:
@@ -148,5 +150,24 @@ enum Human {
     static func time(_ seconds: Double) -> String {
         let whole = Int(seconds)
         return String(format: "%d:%02d.%d", whole / 60, whole % 60, Int((seconds - Double(whole)) * 10))
+    }
+
+    /// `schedule`: what rules and why, what plays, the next change, the takeover and its audit.
+    static func schedule(_ result: JSONValue) -> String {
+        let rule = result["rule"]
+        var lines = ["rule     \(rule?["kind"]?.string ?? "?") \(rule?["id"]?.string ?? "")"
+                     + (rule?["priority"]?.integer.map { " (priority \($0))" } ?? "") + ": \(rule?["why"]?.string ?? "")"]
+        if let playing = result["playing"], let path = playing["path"]?.string {
+            lines.append("playing  \(path)" + (playing["playlist"]?.string.map { $0.isEmpty ? "" : " (playlist \($0))" } ?? ""))
+        }
+        lines.append("next     \(result["next_change"]?.string ?? "no change within the next day")")
+        if let until = result["override_until"]?.string { lines.append("override a person's commands rule until \(until) (schedule auto gives it back)") }
+        if let takeover = result["takeover"], let target = takeover["target"]?.string {
+            lines.append("takeover \(target) by \(takeover["who"]?.string ?? "?") since \(takeover["since"]?.string ?? "?"), until \(takeover["until"]?.string ?? "takeover end")")
+        }
+        for entry in result["audit"]?.array?.suffix(10) ?? [] {
+            lines.append("audit    \(entry["at"]?.string ?? "?")  takeover of \(entry["target"]?.string ?? "?") \(entry["event"]?.string ?? "?") (by \(entry["by"]?.string ?? "?"))")
+        }
+        return lines.joined(separator: "\n")
     }
 }

@@ -207,6 +207,8 @@ extension Controller {
         guard let scheduler else { return }
         if let playing = scheduler.playing, scheduler.state.stillRules(playing, at: scheduler.now()) { return armScheduleTimer() }
         if let playing = scheduler.playing, episode != nil { self.scheduler?.state.cut(playing, at: player.snapshot().position) }
+        endContent(reason: "cut", now: scheduler.now())
+        self.scheduler?.playing = nil
         scheduleNext()
     }
 
@@ -222,6 +224,7 @@ extension Controller {
         let takeover = ScheduleTakeover(target: target, files: items, until: seconds.map { now.addingTimeInterval($0) },
                                         priority: priority ?? 1_000_000, who: who ?? "a control-socket client", at: now)
         if let playing = scheduler.playing, episode != nil { scheduler.state.cut(playing, at: player.snapshot().position) }
+        endContent(reason: "cut", now: now)
         scheduler.state.startTakeover(takeover)
         scheduler.audit(takeover, "started", at: now, log: log)
         scheduler.playing = nil
@@ -241,6 +244,7 @@ extension Controller {
         guard let ended = scheduler.state.endTakeover() else { throw ControlError(.badArgs, "takeover end: no takeover is on") }
         scheduler.audit(ended, "ended by \(who ?? "a control-socket client")", at: scheduler.now(), log: log)
         self.scheduler = scheduler
+        endContent(reason: "cut", now: scheduler.now())
         episode?.policy?.stop(endingShownAs: .interrupted)
         flushAdEvents()
         self.scheduler?.playing = nil

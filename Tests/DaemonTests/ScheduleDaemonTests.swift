@@ -1,0 +1,158 @@
+import AdRuntime
+import AdTestSupport
+import Foundation
+import XCTest
+
+/// The schedule in the real daemon (issue 37): `schedule-check` prints what a daemon under
+/// `faketime` plays; a takeover through `adplayerctl`, the page and an MQTT group command,
+/// each audited with who; a broken schedule at reload keeps the one that plays; content plays
+/// recorded in proof of play.
+final class ScheduleDaemonTests: XCTestCase {
+    private var library: URL!
+
+    override func setUpWithError() throws {
+        library = FileManager.default.temporaryDirectory.appendingPathComponent("schedule-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
+        for name in ["episode-1.mp4", "episode-2.mp4", "clip-1s.mp4", "overlay.png", "episode-long.mp4"] {
+            try FileManager.default.copyItem(atPath: try Media.path(name), toPath: library.appendingPathComponent(name).path)
+        }
+    }
+
+    override func tearDownWithError() throws {
+        try? FileManager.default.removeItem(at: library)
+    }
+
+    private func write(_ json: String, _ name: String = "schedule.json") throws -> String {
+        let path = library.appendingPathComponent(name).path
+        try Data(json.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    private static let libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+    private static let dawn = """
+        {"version": 1,
+         "playlists": {"filler": {"items": ["episode-1.mp4", "episode-2.mp4"]},
+                       "promo": {"items": [{"path": "overlay.png", "seconds": 3}, "clip-1s.mp4"]}},
+         "default": "filler",
+         "slots": [{"id": "promo", "playlist": "promo", "hours": "daily 06:00-06:01", "priority": 5}]}
+        """
+
+    /// The first items a daemon plays under `faketime` from 05:59:50 (Paris) are those
+    /// `schedule-check --at` the same instant prints: the filler, cut at 06:00 for the slot's
+    /// image (3 s) and clip.
+    func testScheduleCheckPrintsWhatTheDaemonPlays() throws {
+        guard FileManager.default.fileExists(atPath: Self.libfaketime) else {
+            return XCTFail("faketime is missing: make test installs it (scripts/install-deps.sh)")
+        }
+        let schedule = try write(Self.dawn)
+        let (status, output) = try runToEnd(Executables.adplayerd, ["schedule-check", schedule, "--library", library.path, "--timezone", "Europe/Paris",
+                                                                    "--at", "2026-12-07T05:59:50+01:00", "--for", "40s", "--json"])
+        XCTAssertEqual(status, 0, output)
+        let planned = output.split(separator: "\n").compactMap { line -> String? in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["path"] as? String
+        }
+        XCTAssertGreaterThanOrEqual(planned.count, 8, output)
+        XCTAssertEqual(planned.prefix(6).map { ($0 as NSString).lastPathComponent },
+                       ["episode-1.mp4", "episode-2.mp4", "episode-1.mp4", "overlay.png", "clip-1s.mp4", "overlay.png"], output)
+
+        // libfaketime preloaded (faketime(1) would run the daemon as its child, and a stop would
+        // signal faketime), through env(1), which execs it (the same pid): a program started
+        // with libfaketime preloaded straight from this process lost its arguments on this
+        // machine, one exec'd by a preloaded parent does not. The monotonic clock is faked too
+        // (with a real one, libfaketime's timed waits return at once and spin).
+        let daemon = try DaemonProcess(library: library.path, extra: ["--schedule", schedule, "--timezone", "Europe/Paris", "--cec-command", "none"],
+                                       environment: ["TZ": "Europe/Paris", "FAKETIME": "@2026-12-07 05:59:50", "LD_PRELOAD": Self.libfaketime],
+                                       wrapper: ["/usr/bin/env"])
+        func played() -> [String] {
+            daemon.log.split(separator: "\n").compactMap { line -> String? in
+                guard let range = line.range(of: "schedule: "), line.contains(": /") else { return nil }
+                return String(line[range.upperBound...].split(separator: " ").last ?? "")
+            }
+        }
+        XCTAssertTrue(waitUntil(timeout: 60) { played().count >= 6 }, daemon.log)
+        XCTAssertEqual(Array(played().prefix(6)), Array(planned.prefix(6)), daemon.log)
+        let rule = try XCTUnwrap((try daemon.connect().call("schedule")["result"] as? [String: Any])?["rule"] as? [String: Any])
+        XCTAssertNotNil(rule["kind"] as? String)
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
+    private func schedule(_ daemon: DaemonProcess) throws -> [String: Any] {
+        try XCTUnwrap(try daemon.connect().call("schedule")["result"] as? [String: Any])
+    }
+
+    /// A takeover from each client: `adplayerctl`, the page (admin role) and an MQTT group
+    /// command; each plays at once, above the schedule, and is audited with who sent it; its
+    /// end gives the screen back. Content plays are recorded as plays of kind `content`.
+    func testATakeoverFromEachClientIsAuditedAndABrokenReloadKeepsTheSchedule() throws {
+        let file = try write("""
+            {"version": 1, "playlists": {"filler": {"items": ["episode-long.mp4"]}, "promo": {"items": ["clip-1s.mp4"]}},
+             "default": "filler"}
+            """)
+        let daemon = try DaemonProcess(library: library.path, extra: ["--schedule", file, "--cec-command", "none", "--record-content-plays"])
+        XCTAssertTrue(waitUntil { ((try? self.schedule(daemon))?["playing"] as? [String: Any])?["path"] as? String == self.library.path + "/episode-long.mp4" })
+        XCTAssertEqual((try schedule(daemon)["rule"] as? [String: Any])?["kind"] as? String, "default")
+        let status = try XCTUnwrap(try daemon.connect().call("status")["result"] as? [String: Any])
+        XCTAssertNotNil(status["schedule"] as? [String: Any], "status.schedule")
+
+        // adplayerctl: a file, for an hour.
+        var (code, output) = try daemon.ctl("takeover", library.path + "/overlay.png", "--for", "1h")
+        XCTAssertEqual(code, 0, output)
+        var now = try schedule(daemon)
+        XCTAssertEqual((now["rule"] as? [String: Any])?["kind"] as? String, "takeover")
+        XCTAssertEqual((now["playing"] as? [String: Any])?["path"] as? String, library.path + "/overlay.png")
+        XCTAssertNotNil((now["takeover"] as? [String: Any])?["until"] as? String)
+        (code, output) = try daemon.ctl("schedule")
+        XCTAssertTrue(output.contains("takeover") && output.contains("by adplayerctl (user "), output)
+        (code, output) = try daemon.ctl("takeover", "end")
+        XCTAssertEqual(code, 0, output)
+        XCTAssertEqual((try schedule(daemon)["rule"] as? [String: Any])?["kind"] as? String, "default")
+
+        // The page, admin role: the schedule's playlist.
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tokens-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let tokens = folder.appendingPathComponent("tokens").path
+        let admin = String(repeating: "a7", count: 12), viewer = String(repeating: "b8", count: 12)
+        try "admin \(admin)\nviewer \(viewer)\n".write(toFile: tokens, atomically: true, encoding: .utf8)
+        chmod(tokens, 0o600)
+        let web = try WebProcess(socket: daemon.socket, extra: ["--token-file", tokens])
+        let refused = try RawHTTP.command(port: web.port, #"{"cmd": "takeover", "args": {"target": "promo"}}"#, token: viewer)
+        XCTAssertEqual(refused.status, 403, refused.text)
+        let taken = try RawHTTP.command(port: web.port, #"{"cmd": "takeover", "args": {"target": "promo", "by": "someone else"}}"#, token: admin)
+        XCTAssertEqual(taken.status, 200, taken.text)
+        now = try schedule(daemon)
+        XCTAssertEqual((now["takeover"] as? [String: Any])?["who"] as? String, "web page (admin role)", "the page says who, not the client")
+        XCTAssertEqual((now["playing"] as? [String: Any])?["path"] as? String, library.path + "/clip-1s.mp4")
+        XCTAssertEqual(try RawHTTP.command(port: web.port, #"{"cmd": "takeover-end"}"#, token: admin).status, 200)
+
+        // An MQTT group command (the bridge with the admin tier).
+        let broker = try Broker()
+        let bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "box-s", groups: ["lobby"], extra: ["--mqtt-commands", "admin"])
+        try bridge.waitConnected()
+        XCTAssertTrue(waitUntil(timeout: 20) {
+            (try? broker.publish("adplayer/group/lobby/cmd", #"{"id": 7, "cmd": "takeover", "args": {"target": "promo", "seconds": 600}}"#)) != nil
+                && ((try? self.schedule(daemon))?["takeover"] as? [String: Any]) != nil
+        }, bridge.log)
+        XCTAssertEqual(((try schedule(daemon))["takeover"] as? [String: Any])?["who"] as? String, "mqtt (adplayer/group/lobby/cmd)")
+        let audit = try schedule(daemon)["audit"] as? [[String: Any]] ?? []
+        XCTAssertEqual(audit.map { $0["by"] as? String ?? "" }.filter { $0.hasPrefix("adplayerctl") }.count, 2, "\(audit)")
+        XCTAssertEqual(Set(audit.compactMap { $0["by"] as? String }.map { $0.components(separatedBy: " (").first ?? "" }),
+                       ["adplayerctl", "web page", "mqtt", "adplayerctl"].reduce(into: Set<String>()) { $0.insert($1) })
+        XCTAssertTrue(daemon.log.contains("takeover of promo started (by mqtt (adplayer/group/lobby/cmd)"), daemon.log)
+
+        // A broken schedule at reload: the one that plays stays, and the log says why.
+        try Data(#"{"version": 1, "playlists": {}, "default": "gone"}"#.utf8).write(to: URL(fileURLWithPath: file))
+        (code, output) = try daemon.ctl("reload")
+        XCTAssertEqual(code, 0, output)
+        XCTAssertTrue(waitUntil { daemon.log.contains("SIGHUP: schedule: \(file)") && daemon.log.contains("keeping the schedule that plays") }, daemon.log)
+        XCTAssertTrue(daemon.log.contains("$.default: no playlist \"gone\""), daemon.log)
+        XCTAssertEqual(((try schedule(daemon))["takeover"] as? [String: Any])?["target"] as? String, "promo", "the running schedule, its takeover kept")
+
+        // Content plays: rows of kind `content`, ended ones with their reason.
+        let plays = ((try daemon.connect().call("plays")["result"] as? [String: Any])?["plays"] as? [[String: Any]]) ?? []
+        XCTAssertTrue(plays.contains { $0["kind"] as? String == "content" && $0["ad_id"] as? String == "episode-long" }, "\(plays)")
+        XCTAssertTrue(plays.contains { $0["kind"] as? String == "content" && $0["reason"] as? String == "cut" }, "\(plays)")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+}
