@@ -70,6 +70,7 @@ bench: deps media
 	$(SWIFT) build -c release --product adplayerd-mqtt
 	.build/release/adplayerd-dev bench-latency --rounds 1000 media/episode-long.mp4
 	.build/release/adplayerd-dev bench-catalog --slots 100000
+	.build/release/adplayerd-dev bench-schedule
 	.build/release/adplayerd-dev bench-ledger --plays 1000
 	/usr/bin/python3 scripts/bench_control.py 50
 	/usr/bin/python3 scripts/bench.py 3

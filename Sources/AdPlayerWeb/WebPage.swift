@@ -34,7 +34,9 @@ enum WebPage {
             <dt>Volume</dt><dd data-field="volume">…</dd>
             <dt>Queue</dt><dd data-field="queue-length">…</dd>
             <dt>Repeat</dt><dd data-field="repeat">…</dd>
+            <dt>Schedule</dt><dd data-field="schedule">…</dd>
           </dl>
+          <ul class="takeovers" data-field="takeovers"></ul>
           <div class="buttons">
             <button data-action="play">Play</button>
             <button data-action="pause">Pause</button>
@@ -173,6 +175,17 @@ enum WebPage {
           set('volume', Math.round(s.volume) + ' %' + (s.mute ? ' (muted)' : ''));
           set('queue-length', String(s.queue_length) + (s.current !== null && s.current !== undefined ? ' (playing #' + (s.current + 1) + ')' : ''));
           set('repeat', s.repeat + (s.shuffle ? ', shuffle' : '') + (s.loop ? ', loop' : ''));
+          // What the schedule plays and why, its next change; takeovers, audited (who, when, what, until).
+          const sc = s.schedule;
+          set('schedule', sc ? (sc.rule.kind + ' ' + sc.rule.id + ': ' + sc.rule.why + (sc.next_change ? '; next change ' + sc.next_change : '')
+                                + (sc.override_until ? '; a person\'s commands until ' + sc.override_until : '')) : 'none');
+          const list = field('takeovers');
+          list.replaceChildren();
+          for (const a of ((sc && sc.audit) || []).slice(-10).reverse()) {
+            const li = document.createElement('li');
+            li.textContent = a.at + ': takeover of ' + a.target + ' ' + a.event + ' by ' + a.by + (a.until ? ' (until ' + a.until + ')' : '');
+            list.append(li);
+          }
           renderPosition();
           const o = s.output || {};
           set('vo', o.vo || 'none');

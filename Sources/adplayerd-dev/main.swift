@@ -14,11 +14,12 @@ let tools: [String: ([String]) throws -> Int32] = [
     "play": { try PlayCommand(options: PlayCommand.Options.parse($0)).run() },
     "bench-latency": { try BenchCommand(arguments: $0).run() },
     "bench-catalog": { try BenchCatalogCommand(arguments: $0).run() },
+    "bench-schedule": { try BenchScheduleCommand(arguments: $0).run() },
     "bench-outbox": { try BenchOutboxCommand(arguments: $0).run() },
     "bench-ledger": { try BenchLedgerCommand(arguments: $0).run() },
     "off-loop": { try OffLoopCommand(arguments: $0).run() },
 ]
-let usage = [PlayCommand.usage, BenchCommand.usage, BenchCatalogCommand.usage, BenchOutboxCommand.usage, BenchLedgerCommand.usage,
+let usage = [PlayCommand.usage, BenchCommand.usage, BenchCatalogCommand.usage, BenchScheduleCommand.usage, BenchOutboxCommand.usage, BenchLedgerCommand.usage,
              OffLoopCommand.usage]
     .joined(separator: "\n")
 
