@@ -19,7 +19,7 @@ final class LoopAffinityTests: XCTestCase {
         session.close(1)
         session.destroy()
         let calls = offLoop.take()
-        for name in ["track(_:)", "setBackground(_:)", "close(_:)", "destroy()"] {
+        for name in ["track(_:)", "setBackground(_:)", "close(_:)", "destroy(endingShownAs:)"] {
             XCTAssertTrue(calls.contains { $0.contains("Session.swift") && $0.hasSuffix(name) }, "\(name) not caught: \(calls)")
         }
         // Through `VideoAds` every call is handed to the loop: nothing to report.

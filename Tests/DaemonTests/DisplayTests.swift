@@ -32,7 +32,10 @@ final class DisplayTests: XCTestCase {
         let script = "#!/bin/sh\necho \"$@\" >> '\(log)'\n"
         try Data(script.utf8).write(to: URL(fileURLWithPath: folder + "/cec-ctl"))
         chmod(folder + "/cec-ctl", 0o755)
-        return (folder, { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) })
+        // The switches only: the display monitor's power queries (`--give-device-power-status`,
+        // issue 36) are not what these tests count.
+        return (folder, { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+                            .filter { !$0.contains("give-device-power-status") } })
     }
 
     func testOutsideTheHoursTheDisplaySleepsNothingIsAskedForAndTheSameEpisodePlaysOn() throws {
@@ -124,7 +127,8 @@ final class DisplayTests: XCTestCase {
         XCTAssertEqual(try runToEnd(Executables.adplayerctl, ["--socket", daemon.socket, "display", "on"]).status, 0)
         XCTAssertTrue(waitUntil(timeout: 30) { daemon.log.contains("did not finish within 10 s") }, daemon.log)
         XCTAssertTrue(waitUntil(timeout: 20) {
-            ((try? String(contentsOfFile: calls, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) == ["--standby", "--image-view-on"]
+            ((try? String(contentsOfFile: calls, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+                .filter { !$0.contains("give-device-power-status") } == ["--standby", "--image-view-on"]   // (the display monitor's queries aside)
         }, "the next command ran: \((try? String(contentsOfFile: calls, encoding: .utf8)) ?? "")")
         XCTAssertTrue(waitUntil(timeout: 20) { daemon.log.contains("--image-view-on works again") }, daemon.log)
         func zombies() -> [Int32] {
