@@ -35,6 +35,14 @@ struct CheckConfigCommand {
         var problems = invalid.map(\.description) + configuration.localProblems()
         problems += adProblems(configuration)
         problems += mpvProblems(configuration)
+        // The schedule as the daemon reads it: every problem with its JSON path (docs/schedule.md).
+        if let file = configuration.schedule {
+            do {
+                _ = try ScheduleLoader.load(path: file, library: configuration.library, timeZone: configuration.timeZone)
+            } catch {
+                problems += error.problems.prefix(50).map { "schedule: \(file): \($0)" }
+            }
+        }
         for problem in problems { print(problem) }
         if problems.isEmpty {
             print("\(configuration.configFile ?? "the flags"): all is well (\(configuration.library.count) library folder(s), "

@@ -157,6 +157,10 @@ final class ScheduleDaemonTests: XCTestCase {
         XCTAssertEqual(code, 0, output)
         XCTAssertTrue(waitUntil { daemon.log.contains("SIGHUP: schedule: \(file)") && daemon.log.contains("keeping the schedule that plays") }, daemon.log)
         XCTAssertTrue(daemon.log.contains("$.default: no playlist \"gone\""), daemon.log)
+        let (checked, said) = try runToEnd(Executables.adplayerd, ["check-config", "--library", library.path, "--schedule", file,
+                                                                  "--state-dir", daemon.stateDir, "--vo", "null"])
+        XCTAssertNotEqual(checked, 0, said)
+        XCTAssertTrue(said.contains("schedule: \(file): $.default: no playlist \"gone\""), "check-config names it: \(said)")
         XCTAssertEqual(((try schedule(daemon))["takeover"] as? [String: Any])?["target"] as? String, "promo", "the running schedule, its takeover kept")
 
         // Content plays: rows of kind `content`, ended ones with their reason.
