@@ -143,7 +143,7 @@ public final class DisplayWitness: @unchecked Sendable {
             guard let self else { return }
             switch result {
             case .failure(let error):
-                try? FileManager.default.removeItem(atPath: path)
+                worker.execute { unlink(path) }   // (a partial file, if any: the disk is not the loop's)
                 finish(id, .unavailable("the output cannot be grabbed with the ads (\(error))"))
             case .success:
                 worker.execute { [weak self] in
