@@ -178,8 +178,8 @@ public enum Macros {
             }
         case .contentPlayhead, .mediaPlayhead: return known(c.contentPlayhead.map(playhead))
         case .adPlayhead: return known(c.adPlayhead.map(playhead))
-        case .timestamp: return .value(timestamp(c.timestamp ?? Date()))
-        case .cacheBusting: return .value(String(format: "%08d", Int.random(in: 0..<100_000_000)))
+        case .timestamp: return .value(timestamp(c.timestamp ?? SimulatedTime.date()))
+        case .cacheBusting: return .value(String(format: "%08d", ProcessRandom.int(in: 0..<100_000_000)))
         case .errorCode: return known(c.errorCode.map(String.init))
         case .adServingID: return known(c.adServingID)
         case .universalAdID: return known(c.universalAdID)

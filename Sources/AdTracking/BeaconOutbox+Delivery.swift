@@ -258,3 +258,35 @@ extension BeaconOutbox {
         return exponential * Double.random(in: 0.5...1.5)
     }
 }
+
+extension BeaconOutbox {
+    /// Every beacon waiting, in the order recorded, with its `[TIMESTAMP]` filled as it would be
+    /// sent — taken out of the outbox. For `adplayerd simulate`, which records beacons rather
+    /// than sending them (or sends each once itself, `--send-beacons`): it drains the outbox
+    /// after every simulated step, so nothing waits, is retried or ages.
+    package func drainForSimulation() -> [(beacon: Beacon, url: String)] {
+        let taken = state.withLock { state -> [Pending] in
+            _ = flushMemory(&state)
+            var taken: [Pending] = []
+            if let rows = try? state.db.execute("""
+                SELECT id, url, event, play, billable, created_run, wall, mono, boot, synced, attempts, next_run, deadline_run
+                FROM beacons ORDER BY id
+                """) {
+                taken = rows.compactMap(Self.pending)
+            }
+            _ = try? state.db.execute("DELETE FROM beacons")
+            state.rows = 0
+            state.bytes = 0
+            state.delivered = []
+            state.schedule = [:]
+            taken += state.memory
+            state.memory = []
+            state.memoryBytes = 0
+            return taken
+        }
+        return taken.map { pending in
+            let when = pending.beacon.recorded.corrected(clock) ?? pending.beacon.recorded.wall
+            return (pending.beacon, Macros.fillTimestamp(pending.beacon.url, Date(timeIntervalSince1970: when)))
+        }
+    }
+}

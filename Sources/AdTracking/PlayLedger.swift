@@ -212,7 +212,7 @@ struct LedgerHead: Sendable {
                 head.segment = head.segment ?? "the ledger's head was behind its rows"
             }
         } else {
-            let id = UUID().uuidString.lowercased()
+            let id = ProcessRandom.uuid()
             head = LedgerHead(id: id, lastSequence: rowsSequence, chainPosition: rowsChain, chainHash: PlayLedger.genesis(id), segment: nil)
             if rowsSequence > 0 { head.segment = "plays recorded before this ledger began (ledger \(id))" }
         }

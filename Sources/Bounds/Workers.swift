@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+import Synchronization
 
 /// Threads of our own for work that must stay off the player's loop (decoding a creative,
 /// writing the outbox, an ad source's request, an HTTP exchange). With one thread, work runs
@@ -26,6 +27,10 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
 
     fileprivate let inbox = BlockingQueue<Job>()
     package let name: String
+    /// Jobs handed to any `Workers` and not finished yet, process-wide: a simulation moves its
+    /// clock only when nothing is in flight (docs/simulate.md), so that what a request answers
+    /// lands at the simulated instant it was asked, whatever the network's real time.
+    package static let inFlight = Atomic<Int>(0)
 
     /// `threads` threads named `name` (Linux keeps 15 bytes of a thread's name).
     package init(name: String, threads: Int = 1) {
@@ -41,10 +46,12 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
 
     /// Runs `work` on the thread, after what was handed over before.
     package func execute(_ work: @escaping @Sendable () -> Void) {
+        Self.inFlight.add(1, ordering: .relaxed)
         inbox.put(.work(work))
     }
 
     package func enqueue(_ job: consuming ExecutorJob) {
+        Self.inFlight.add(1, ordering: .relaxed)
         inbox.put(.task(UnownedJob(job)))
     }
 
@@ -62,10 +69,36 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
                 case .work(let work): work()
                 case .task(let task):
                     // A task preferring this executor keeps a reference to it while it runs.
-                    guard let executor else { continue }
-                    task.runSynchronously(on: executor.asUnownedTaskExecutor())
+                    if let executor { task.runSynchronously(on: executor.asUnownedTaskExecutor()) }
                 }
+                Workers.inFlight.subtract(1, ordering: .releasing)
             }
+        }
+    }
+}
+
+extension Task where Failure == any Error {
+    /// `Task { body }`, counted in `Workers.inFlight` from now until `body` returns: an
+    /// unstructured task runs on the global executor, not on a `Workers`, and a simulation
+    /// must still see it under way.
+    @discardableResult
+    package static func counted(_ body: sending @escaping @isolated(any) () async throws -> Success) -> Task<Success, any Error> {
+        Workers.inFlight.add(1, ordering: .relaxed)
+        return Task {
+            defer { Workers.inFlight.subtract(1, ordering: .releasing) }
+            return try await body()
+        }
+    }
+}
+
+extension Task where Failure == Never {
+    /// `Task { body }`, counted in `Workers.inFlight` until `body` returns (as above).
+    @discardableResult
+    package static func counted(_ body: sending @escaping @isolated(any) () async -> Success) -> Task<Success, Never> {
+        Workers.inFlight.add(1, ordering: .relaxed)
+        return Task {
+            defer { Workers.inFlight.subtract(1, ordering: .releasing) }
+            return await body()
         }
     }
 }

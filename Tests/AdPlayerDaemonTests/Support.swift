@@ -7,49 +7,6 @@ import ControlProtocol
 import Foundation
 import XCTest
 
-/// The scripted player as the controller's content player: loads take the script's media.
-extension ScriptedPlayer: ContentPlayer {
-    public func load(_ path: String, start: Double?, completion: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
-        let entry = load(path, start: start ?? 0)
-        loop.run { completion(.success(entry)) }
-    }
-
-    public func seek(_ seconds: Double, relative: Bool) throws {
-        seek(to: relative ? snapshot().position + seconds : seconds)
-    }
-
-    public func setSpeed(_ speed: Double) throws { setRate(speed) }
-    // The controller's tests look at the queue and the modes; audio and the screen are mpv's
-    // (DaemonTests check them on real mpv).
-    public func setVolume(_ percent: Double) throws {}
-    public func setMute(_ muted: Bool) throws {}
-    public func tracks() -> [PlayerTrack] { [] }
-    public func selectTrack(audio: Bool, _ choice: TrackSelection) throws {}
-    public func audioDevices() -> [PlayerAudioDevice] { [] }
-    public func screenshot(to path: String, withOverlays: Bool, completion: @escaping @Sendable (Result<Void, any Error>) -> Void) {
-        loop.run { completion(.failure(ControlError(.unavailable, "no screen"))) }
-    }
-    public func duration() -> Double? { itemDuration }
-    /// The script's media have no chapters.
-    public func cuePoints() -> [Double]? { snapshot().item == nil ? nil : [] }
-    /// The script's rule: an item whose name is an audio file's shows no video.
-    public var videoShown: Bool? {
-        guard let path = snapshot().item?.path else { return nil }
-        return !["m4a", "mp3", "wav", "flac", "ogg", "opus"].contains((path as NSString).pathExtension)
-    }
-    public func output() -> PlayerOutput { PlayerOutput(vo: "scripted", hwdecRequested: "no", hwdecCurrent: "no", droppedByDecoder: 0, droppedByOutput: 0) }
-    public func showLabel(_ text: String, seconds: Double) throws { ScriptedLabels.shown.withLock { $0.append((text, seconds)) } }
-    public func setBlanked(_ blanked: Bool) throws { ScriptedLabels.blanked.withLock { $0.append(blanked) } }
-    public func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void) {}
-}
-
-/// The labels `identify` put on the scripted player's screen.
-enum ScriptedLabels {
-    static let shown = Locked<[(text: String, seconds: Double)]>([])
-    /// Each `setBlanked` call, in order.
-    static let blanked = Locked<[Bool]>([])
-}
-
 /// A controller on a scripted player and virtual time, with a recording surface: the daemon's
 /// episode logic in process, in milliseconds. Loop-only calls off the loop are recorded.
 final class ControllerHarness: @unchecked Sendable {

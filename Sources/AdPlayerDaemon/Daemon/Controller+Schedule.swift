@@ -32,7 +32,7 @@ struct Scheduler {
     /// Content plays recorded like ad plays (`record-content-plays`): told each item's start and end.
     var onContent: (@Sendable (ContentPlay) -> Void)?
     /// This run's prefix of content plays' ids (unique across restarts).
-    let run = String(UInt64.random(in: 1...UInt64.max), radix: 16)
+    let run = String(ProcessRandom.uint64(in: 1...UInt64.max), radix: 16)
 
     static let recheck = 30.0
     /// The longest a boundary waits for a linear ad to end (its budget).

@@ -154,8 +154,9 @@ public struct PlayQueue: Sendable, Equatable {
     /// A new play order: `first` (the episode that plays) first, the others in a random order;
     /// or, for a new pass, not beginning with `notFirst` (just played).
     private mutating func reshuffle(first: Int? = nil, notFirst: Int? = nil) {
-        var rest = entries.indices.filter { $0 != first }.shuffled()
-        if let notFirst, rest.count > 1, rest.first == notFirst { rest.swapAt(0, Int.random(in: 1..<rest.count)) }
+        var generator = ProcessRandom.Generator()
+        var rest = entries.indices.filter { $0 != first }.shuffled(using: &generator)
+        if let notFirst, rest.count > 1, rest.first == notFirst { rest.swapAt(0, ProcessRandom.int(in: 1..<rest.count)) }
         order = (first.map { [$0] } ?? []) + rest
     }
 

@@ -13,7 +13,7 @@ public final class Ad: Sendable {
     init(kind: AdKind, creative: AdCreative, session: AdSession) {
         // Random rather than counted: no process-wide counter, and a collision of two
         // live ads in 2^64 is not a concern.
-        self.id = UInt64.random(in: 1...UInt64.max)
+        self.id = ProcessRandom.uint64(in: 1...UInt64.max)
         self.kind = kind
         self.creative = creative
         self.session = session

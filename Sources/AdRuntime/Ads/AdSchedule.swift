@@ -23,7 +23,7 @@ public struct ShowTime: Sendable, Equatable, Codable {
 
     /// The system's clocks now (`CLOCK_MONOTONIC`, the kernel's boot id).
     public static func now() -> ShowTime {
-        ShowTime(wall: Date().timeIntervalSince1970, monotonic: Double(MonotonicTime.now()) / 1e9, boot: bootID)
+        ShowTime(wall: SimulatedTime.wall(), monotonic: SimulatedTime.monotonic(), boot: SimulatedTime.isActive ? "simulation" : bootID)
     }
 
     private static let bootID: String = {

@@ -76,6 +76,10 @@ public final class VirtualLoop: PlayerLoop, @unchecked Sendable {
         }
     }
 
+    /// When the earliest timer falls due (loop time), nil with none: a simulation steps from one
+    /// to the next. A cancelled timer may still stand first (it runs nothing when reached).
+    public var nextDeadline: UInt64? { (try? sync { timers.nextDeadline() }) ?? nil }
+
     /// Timers scheduled and neither run nor cancelled.
     public var pendingTimerCount: Int { (try? sync { timers.pendingCount }) ?? 0 }
 

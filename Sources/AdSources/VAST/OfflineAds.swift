@@ -78,7 +78,7 @@ package final class OfflineAds: Sendable {
     /// disk when this returns.
     package func remember(_ entry: Entry) {
         state.withLock { state in
-            state.entries.removeAll { ($0.kind == entry.kind && $0.id == entry.id && $0.media == entry.media) || $0.expires <= Date().timeIntervalSince1970 }
+            state.entries.removeAll { ($0.kind == entry.kind && $0.id == entry.id && $0.media == entry.media) || $0.expires <= SimulatedTime.wall() }
             state.entries.insert(entry, at: 0)
             var counts: [String: Int] = [:]
             state.entries = state.entries.filter { e in
@@ -95,7 +95,7 @@ package final class OfflineAds: Sendable {
     /// An ad of `kind` that has not expired and whose file is in the cache (checked), in turn;
     /// nil if none.
     package func take(_ kind: AdKind) -> AdCreative? {
-        let now = Date().timeIntervalSince1970
+        let now = SimulatedTime.wall()
         let candidates = state.withLock { $0.entries.filter { $0.kind == kind.rawValue && $0.expires > now } }
         guard !candidates.isEmpty else { return nil }
         let start = state.withLock { state -> Int in

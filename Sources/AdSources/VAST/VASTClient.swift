@@ -199,10 +199,10 @@ public final class VASTClient: AdSource {
 
     public func prefetch(_ request: AdRequest) {
         guard request.podPosition == 0, !schedules.withLock({ $0[request.content.id] != nil }) else { return }
-        let now = Date().timeIntervalSince1970
+        let now = SimulatedTime.wall()
         prefetched.withLock { kept in
             if let current = kept[request.kind], current.content == request.content.id, current.until > now { return }
-            let task = Task { [self] in try await resolve(request, prefetching: true) }
+            let task = Task.counted { [self] in try await resolve(request, prefetching: true) }
             kept[request.kind] = Prefetched(content: request.content.id, task: task,
                                             until: now + min(configuration.prefetchLifetime, configuration.popDeadline ?? .infinity))
         }
@@ -212,7 +212,7 @@ public final class VASTClient: AdSource {
     /// fetch still under way is cancelled and has none).
     private func notUsed(_ task: Task<Resolution?, any Error>) {
         guard let onNotUsed = configuration.onNotUsed else { return task.cancel() }
-        Task {
+        Task.counted {
             guard let resolution = try? await task.value else { return }
             let creative = resolution.creative
             guard let urls = creative.tracking["notUsed"], !urls.isEmpty else { return }
@@ -226,7 +226,7 @@ public final class VASTClient: AdSource {
     private func takePrefetched(_ request: AdRequest) -> Task<Resolution?, any Error>? {
         prefetched.withLock { kept in
             guard let current = kept.removeValue(forKey: request.kind) else { return nil }
-            guard current.content == request.content.id, current.until > Date().timeIntervalSince1970 else {
+            guard current.content == request.content.id, current.until > SimulatedTime.wall() else {
                 notUsed(current.task)
                 return nil
             }
@@ -238,14 +238,14 @@ public final class VASTClient: AdSource {
     public func resolve(_ request: AdRequest, document: Data? = nil, prefetching: Bool = false) async throws -> Resolution? {
         // One id for the chain: this request, its wrappers, the ad's tracking URLs.
         var values = MacroContext(contentID: request.content.id, kind: request.kind, contentPlayhead: request.position,
-                                  playerSize: outputSize?.current, transactionID: UUID().uuidString.lowercased(), adCount: 1)
+                                  playerSize: outputSize?.current, transactionID: ProcessRandom.uuid(), adCount: 1)
         let url = Macros.expand(tag, values, policy)
         if document == nil, answersVMAP.withLock({ $0 }) {
             // One request of the schedule an episode, whatever asks first.
             let loadValues = values
             let load: Task<Void, any Error> = scheduleLoads.withLock { loads in
                 if let running = loads[request.content.id] { return running }
-                let task = Task { [self, loadValues, request, url] in
+                let task = Task.counted { [self, loadValues, request, url] in
                     let data = try await fetchTag(url)
                     guard VMAPDocument.looksLikeVMAP(data) else { throw VASTError(code: .schemaValidation, message: "the tag no longer answers VMAP") }
                     do {
@@ -286,7 +286,7 @@ public final class VASTClient: AdSource {
         defer {
             if let opened {
                 firstFetches.withLock { fetches in if fetches[request.content.id] === opened { fetches[request.content.id] = nil } }
-                Task { await opened.open() }
+                Task.counted { await opened.open() }
             }
         }
         let data: Data
@@ -431,13 +431,13 @@ public final class VASTClient: AdSource {
             creative.adServingID = ad.adServingID
             creative.universalAdID = ad.creatives.compactMap(\.universalAdID).first
             creative.source = "vast"
-            creative.expires = ad.expires.flatMap { Double($0) }.flatMap { $0 > 0 && $0 < 366 * 86_400 ? Date().addingTimeInterval($0) : nil }
+            creative.expires = ad.expires.flatMap { Double($0) }.flatMap { $0 > 0 && $0 < 366 * 86_400 ? SimulatedTime.date().addingTimeInterval($0) : nil }
             creative.transactionID = values.transactionID
             creative.adCount = values.adCount
             if let deadline = configuration.popDeadline {
                 creative.popDeadline = deadline
                 // Fetched now: not to be shown once the deadline has passed since.
-                let limit = Date().addingTimeInterval(deadline)
+                let limit = SimulatedTime.date().addingTimeInterval(deadline)
                 creative.expires = min(creative.expires ?? limit, limit)
             }
             return Resolution(creative: creative, chain: inherited.chain, media: media)
@@ -453,7 +453,7 @@ public final class VASTClient: AdSource {
         let creative = resolution.creative
         guard let media = resolution.media else { return }
         var expires = creative.expires?.timeIntervalSince1970
-            ?? (configuration.offlineLifetime > 0 ? Date().timeIntervalSince1970 + configuration.offlineLifetime : nil)
+            ?? (configuration.offlineLifetime > 0 ? SimulatedTime.wall() + configuration.offlineLifetime : nil)
         if configuration.popDeadline != nil, let limit = creative.expires?.timeIntervalSince1970 { expires = min(expires ?? limit, limit) }
         guard let expires else { return }
         var size: (Int?, Int?) = (nil, nil)
@@ -560,7 +560,7 @@ public final class VASTClient: AdSource {
     /// time a URL; a failure only means it streams again next time).
     private func cacheInBackground(_ url: String) {
         guard downloads.withLock({ $0.insert(url).inserted }) else { return }
-        Task { [self] in
+        Task.counted { [self] in
             _ = try? await cache.fetch(url, with: fetcher, limits: videoLimits)
             downloads.withLock { _ = $0.remove(url) }
         }
