@@ -36,6 +36,11 @@ public struct HTTPRequest: Sendable, Equatable {
 public struct HTTPResponse: Sendable, Equatable {
     public var status: Int
     public var body: Data
+
+    public init(status: Int, body: Data) {
+        self.status = status
+        self.body = body
+    }
 }
 
 /// Why a fetch gave nothing usable, naming the URL once.

@@ -17,10 +17,11 @@ let tools: [String: ([String]) throws -> Int32] = [
     "plays": { try PlaysCommand(arguments: $0).run() },
     "check-config": { try CheckConfigCommand(arguments: $0).run() },
     "schedule-check": { try ScheduleCheckCommand(arguments: $0).run() },
+    "simulate": { try SimulateCommand(arguments: $0).run() },
     "web": { try execSibling("adplayerd-web", $0) },
     "mqtt": { try execSibling("adplayerd-mqtt", $0) },
 ]
-let usage = [DaemonCommand.usage, CheckConfigCommand.usage, BeaconsCommand.usage, PlaysCommand.usage, AdsCheckCommand.usage, ScheduleCheckCommand.usage,
+let usage = [DaemonCommand.usage, CheckConfigCommand.usage, BeaconsCommand.usage, PlaysCommand.usage, AdsCheckCommand.usage, ScheduleCheckCommand.usage, SimulateCommand.usage,
              "usage: adplayerd web …            the status page, health and metrics over HTTP (adplayerd-web --help; docs/web.md)",
              "usage: adplayerd mqtt …           the fleet bridge to an MQTT broker (adplayerd-mqtt --help; docs/fleet.md)",
              "  (The developer tools, play and bench-*, are adplayerd-dev's.)"].joined(separator: "\n")

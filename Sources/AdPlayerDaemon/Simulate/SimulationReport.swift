@@ -1,0 +1,77 @@
+import ControlProtocol
+import Foundation
+
+/// What a simulation tells: `report.xml` (JUnit, one test case a rule, each failure its
+/// ad, time and evidence — what CI systems read) and `summary.txt` (for a person).
+public enum SimulationReport {
+    /// The JUnit XML of `results` (the common schema of Jenkins, GitLab, GitHub's reporters and
+    /// `junitparser`). Deterministic: no wall-clock time, no host name.
+    public static func junit(_ results: [SimulationRules.Result], outcome: Simulation.Outcome) -> String {
+        let failed = results.filter { !$0.passed }.count
+        var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        xml += "<testsuites name=\"adplayerd simulate\" tests=\"\(results.count)\" failures=\"\(failed)\" errors=\"0\" time=\"0\">\n"
+        xml += "  <testsuite name=\"rules\" tests=\"\(results.count)\" failures=\"\(failed)\" errors=\"0\" skipped=\"0\" time=\"0\" "
+            + "timestamp=\"\(escape(ISO8601.format(outcome.from)))\">\n"
+        xml += "    <properties>\n"
+        for (name, value) in [("from", ISO8601.format(outcome.from)), ("for", String(format: "%g s", outcome.seconds)),
+                              ("ads", outcome.configuration.ads.joined(separator: " ")),
+                              ("library", outcome.configuration.library.joined(separator: " "))] {
+            xml += "      <property name=\"\(escape(name))\" value=\"\(escape(value))\"/>\n"
+        }
+        xml += "    </properties>\n"
+        for result in results {
+            xml += "    <testcase classname=\"adplayerd.simulate\" name=\"\(escape(result.name))\" time=\"0\">\n"
+            if !result.passed {
+                let first = result.failures[0]
+                let details = result.failures.prefix(1000).map { "\(ISO8601.format($0.at)) \($0.message)" }.joined(separator: "\n")
+                    + (result.failures.count > 1000 ? "\n… and \(result.failures.count - 1000) more" : "")
+                xml += "      <failure type=\"rule\" message=\"\(escape("\(result.failures.count) failure\(result.failures.count == 1 ? "" : "s"); first: \(first.message)"))\">"
+                    + escape(details) + "</failure>\n"
+            }
+            xml += "      <system-out>\(escape(result.checked))</system-out>\n"
+            xml += "    </testcase>\n"
+        }
+        xml += "  </testsuite>\n</testsuites>\n"
+        return xml
+    }
+
+    /// Text for XML: the five entities, and control characters (which XML 1.0 forbids) as `\u{…}`.
+    static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&apos;"
+            case "\n", "\t": out.unicodeScalars.append(scalar)
+            default:
+                if scalar.value < 0x20 || (0xFFFE...0xFFFF).contains(scalar.value) || (0xD800...0xDFFF).contains(scalar.value) {
+                    out += "\\u{\(String(scalar.value, radix: 16))}"
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out
+    }
+
+    public static func summary(_ results: [SimulationRules.Result], outcome: Simulation.Outcome, plays: Int) -> String {
+        let requests = outcome.exchanges.filter { $0.kind == .request }.count
+        let beacons = outcome.exchanges.filter { $0.kind == .beacon }.count
+        let started = outcome.adEvents.filter { if case .started = $0.event { true } else { false } }.count
+        var lines = ["adplayerd simulate: \(ISO8601.format(outcome.from)) + \(String(format: "%g", outcome.seconds)) s: "
+                     + "\(started) ads started, \(plays) plays in the ledger, \(requests) ad requests, \(beacons) beacons"]
+        for result in results {
+            lines.append("  \(result.passed ? "PASS" : "FAIL") \(result.name): \(result.checked)"
+                         + (result.passed ? "" : ", \(result.failures.count) failure\(result.failures.count == 1 ? "" : "s")"))
+            for failure in result.failures.prefix(5) { lines.append("       \(ISO8601.format(failure.at)) \(OneLine.escape(failure.message))") }
+            if result.failures.count > 5 { lines.append("       … \(result.failures.count - 5) more in report.xml") }
+        }
+        let failed = results.filter { !$0.passed }.count
+        lines.append(failed == 0 ? "every rule held" : "\(failed) rule\(failed == 1 ? "" : "s") failed")
+        return lines.joined(separator: "\n") + "\n"
+    }
+}

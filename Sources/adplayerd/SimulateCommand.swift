@@ -1,0 +1,201 @@
+import AdPlayerDaemon
+import AdRuntime
+import AdSources
+import AdTracking
+import ControlProtocol
+import Foundation
+import MpvPlayerAdapter
+
+/// `adplayerd simulate` (issue 38, docs/simulate.md): the daemon's ad code on simulated time
+/// against a real ad server; every request and beacon recorded; the rules checked. Exit 0 when
+/// every rule held, 1 when one failed, 2 on bad usage.
+struct SimulateCommand {
+    static let usage = """
+        usage: adplayerd simulate [--config FILE] [--library DIR]... [--ads SOURCE]... [--schedule FILE]
+                                  --from TIME --for DURATION [--viewer SCRIPT.json] [--seed N] [--virtual]
+                                  [--send-beacons] [--replay FILE.har] [--expect FILE.json] --out DIR [--KEY VALUE]...
+          plays DURATION (24h, 90m, 3600s) from TIME (ISO 8601 or seconds since 1970) on simulated time; writes
+          timeline.jsonl, requests.har, plays.csv, report.xml (JUnit) and summary.txt in DIR (docs/simulate.md)
+        """
+
+    /// Our own flags; every other is a configuration key (docs/configuration.md).
+    static let own: [String: CommandLineArguments.Kind] = ["from": .value, "for": .value, "viewer": .value, "seed": .value, "virtual": .flag,
+                                                          "speed": .value, "send-beacons": .flag, "replay": .value, "out": .value,
+                                                          "expect": .value]
+
+    let arguments: [String]
+
+    func run() throws -> Int32 {
+        // Split: ours, then the configuration's (flags with a value each).
+        var mine: [String] = []
+        var rest: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            let key = argument.hasPrefix("--") ? String(argument.dropFirst(2).prefix { $0 != "=" }) : ""
+            if let kind = Self.own[key] {
+                mine.append(argument)
+                if kind == .value, !argument.contains("="), index + 1 < arguments.count {
+                    mine.append(arguments[index + 1])
+                    index += 1
+                }
+            } else {
+                rest.append(argument)
+                if argument.hasPrefix("--"), !argument.contains("="), index + 1 < arguments.count {
+                    rest.append(arguments[index + 1])
+                    index += 1
+                }
+            }
+            index += 1
+        }
+        let parsed = try CommandLineArguments(mine, spec: Self.own)
+        guard parsed.positional.isEmpty else { throw UsageError(Self.usage) }
+        if let speed = parsed.value("speed") {
+            throw UsageError("--speed \(speed): real-time playback on libmpv is not in this version of simulate; use --virtual (the default; docs/simulate.md)")
+        }
+        guard let fromText = parsed.value("from"), let lengthText = parsed.value("for"), let out = parsed.value("out") else {
+            throw UsageError("simulate needs --from, --for and --out\n" + Self.usage)
+        }
+        guard let from = Double(fromText) ?? ISO8601.parse(fromText), from > 0 else {
+            throw UsageError("--from: \(fromText) is not ISO 8601 (2026-12-05T06:00:00Z) or seconds since 1970")
+        }
+        let seconds: Double
+        do {
+            seconds = try Seconds.parseLength(lengthText, .span, field: "--for")
+        } catch {
+            throw UsageError("\(error)")
+        }
+        guard seconds > 0 else { throw UsageError("--for: give a length above 0") }
+        var seed: UInt64 = 1
+        if let text = parsed.value("seed") {
+            guard let value = UInt64(text) else { throw UsageError("--seed: \(text) is not a whole number from 0 to \(UInt64.max)") }
+            seed = value
+        }
+        let configuration: Configuration
+        do {
+            configuration = try Configuration.load(arguments: rest)
+        } catch {
+            throw UsageError("\(error)")
+        }
+        guard !configuration.library.isEmpty || configuration.schedule != nil else { throw UsageError("simulate needs --library DIR (or a configuration with one)") }
+        var viewer = ViewerScript()
+        if let file = parsed.value("viewer") {
+            viewer = try ViewerScript.parse(try Self.read(file, "--viewer"), from: from)
+        }
+        var replay: [RecordedExchange]?
+        if let file = parsed.value("replay") {
+            replay = try HAR.read(try Self.read(file, "--replay"))
+        }
+        var caps = Self.catalogCaps(configuration)
+        if let file = parsed.value("expect") {
+            for (id, cap) in try Self.expectations(try Self.read(file, "--expect"), timeZone: configuration.timeZone) { caps[id] = cap }
+        }
+
+        // The outputs' folder, and a private one beside them for the run's state.
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        let work = out + "/.work-\(getpid())"
+        try? FileManager.default.removeItem(atPath: work)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        var settings = Simulation.Settings(configuration: configuration, from: from, seconds: seconds, workFolder: work) { MediaProbe.duration($0) }
+        settings.seed = seed
+        settings.viewer = viewer
+        settings.sendBeacons = parsed.flag("send-beacons")
+        settings.replay = replay
+
+        let outcome = try Simulation(settings).run()
+        let results = SimulationRules.check(outcome, caps: caps, sentBeacons: settings.sendBeacons)
+        let plays = try PlayRecord.readChain(path: outcome.statePath, since: nil, afterSequence: nil)
+
+        let timeline = outcome.timeline.map { $0.json.text + "\n" }.joined()
+        let har = HAR.document(outcome.exchanges, creator: Product.version).text + "\n"
+        let csv = PlaysCommand.doohLog(plays, screen: "simulation").map { $0 + "\n" }.joined()
+        let report = SimulationReport.junit(results, outcome: outcome)
+        let summary = SimulationReport.summary(results, outcome: outcome, plays: plays.count)
+        try AtomicFile.replace([(out + "/timeline.jsonl", Data(timeline.utf8)), (out + "/requests.har", Data(har.utf8)),
+                                (out + "/plays.csv", Data(csv.utf8)), (out + "/report.xml", Data(report.utf8)),
+                                (out + "/summary.txt", Data(summary.utf8))], mode: 0o644, durable: false)
+        print(summary, terminator: "")
+        return results.allSatisfy(\.passed) ? 0 : 1
+    }
+
+    static func read(_ file: String, _ flag: String) throws -> Data {
+        do {
+            return try SafeFile.read(file, maxBytes: 1 << 30)
+        } catch {
+            throw UsageError("\(flag) \(error)")
+        }
+    }
+
+    /// The caps, dayparts and flights of the configuration's catalogs, by creative id.
+    static func catalogCaps(_ configuration: Configuration) -> [String: SimulationRules.Cap] {
+        var caps: [String: SimulationRules.Cap] = [:]
+        for spec in configuration.ads where !spec.contains("://") {
+            guard let catalog = try? LocalCatalog(folder: URL(fileURLWithPath: spec, isDirectory: true), timeZone: configuration.timeZone) else { continue }
+            for entry in catalog.entries {
+                let schedule = entry.schedule
+                var cap = SimulationRules.Cap()
+                cap.perHour = schedule.perHour
+                cap.perDay = schedule.perDay
+                cap.perEpisode = entry.maxPerEpisode ?? schedule.perEpisode
+                cap.minInterval = schedule.minInterval ?? schedule.perHour.map { 3600 / Double($0) }
+                cap.daypart = schedule.daypart
+                cap.flightStart = schedule.flightStart?.timeIntervalSince1970
+                cap.flightEnd = schedule.flightEnd?.timeIntervalSince1970
+                if cap != SimulationRules.Cap() { caps[entry.id] = cap }
+            }
+        }
+        return caps
+    }
+
+    /// `--expect FILE.json`: what ad servers promised of their creatives, by creative id:
+    /// `{"creatives": {"ID": {"per_hour": 2, "per_day": 10, "per_episode": 1, "min_interval": 600,
+    /// "daypart": "mon-fri 09:00-17:00", "flight_start": "…", "flight_end": "…"}}}`.
+    static func expectations(_ data: Data, timeZone: TimeZone) throws -> [String: SimulationRules.Cap] {
+        guard case .object(let top)? = try? JSONValue.parse(data), case .object(let creatives)? = top["creatives"] else {
+            throw UsageError("--expect: expected {\"creatives\": {\"ID\": {...}}}")
+        }
+        var caps: [String: SimulationRules.Cap] = [:]
+        for (id, value) in creatives {
+            guard case .object(let fields) = value else { throw UsageError("--expect: creatives.\(id): expected an object") }
+            var cap = SimulationRules.Cap()
+            for (key, value) in fields {
+                let field = "--expect: creatives.\(id).\(key)"
+                func count() throws -> Int {
+                    guard case .int(let n) = value, n >= 1, n <= 1_000_000 else { throw UsageError("\(field): a whole number from 1") }
+                    return Int(n)
+                }
+                func text() throws -> String {
+                    guard case .string(let text) = value else { throw UsageError("\(field): expected a string") }
+                    return text
+                }
+                func instant() throws -> Double {
+                    let text = try text()
+                    guard let date = EntrySchedule.date(text, timeZone: timeZone) else { throw UsageError("\(field): \(text) is not an ISO 8601 time") }
+                    return date.timeIntervalSince1970
+                }
+                switch key {
+                case "per_hour": cap.perHour = try count()
+                case "per_day": cap.perDay = try count()
+                case "per_episode": cap.perEpisode = try count()
+                case "min_interval":
+                    switch value {
+                    case .int(let n) where n >= 0: cap.minInterval = Double(n)
+                    case .number(let n) where n >= 0 && n.isFinite: cap.minInterval = n
+                    default: throw UsageError("\(field): seconds")
+                    }
+                case "daypart":
+                    do {
+                        cap.daypart = try WeeklyHours(try text(), timeZone: timeZone, key: "daypart")
+                    } catch {
+                        throw UsageError("\(field): \(error)")
+                    }
+                case "flight_start": cap.flightStart = try instant()
+                case "flight_end": cap.flightEnd = try instant()
+                default: throw UsageError("\(field): not one of per_hour, per_day, per_episode, min_interval, daypart, flight_start, flight_end")
+                }
+            }
+            caps[id] = cap
+        }
+        return caps
+    }
+}
