@@ -26,6 +26,7 @@ packages=(
   x11-utils         # xprop: a test plays the window manager that minimizes mpv's window (R13)
   fonts-dejavu-core # text overlays (libass needs a font)
   tzdata            # display-hours in the box's time zone (timezone = Europe/Paris), DST included
+  python3-junitparser # simulate: its report.xml read back by a JUnit parser (SimulateTests)
   libfaketime       # the schedule test: a daemon whose wall clock starts at a chosen instant (libfaketime preloaded)
   v4l-utils         # cec-ctl: the display put in standby and woken over HDMI-CEC (display-hours; the tests use a stand-in)
   chromium          # the web page's test: a real browser, headless (docs/web.md)

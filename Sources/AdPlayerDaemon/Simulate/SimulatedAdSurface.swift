@@ -23,16 +23,22 @@ public final class SimulatedAdSurface: AdSurface, @unchecked Sendable {
         var lastTick: UInt64?
     }
 
-    public init(loop: any PlayerLoop) {
+    /// Told of every overlay or pause ad put up (true) and taken down (false), on the loop.
+    private let onScreen: @Sendable (UInt64, Bool) -> Void
+
+    public init(loop: any PlayerLoop, onScreen: @escaping @Sendable (UInt64, Bool) -> Void = { _, _ in }) {
         self.loop = loop
+        self.onScreen = onScreen
     }
 
     public func present(_ presentation: AdPresentation) throws {
         loop.requireInLoop()
+        onScreen(presentation.id, true)
     }
 
     public func dismiss(_ id: UInt64) throws {
         loop.requireInLoop()
+        onScreen(id, false)
     }
 
     public func playPostroll(_ presentation: AdPresentation, reporter: PostrollReporter) throws {

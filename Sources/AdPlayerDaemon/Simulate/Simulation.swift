@@ -55,6 +55,8 @@ public final class Simulation: @unchecked Sendable {
         public var adEvents: [(at: Double, event: AdEvent)]
         public var playerEvents: [(at: Double, change: PlayerChange, snapshot: PlayerSnapshot)]
         public var viewerSteps: [(at: Double, label: String, result: String)]
+        /// Overlays and pause ads put on the surface (true) and taken off it, by ad id.
+        public var surface: [(at: Double, id: UInt64, shown: Bool)]
         /// The state database (the ledger: plays.csv), closed.
         public var statePath: String
         public var popDeadline: Double?
@@ -73,6 +75,7 @@ public final class Simulation: @unchecked Sendable {
     private let adEvents = Locked<[(at: Double, event: AdEvent)]>([])
     private let playerEvents = Locked<[(at: Double, change: PlayerChange, snapshot: PlayerSnapshot)]>([])
     private let viewerSteps = Locked<[(at: Double, label: String, result: String)]>([])
+    private let surfaceEvents = Locked<[(at: Double, id: UInt64, shown: Bool)]>([])
     private let problems = Locked<[String]>([])
     private let beaconExchanges = Locked<[RecordedExchange]>([])
 
@@ -104,7 +107,9 @@ public final class Simulation: @unchecked Sendable {
         try FileManager.default.createDirectory(atPath: settings.workFolder, withIntermediateDirectories: true)
         let statePath = settings.workFolder + "/adplayerd.sqlite"
         let log = Logger(level: .error)
-        let store = try StateStore(path: statePath, log: log)
+        // The queue, positions and frequency counters: in memory (a day of episodes saves its
+        // position thousands of times; nothing of it outlives the run).
+        let store = try StateStore(path: ":memory:", log: log)
         var outboxConfiguration = configuration.outbox
         outboxConfiguration.ownsLedger = true
         let outbox = try BeaconOutbox(path: statePath, configuration: outboxConfiguration, sender: NoBeaconSender(), clock: clock,
@@ -144,7 +149,11 @@ public final class Simulation: @unchecked Sendable {
         defer { source?.cleanup() }
 
         let player = ScriptedPlayer(loop: loop)
-        let surface = SimulatedAdSurface(loop: loop)
+        let surface = SimulatedAdSurface(loop: loop) { [weak self] id, shown in
+            guard let self else { return }
+            let at = wallNow()
+            surfaceEvents.withLock { $0.append((at, id, shown)) }
+        }
         var adsConfiguration = VideoAdsConfiguration()
         let workers = Workers(name: "adplayerd-ads", threads: 1)
         adsConfiguration.executor = workers
@@ -223,7 +232,7 @@ public final class Simulation: @unchecked Sendable {
             .sorted { ($0.0.started, $0.1, $0.2) < ($1.0.started, $1.1, $1.2) }.map(\.0)
         return Outcome(timeline: timeline.withLock { $0 }.sorted { ($0.at, $0.order) < ($1.at, $1.order) },
                        exchanges: exchanges, adEvents: adEvents.withLock { $0 }, playerEvents: playerEvents.withLock { $0 },
-                       viewerSteps: viewerSteps.withLock { $0 }, statePath: statePath, popDeadline: configuration.popDeadline,
+                       viewerSteps: viewerSteps.withLock { $0 }, surface: surfaceEvents.withLock { $0 }, statePath: statePath, popDeadline: configuration.popDeadline,
                        configuration: configuration, from: from, seconds: settings.seconds, problems: problems.withLock { $0 })
     }
 
@@ -245,6 +254,7 @@ public final class Simulation: @unchecked Sendable {
             try? loop.sync {}
             if Workers.inFlight.load(ordering: .acquiring) == 0 || said { break }
         }
+        guard outbox.pendingCount() > 0 else { return }
         for (beacon, url) in outbox.drainForSimulation() { deliver(beacon, url) }
     }
 

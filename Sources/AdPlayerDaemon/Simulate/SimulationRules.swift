@@ -370,7 +370,18 @@ public enum SimulationRules {
     /// viewer's, a break's hold, the end, another episode) ends it at that instant.
     static func overlaysOnPause(_ outcome: Simulation.Outcome, _ ads: [Ad]) -> Result {
         var failures: [Failure] = []
-        let overlays = ads.filter { $0.kind == .overlay && $0.started != nil }
+        let overlays = Dictionary(ads.filter { $0.kind == .overlay }.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        // When each overlay was on the surface: [up, down), down nil while still up at the end.
+        var intervals: [(ad: Ad, up: Double, down: Double?)] = []
+        var up: [UInt64: Double] = [:]
+        for (at, id, shown) in outcome.surface where overlays[id] != nil {
+            if shown {
+                up[id] = up[id] ?? at
+            } else if let since = up.removeValue(forKey: id) {
+                intervals.append((overlays[id]!, since, at))
+            }
+        }
+        for (id, since) in up.sorted(by: { $0.key < $1.key }) { intervals.append((overlays[id]!, since, nil)) }
         var pauses = 0
         for (at, change, _) in outcome.playerEvents {
             let stopping: String
@@ -382,12 +393,13 @@ public enum SimulationRules {
             default: continue
             }
             pauses += 1
-            for overlay in overlays where overlay.started! < at && (overlay.ended.map { $0 > at } ?? true) {
-                failures.append(Failure(at: at, message: "\(name(overlay)) was still on screen when \(stopping) at \(time(at))"
-                                        + (overlay.ended.map { "; it ended at \(time($0))" } ?? "; it never ended")))
+            for interval in intervals where interval.up < at && (interval.down.map { $0 > at } ?? true) {
+                failures.append(Failure(at: at, message: "\(name(interval.ad)) was still on screen when \(stopping) at \(time(at))"
+                                        + (interval.down.map { "; it came down at \(time($0))" } ?? "; it never came down")))
             }
         }
-        return Result(name: "overlays-end-on-pause", checked: "\(overlays.count) overlays, \(pauses) pauses and ends", failures: failures)
+        return Result(name: "overlays-end-on-pause", checked: "\(overlays.count) overlays, \(intervals.count) times on screen, \(pauses) pauses and ends",
+                      failures: failures)
     }
 
     /// The simulation itself did what it was asked (its sources made, its work settled).
