@@ -12,11 +12,17 @@ import Synchronization
 /// latency figures, deadlines of waits and the creative cache keep the system's clocks.
 public enum SimulatedTime {
     private static let active = Atomic<Bool>(false)
-    private static let clock = Locked<(@Sendable () -> (wall: Double, monotonic: Double))?>(nil)
+    /// A class, so that the closure is stored and read as it is (a closure in a generic box is
+    /// re-wrapped at every read).
+    private final class Source: Sendable {
+        let now: @Sendable () -> (wall: Double, monotonic: Double)
+        init(_ now: @escaping @Sendable () -> (wall: Double, monotonic: Double)) { self.now = now }
+    }
+    private static let clock = Locked<Source?>(nil)
 
     /// From now on, `wall()` and `monotonic()` are `now()`'s (seconds since 1970, seconds).
     public static func install(_ now: @escaping @Sendable () -> (wall: Double, monotonic: Double)) {
-        clock.withLock { $0 = now }
+        clock.withLock { $0 = Source(now) }
         active.store(true, ordering: .releasing)
     }
 
@@ -24,7 +30,7 @@ public enum SimulatedTime {
 
     /// The wall clock, seconds since 1970.
     public static func wall() -> Double {
-        if active.load(ordering: .relaxed), let now = clock.withLock({ $0 }) { return now().wall }
+        if active.load(ordering: .relaxed), let source = clock.withLock({ $0 }) { return source.now().wall }
         return Date().timeIntervalSince1970
     }
 
@@ -32,7 +38,7 @@ public enum SimulatedTime {
 
     /// Seconds of a clock that never jumps (`CLOCK_MONOTONIC`).
     public static func monotonic() -> Double {
-        if active.load(ordering: .relaxed), let now = clock.withLock({ $0 }) { return now().monotonic }
+        if active.load(ordering: .relaxed), let source = clock.withLock({ $0 }) { return source.now().monotonic }
         return Double(MonotonicTime.now()) / 1e9
     }
 }

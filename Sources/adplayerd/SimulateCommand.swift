@@ -93,7 +93,11 @@ struct SimulateCommand {
 
         // The outputs' folder, and a private one beside them for the run's state.
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
-        let work = out + "/.work-\(getpid())"
+        // The run's state: on /dev/shm when there is one (a day of plays is thousands of synced
+        // ledger writes, free on tmpfs, seconds on a disk), else beside the outputs.
+        var shm = stat()
+        let base = stat("/dev/shm", &shm) == 0 && access("/dev/shm", W_OK) == 0 ? "/dev/shm" : out
+        let work = base + "/.adplayerd-simulate-\(getpid())"
         try? FileManager.default.removeItem(atPath: work)
         defer { try? FileManager.default.removeItem(atPath: work) }
         var settings = Simulation.Settings(configuration: configuration, from: from, seconds: seconds, workFolder: work) { MediaProbe.duration($0) }

@@ -79,7 +79,6 @@ public final class SimulationHTTP: BoundedFetcher {
                 throw FetchError(kind: .network("no answer recorded for it (--replay)"), url: request.url)
             }
             let answer = recording[index]
-            entry.comment = "replay of the recorded entry \(index + 1)"
             if let failure = answer.failure {
                 entry.failure = failure
                 throw FetchError(kind: .network("recorded: \(failure)"), url: request.url)

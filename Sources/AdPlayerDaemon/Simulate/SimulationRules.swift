@@ -367,7 +367,8 @@ public enum SimulationRules {
     }
 
     /// The seed's rule: an overlay is on screen over playing content only; any pause (the
-    /// viewer's, a break's hold, the end, another episode) ends it at that instant.
+    /// viewer's, a break's hold, the end, another episode) ends it at that instant — except
+    /// while the output is hidden, where it freezes instead (R13).
     static func overlaysOnPause(_ outcome: Simulation.Outcome, _ ads: [Ad]) -> Result {
         var failures: [Failure] = []
         let overlays = Dictionary(ads.filter { $0.kind == .overlay }.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
@@ -382,8 +383,16 @@ public enum SimulationRules {
             }
         }
         for (id, since) in up.sorted(by: { $0.key < $1.key }) { intervals.append((overlays[id]!, since, nil)) }
+        // While the output is hidden an overlay freezes through a pause instead (R13).
+        var background: [(at: Double, on: Bool)] = []
+        for entry in outcome.timeline {
+            if case .object(let fields) = entry.json, fields["event"] == .string("player.background"), case .bool(let on)? = fields["background"] {
+                background.append((entry.at, on))
+            }
+        }
+        func hidden(at instant: Double) -> Bool { background.last { $0.at <= instant }?.on ?? false }
         var pauses = 0
-        for (at, change, _) in outcome.playerEvents {
+        for (at, change, _) in outcome.playerEvents where !hidden(at: at) {
             let stopping: String
             switch change {
             case .paused: stopping = "the content paused"

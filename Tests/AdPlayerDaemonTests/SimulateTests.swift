@@ -1,0 +1,190 @@
+import AdPlayerDaemon
+import AdTestSupport
+import ControlProtocol
+import Foundation
+import XCTest
+
+/// `adplayerd simulate` (issue 38, docs/simulate.md) as an integration tester runs it: the
+/// program against the tests' loopback VAST/VMAP server, its outputs read back — the report by
+/// a JUnit parser from Debian (python3-junitparser), as a CI system would.
+final class SimulateTests: XCTestCase {
+    private var server: FixtureServer!
+    private var folder: String!
+
+    override func setUpWithError() throws {
+        server = try FixtureServer(script: "vast_server.py")
+        folder = NSTemporaryDirectory() + "simulate-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: folder + "/library", withIntermediateDirectories: true)
+        for name in ["episode-10s.mp4", "episode-long.mp4"] {
+            try FileManager.default.copyItem(atPath: try Media.path(name), toPath: folder + "/library/" + name)
+        }
+    }
+
+    override func tearDownWithError() throws {
+        server.stop()
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    /// A version 2 catalog of text overlays: one capped, one in a daypart, two of one advertiser.
+    private func catalog() throws -> String {
+        let path = folder + "/catalog"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try Data("""
+            {"version": 2, "overlays": [
+              {"id": "capped", "text": "Capped", "slots": [{"start": 1, "duration": 2}], "cap": {"per_hour": 2}},
+              {"id": "mornings", "text": "Mornings", "slots": [{"start": 4, "duration": 2}],
+               "daypart": [{"days": ["mon", "tue", "wed", "thu", "fri", "sat", "sun"], "from": "06:00", "to": "12:00"}]},
+              {"id": "car-a", "text": "Car A", "slots": [{"start": 12, "duration": 3}], "advertiser": "Autos"},
+              {"id": "car-b", "text": "Car B", "slots": [{"start": 20, "duration": 3}], "advertiser": "Autos"}
+            ]}
+            """.utf8).write(to: URL(fileURLWithPath: path + "/catalog.json"))
+        return path
+    }
+
+    private func viewer() throws -> String {
+        let path = folder + "/viewer.json"
+        try Data("""
+            {"steps": [
+              {"at": 5, "every": 3600, "do": "pause", "for": 20},
+              {"at": "00:30:00", "every": 7200, "do": "background", "for": 60},
+              {"content": 2, "episode": 2, "do": "seek", "to": 8},
+              {"content": 25, "do": "pause", "for": 3},
+              {"at": "01:00:05", "do": "next"},
+              {"at": "02:00:00", "do": "speed", "value": 2},
+              {"at": "03:00:00", "do": "speed", "value": 1}
+            ]}
+            """.utf8).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    @discardableResult
+    private func simulate(_ arguments: [String], out: String, expect status: Int32, file: StaticString = #filePath, line: UInt = #line) throws -> String {
+        let result = try runProcess(Executables.adplayerd, ["simulate", "--library", folder + "/library", "--from", "2026-12-07T05:00:00Z",
+                                                            "--timezone", "UTC", "--out", out] + arguments)
+        let text = String(decoding: result.output, as: UTF8.self)
+        XCTAssertEqual(result.status, status, text, file: file, line: line)
+        return text
+    }
+
+    /// The rules of `report.xml` as junitparser reads them: name → failure message (nil: passed).
+    private func junit(_ path: String) throws -> [String: String?] {
+        let script = """
+            import json, sys
+            from junitparser import JUnitXml, Failure
+            xml = JUnitXml.fromfile(sys.argv[1])
+            out = {}
+            for suite in xml:
+                for case in suite:
+                    failures = [r for r in case.result if isinstance(r, Failure)]
+                    out[case.name] = failures[0].message if failures else None
+            print(json.dumps(out))
+            """
+        let result = try runProcess("/usr/bin/python3", ["-c", script, path], mergeErrors: false)
+        XCTAssertEqual(result.status, 0, String(decoding: result.errors, as: UTF8.self))
+        let parsed = try JSONSerialization.jsonObject(with: result.output) as? [String: Any] ?? [:]
+        return parsed.mapValues { $0 as? String }
+    }
+
+    private func files(_ out: String) throws -> [String: Data] {
+        var files: [String: Data] = [:]
+        for name in ["timeline.jsonl", "requests.har", "plays.csv", "report.xml", "summary.txt"] {
+            files[name] = try Data(contentsOf: URL(fileURLWithPath: out + "/" + name))
+        }
+        return files
+    }
+
+    /// 24 hours of a catalog (version 2: a cap, a daypart, an advertiser's separation) and a
+    /// VMAP ad server, with a viewer who pauses, backgrounds, seeks, changes episode and speed:
+    /// every rule holds; the report is valid JUnit; and a second run with the same inputs and
+    /// seed writes the same bytes. (On the 2-core development machine, debug build: about 30 s
+    /// a run; docs/simulate.md.)
+    func testADayOfACatalogAndVMAPHoldsEveryRuleAndRepeatsByteForByte() throws {
+        let arguments = ["--for", "24h", "--ads", try catalog(), "--ads", server.base + "/vast/vmap-episode.xml", "--ad-separation", "30",
+                         "--viewer", try viewer(), "--seed", "7"]
+        let started = Date()
+        let summary = try simulate(arguments, out: folder + "/one", expect: 0)
+        let seconds = Date().timeIntervalSince(started)
+        print("simulate: 24 h simulated in \(String(format: "%.1f", seconds)) s of real time")
+        XCTAssertTrue(summary.contains("every rule held"), summary)
+        let rules = try junit(folder + "/one/report.xml")
+        XCTAssertEqual(Set(rules.keys), Set(SimulationRules.names))
+        for (name, failure) in rules { XCTAssertNil(failure, name) }
+
+        let one = try files(folder + "/one")
+        let timeline = String(decoding: one["timeline.jsonl"]!, as: UTF8.self).split(separator: "\n")
+        XCTAssertTrue(timeline.contains { $0.contains("\"ad_id\":\"capped\"") && $0.contains("ad.started") }, "the catalog's overlays showed")
+        XCTAssertTrue(timeline.contains { $0.contains("\"ad_id\":\"vmap-mid\"") && $0.contains("ad.started") }, "the VMAP's mid-roll played")
+        XCTAssertTrue(timeline.contains { $0.contains("\"event\":\"viewer\"") && $0.contains("pause for 20 s") })
+        XCTAssertTrue(timeline.last!.contains("2026-12-08T05:00:00.000Z"), "the run ends 24 h after --from: \(timeline.last!)")
+        // Beacons recorded, not sent: the server heard none.
+        XCTAssertEqual(try server.counts(), [:])
+        let har = try JSONSerialization.jsonObject(with: one["requests.har"]!) as? [String: Any]
+        let entries = ((har?["log"] as? [String: Any])?["entries"] as? [[String: Any]]) ?? []
+        let beacons = entries.filter { $0["_kind"] as? String == "beacon" }
+        XCTAssertFalse(beacons.isEmpty)
+        for beacon in beacons {
+            XCTAssertEqual((beacon["response"] as? [String: Any])?["status"] as? Int, 0)
+            XCTAssertEqual(beacon["comment"] as? String, "not sent")
+        }
+        let csv = String(decoding: one["plays.csv"]!, as: UTF8.self).split(separator: "\n")
+        XCTAssertTrue(csv.first!.hasPrefix("sequence,play_id,kind,creative_id"))
+        XCTAssertGreaterThan(csv.count, 10)
+
+        try simulate(arguments, out: folder + "/two", expect: 0)
+        let two = try files(folder + "/two")
+        for name in one.keys.sorted() { XCTAssertTrue(one[name] == two[name], "\(name) differs between two runs with the same seed") }
+    }
+
+    /// A server that breaks the rules: an impression answered 500 (never retried: a
+    /// simulation sends once), a missing quartile tracker, a VMAP break with no ad and no error
+    /// URL, an ad served past the cap `--expect` says — each named rule fails with its evidence.
+    func testAServerThatBreaksTheRulesFailsThemWithEvidence() throws {
+        let expect = folder + "/expect.json"
+        try Data(#"{"creatives": {"breaker": {"per_hour": 1}}}"#.utf8).write(to: URL(fileURLWithPath: expect))
+        let summary = try simulate(["--for", "10m", "--ads", server.base + "/vast/vmap-rule-breaker.xml", "--send-beacons", "--expect", expect],
+                                   out: folder + "/broken", expect: 1)
+        let rules = try junit(folder + "/broken/report.xml")
+        XCTAssertTrue((rules["impressions-once"] ?? nil)?.contains("its impression was refused (HTTP 500)") == true, summary)
+        XCTAssertTrue((rules["quartiles-in-order"] ?? nil)?.contains("its VAST has no midpoint tracker") == true, summary)
+        XCTAssertTrue((rules["vmap-breaks"] ?? nil)?.contains("break \"silent\"") == true, summary)
+        XCTAssertTrue((rules["vmap-breaks"] ?? nil)?.contains("no ad played there and the VMAP gives it no error URL") == true, summary)
+        XCTAssertTrue((rules["caps-separation-dayparts-flights"] ?? nil)?.contains("past its cap of 1 an hour") == true, summary)
+        for name in ["nothing-billed-unshown", "macros-filled", "pop-deadline", "overlays-end-on-pause", "simulation-ran"] {
+            XCTAssertNil(rules[name] ?? nil, "\(name): \(summary)")
+        }
+        // Sent for real: the server counted the beacons it answered 200 (the 500s it does not count).
+        XCTAssertGreaterThan(try server.counts()["/b/breaker-start"] ?? 0, 0)
+    }
+
+    /// `--replay`: the previous run's recording answers every request (the server is gone), and
+    /// the timeline and the HAR come out the same.
+    func testReplayOfARecordedRunGivesTheSameTimelineAndHAR() throws {
+        let arguments = ["--for", "2h", "--ads", server.base + "/vast/vmap-episode.xml", "--viewer", try viewer()]
+        try simulate(arguments, out: folder + "/live", expect: 0)
+        server.stop()
+        try simulate(arguments + ["--replay", folder + "/live/requests.har"], out: folder + "/replayed", expect: 0)
+        let live = try files(folder + "/live"), replayed = try files(folder + "/replayed")
+        XCTAssertTrue(live["timeline.jsonl"] == replayed["timeline.jsonl"], "the timelines differ")
+        XCTAssertTrue(live["requests.har"] == replayed["requests.har"], "the HARs differ")
+        XCTAssertTrue(String(decoding: live["timeline.jsonl"]!, as: UTF8.self).contains("ad.started"))
+    }
+
+    /// Bad usage is exit 2 with the reason; nothing is written.
+    func testBadUsageIsExitTwo() throws {
+        for (arguments, reason) in [(["--for", "1h"], "needs --from, --for and --out"), (["--for", "soon"], "--for"),
+                                    (["--for", "1h", "--seed", "-1"], "--seed"), (["--for", "1h", "--speed", "50"], "--speed")] {
+            let result = try runProcess(Executables.adplayerd, ["simulate", "--library", folder + "/library"]
+                                        + (arguments.first == "--for" && arguments.count == 2 && reason.hasPrefix("needs") ? arguments
+                                           : ["--from", "2026-12-07T05:00:00Z", "--out", folder + "/bad"] + arguments))
+            XCTAssertEqual(result.status, 2, String(decoding: result.output, as: UTF8.self))
+            XCTAssertTrue(String(decoding: result.output, as: UTF8.self).contains(reason), String(decoding: result.output, as: UTF8.self))
+        }
+        let viewer = folder + "/bad-viewer.json"
+        try Data(#"{"steps": [{"at": 5, "do": "dance"}]}"#.utf8).write(to: URL(fileURLWithPath: viewer))
+        let result = try runProcess(Executables.adplayerd, ["simulate", "--library", folder + "/library", "--from", "2026-12-07T05:00:00Z",
+                                                            "--for", "1h", "--viewer", viewer, "--out", folder + "/bad"])
+        XCTAssertEqual(result.status, 2)
+        XCTAssertTrue(String(decoding: result.output, as: UTF8.self).contains("steps[0].do: \"dance\" is not one of"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: folder + "/bad/report.xml"))
+    }
+}
