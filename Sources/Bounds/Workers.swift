@@ -77,6 +77,12 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
     }
 }
 
+extension Workers {
+    /// Where `Task.counted` runs its tasks: nil (the global executor), or, in a simulation, its
+    /// one thread — so that answers arriving together are taken in the order they were asked.
+    package static let tasksPreference = Locked<Workers?>(nil)
+}
+
 extension Task where Failure == any Error {
     /// `Task { body }`, counted in `Workers.inFlight` from now until `body` returns: an
     /// unstructured task runs on the global executor, not on a `Workers`, and a simulation
@@ -84,7 +90,7 @@ extension Task where Failure == any Error {
     @discardableResult
     package static func counted(_ body: sending @escaping @isolated(any) () async throws -> Success) -> Task<Success, any Error> {
         Workers.inFlight.add(1, ordering: .relaxed)
-        return Task {
+        return Task(executorPreference: Workers.tasksPreference.withLock { $0 }) {
             defer { Workers.inFlight.subtract(1, ordering: .releasing) }
             return try await body()
         }
@@ -96,7 +102,7 @@ extension Task where Failure == Never {
     @discardableResult
     package static func counted(_ body: sending @escaping @isolated(any) () async -> Success) -> Task<Success, Never> {
         Workers.inFlight.add(1, ordering: .relaxed)
-        return Task {
+        return Task(executorPreference: Workers.tasksPreference.withLock { $0 }) {
             defer { Workers.inFlight.subtract(1, ordering: .releasing) }
             return await body()
         }

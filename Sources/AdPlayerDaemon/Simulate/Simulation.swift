@@ -157,6 +157,7 @@ public final class Simulation: @unchecked Sendable {
         var adsConfiguration = VideoAdsConfiguration()
         let workers = Workers(name: "adplayerd-ads", threads: 1)
         adsConfiguration.executor = workers
+        Workers.tasksPreference.withLock { $0 = workers }
         adsConfiguration.viewabilityMeasurable = false   // nothing is shown to anyone
         adsConfiguration.pauseAdMaxShowing = configuration.pauseAdMax
         let reporting = AdReporting(record: { [weak self] event in

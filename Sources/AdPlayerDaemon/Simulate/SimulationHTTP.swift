@@ -49,6 +49,10 @@ public final class SimulationHTTP: BoundedFetcher {
     /// cut, and its entry says so (a replay of it then fails).
     public static let maxKeptBody = 32 << 20
 
+    /// Replayed answers come back through a thread of their own, as a live exchange does
+    /// through the reader's (`BoundedHTTP`), so that work interleaves the same either way.
+    private let replayThread = Workers(name: "adplayerd-replay", threads: 1)
+
     public init(_ mode: Mode) {
         self.mode = mode
     }
@@ -73,6 +77,8 @@ public final class SimulationHTTP: BoundedFetcher {
                 throw error
             }
         case .replay(let recording):
+            let thread = replayThread
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in thread.execute { continuation.resume() } }
             guard let index = replayIndex(request, recording) else {
                 entry.failure = "no answer recorded for it"
                 entry.comment = "replay: no answer recorded for \(request.method) \(request.url)"
