@@ -49,51 +49,57 @@ public final class SimulationHTTP: BoundedFetcher {
     /// cut, and its entry says so (a replay of it then fails).
     public static let maxKeptBody = 32 << 20
 
-    /// Replayed answers come back through a thread of their own, as a live exchange does
-    /// through the reader's (`BoundedHTTP`), so that work interleaves the same either way.
-    private let replayThread = Workers(name: "adplayerd-replay", threads: 1)
-
     public init(_ mode: Mode) {
         self.mode = mode
     }
 
     public var exchanges: [RecordedExchange] { recorded.withLock { $0 } }
 
+    /// The exchange, made while the asking task waits without giving up its thread: a
+    /// simulation's tasks run on one thread, so nothing else moves meanwhile and the run goes
+    /// the same way whatever the network's timing — and the same live or replayed.
     public func exchange(_ request: HTTPRequest, limits: HTTPLimits) async throws -> HTTPResponse {
         var entry = RecordedExchange(kind: .request, started: SimulatedTime.wall(), url: request.url)
         entry.method = request.method
         entry.requestHeaders = request.headers
         entry.requestBody = request.body
-        defer { recorded.withLock { $0.append(entry) } }
+        let result: Result<HTTPResponse, any Error>
         switch mode {
         case .live(let fetcher):
             do {
-                let response = try await fetcher.exchange(request, limits: limits)
+                let response = try Blocking.run { try await fetcher.exchange(request, limits: limits) }.get()
                 entry.status = response.status
                 keep(response.body, in: &entry)
-                return response
+                result = .success(response)
             } catch {
                 entry.failure = String(describing: error)
-                throw error
+                result = .failure(error)
             }
         case .replay(let recording):
-            let thread = replayThread
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in thread.execute { continuation.resume() } }
-            guard let index = replayIndex(request, recording) else {
-                entry.failure = "no answer recorded for it"
-                entry.comment = "replay: no answer recorded for \(request.method) \(request.url)"
-                throw FetchError(kind: .network("no answer recorded for it (--replay)"), url: request.url)
-            }
-            let answer = recording[index]
-            if let failure = answer.failure {
-                entry.failure = failure
-                throw FetchError(kind: .network("recorded: \(failure)"), url: request.url)
-            }
-            entry.status = answer.status
-            entry.body = answer.body
-            guard answer.body.count <= limits.maxBytes else { throw FetchError(kind: .tooLarge, url: request.url) }
-            return HTTPResponse(status: answer.status, body: answer.body)
+            result = answer(request, limits: limits, from: recording, &entry)
         }
+        recorded.withLock { $0.append(entry) }
+        return try result.get()
+    }
+
+    private func answer(_ request: HTTPRequest, limits: HTTPLimits, from recording: [RecordedExchange],
+                        _ entry: inout RecordedExchange) -> Result<HTTPResponse, any Error> {
+        guard let index = replayIndex(request, recording) else {
+            entry.failure = "no answer recorded for it"
+            entry.comment = "replay: no answer recorded for \(request.method) \(request.url)"
+            return .failure(FetchError(kind: .network("no answer recorded for it (--replay)"), url: request.url))
+        }
+        let answer = recording[index]
+        if let failure = answer.failure {
+            entry.failure = failure
+            // Told as it was live ("URL: why"), as a network failure.
+            let why = failure.hasPrefix(request.url + ": ") ? String(failure.dropFirst(request.url.count + 2)) : failure
+            return .failure(FetchError(kind: .network(why), url: request.url))
+        }
+        entry.status = answer.status
+        entry.body = answer.body
+        guard answer.body.count <= limits.maxBytes else { return .failure(FetchError(kind: .tooLarge, url: request.url)) }
+        return .success(HTTPResponse(status: answer.status, body: answer.body))
     }
 
     private func keep(_ body: Data, in entry: inout RecordedExchange) {
