@@ -64,9 +64,16 @@ final class MpvHandle: PlayerLoop, @unchecked Sendable {
     /// Creates and initializes a core with `options` (applied in order, then `lockedOptions`)
     /// and asks for log messages at `logLevel` and above.
     private let offLoopCalls: OffLoopCalls?
+    /// How much faster than the monotonic clock the loop's clock runs (`adplayerd simulate
+    /// --speed X`: X, with mpv's speed X as well, so that content and timers keep in step);
+    /// 1 everywhere else.
+    let timeScale: Double
+    private let origin: UInt64
 
-    init(options: [(String, String)], logLevel: String = "warn", offLoopCalls: OffLoopCalls? = nil) throws {
+    init(options: [(String, String)], logLevel: String = "warn", offLoopCalls: OffLoopCalls? = nil, timeScale: Double = 1) throws {
         self.offLoopCalls = offLoopCalls
+        self.timeScale = timeScale.isFinite && timeScale >= 1 ? timeScale : 1
+        origin = MonotonicTime.now()
         // mpv refuses to start unless numbers are formatted the C way (notes §2.1).
         setlocale(LC_NUMERIC, "C")
         guard let raw = mpv_create() else { throw MpvError(code: -2, operation: "mpv_create") }
@@ -117,7 +124,11 @@ final class MpvHandle: PlayerLoop, @unchecked Sendable {
         }
     }
 
-    func now() -> UInt64 { MonotonicTime.now() }
+    func now() -> UInt64 {
+        let real = MonotonicTime.now()
+        guard timeScale != 1 else { return real }
+        return origin &+ UInt64(Double(real &- origin) * timeScale)
+    }
 
     func reportOffLoop(_ function: String, file: StaticString, line: UInt) {
         guard let offLoopCalls else { offLoopTrap(function, file: file, line: line) }
@@ -134,7 +145,7 @@ final class MpvHandle: PlayerLoop, @unchecked Sendable {
         while true {
             runHandedOver()
             while let due = timers.popDue(now()) { due.action() }
-            let timeout = timers.nextDeadline().map { Double($0 &- min($0, now())) / 1e9 } ?? -1
+            let timeout = timers.nextDeadline().map { Double($0 &- min($0, now())) / 1e9 / timeScale } ?? -1
             guard let pointer = mpv_wait_event(raw, timeout) else { continue }
             let receivedAt = now()
             let isShutdown = pointer.pointee.event_id == MPV_EVENT_SHUTDOWN

@@ -30,6 +30,10 @@ public struct MpvPlayerConfiguration: Sendable {
     /// Tests of the loop-affinity checks: a loop-only entry point called off the loop is
     /// recorded here instead of trapping (debug builds; the checks are compiled out of release).
     public var offLoopCalls: OffLoopCalls?
+    /// The loop's clock and mpv's speed run this many times faster than real time (1…100):
+    /// `adplayerd simulate --speed X`. Positions, timers and ad durations stay in media
+    /// seconds; the player model reports speeds divided by it.
+    public var timeScale = 1.0
 
     public init() {}
 
@@ -49,6 +53,7 @@ public struct MpvPlayerConfiguration: Sendable {
             ("demuxer-max-bytes", Self.demuxerMaxBytes), ("demuxer-max-back-bytes", Self.demuxerMaxBackBytes),
         ]
         if untimed { options += [("untimed", "yes"), ("ao-null-untimed", "yes")] }
+        if timeScale != 1 { options.append(("speed", String(format: "%g", timeScale))) }
         if let ipcSocket { options.append(("input-ipc-server", ipcSocket)) }
         return options + extraOptions
     }
@@ -79,9 +84,11 @@ public final class MpvPlayer: TrackablePlayer {
 
     public init(configuration: MpvPlayerConfiguration = MpvPlayerConfiguration(),
                 onLog: @escaping @Sendable (MpvLogMessage) -> Void = { _ in }) throws {
-        handle = try MpvHandle(options: configuration.mpvOptions, logLevel: configuration.logLevel, offLoopCalls: configuration.offLoopCalls)
+        handle = try MpvHandle(options: configuration.mpvOptions, logLevel: configuration.logLevel, offLoopCalls: configuration.offLoopCalls,
+                               timeScale: configuration.timeScale)
         var mapping = MpvPlayerMapping()
         mapping.backstopEnabled = !configuration.untimed
+        mapping.timeScale = handle.timeScale
         mapping.keepOpenPause = configuration.keepOpen && configuration.keepOpenPause
         core = PlayerCore(handle: handle, mapping: mapping, onLog: onLog)
         do {
@@ -204,10 +211,11 @@ public final class MpvPlayer: TrackablePlayer {
     }
 
     public func setSpeed(_ speed: Double) throws {
-        guard speed.isFinite, speed >= 0.01, speed <= 100 else {
-            throw MpvError(code: -4, operation: "speed \(speed) (allowed: 0.01…100)")
+        let scale = core.handle.timeScale
+        guard speed.isFinite, speed >= 0.01, speed * scale <= 100 else {
+            throw MpvError(code: -4, operation: "speed \(speed) (allowed: 0.01…\(String(format: "%g", 100 / scale)))")
         }
-        try onLoop("set speed") { try core.handle.set("speed", speed) }
+        try onLoop("set speed") { try core.handle.set("speed", speed * scale) }
     }
 
     /// Loops the current file (`loop-file=inf`) or stops looping.
@@ -549,7 +557,7 @@ final class PlayerCore: @unchecked Sendable {
         // Per-file options: mpv restores the content's after the ad's file.
         // keep-open: its last frame stays until the next file replaces it (no black frame
         // between the post-roll and the next episode); its end is told at `eof-reached`.
-        var options = "speed=1,pause=no,keep-open=yes,keep-open-pause=no,loop-file=no"
+        var options = String(format: "speed=%g", handle.timeScale) + ",pause=no,keep-open=yes,keep-open-pause=no,loop-file=no"
         options += String(format: ",volume=%.3f", contentVolume * adVolumeShare)
         if adLoudnorm { options += ",af=lavfi=[loudnorm=I=-24:TP=-2]" }
         handle.commandAsync(["loadfile", location, "replace", options]) { [weak self] result in

@@ -125,6 +125,8 @@ struct MpvPlayerMapping {
     var ownPause: Bool?
     var eof: Bool?
     private var speed = 1.0
+    /// mpv's speed over this is the model's rate (`MpvPlayerConfiguration.timeScale`).
+    var timeScale = 1.0
     private var position = 0.0
     private var positionAt: UInt64 = 0
     private var duration: Double?
@@ -407,7 +409,7 @@ struct MpvPlayerMapping {
             applyEOF(value.flag)
 
         case .speed:
-            if let rate = value.double, rate > 0 { speed = rate }
+            if let rate = value.double, rate > 0 { speed = rate / timeScale }
 
         case .timePos:
             guard let reported = value.double else { return }   // unknown: last known stays

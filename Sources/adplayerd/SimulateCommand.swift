@@ -1,4 +1,5 @@
 import AdPlayerDaemon
+import AdPlayerMpv
 import AdRuntime
 import AdSources
 import AdTracking
@@ -12,7 +13,7 @@ import MpvPlayerAdapter
 struct SimulateCommand {
     static let usage = """
         usage: adplayerd simulate [--config FILE] [--library DIR]... [--ads SOURCE]... [--schedule FILE]
-                                  --from TIME --for DURATION [--viewer SCRIPT.json] [--seed N] [--virtual]
+                                  --from TIME --for DURATION [--viewer SCRIPT.json] [--seed N] [--virtual | --speed X]
                                   [--send-beacons] [--replay FILE.har] [--expect FILE.json] --out DIR [--KEY VALUE]...
           plays DURATION (24h, 90m, 3600s) from TIME (ISO 8601 or seconds since 1970) on simulated time; writes
           timeline.jsonl, requests.har, plays.csv, report.xml (JUnit) and summary.txt in DIR (docs/simulate.md)
@@ -50,8 +51,13 @@ struct SimulateCommand {
         }
         let parsed = try CommandLineArguments(mine, spec: Self.own)
         guard parsed.positional.isEmpty else { throw UsageError(Self.usage) }
-        if let speed = parsed.value("speed") {
-            throw UsageError("--speed \(speed): real-time playback on libmpv is not in this version of simulate; use --virtual (the default; docs/simulate.md)")
+        var speed: Double?
+        if let text = parsed.value("speed") {
+            guard !parsed.flag("virtual") else { throw UsageError("--virtual and --speed: one or the other") }
+            guard let value = Double(text), value.isFinite, value >= 1, value <= 100 else {
+                throw UsageError("--speed: \(text) is not a speed from 1 to 100 (mpv's limit)")
+            }
+            speed = value
         }
         guard let fromText = parsed.value("from"), let lengthText = parsed.value("for"), let out = parsed.value("out") else {
             throw UsageError("simulate needs --from, --for and --out\n" + Self.usage)
@@ -106,7 +112,8 @@ struct SimulateCommand {
         settings.sendBeacons = parsed.flag("send-beacons")
         settings.replay = replay
 
-        let outcome = try Simulation(settings).run()
+        let stage = try speed.map { try Self.realStage(speed: $0) } ?? .virtual(probe: settings.probe)
+        let outcome = try Simulation(settings, stage: stage).run()
         let results = SimulationRules.check(outcome, caps: caps, sentBeacons: settings.sendBeacons)
         let plays = try PlayRecord.readChain(path: outcome.statePath, since: nil, afterSequence: nil)
 
@@ -120,6 +127,24 @@ struct SimulateCommand {
                                 (out + "/summary.txt", Data(summary.utf8))], mode: 0o644, durable: false)
         print(summary, terminator: "")
         return results.allSatisfy(\.passed) ? 0 : 1
+    }
+
+    /// `--speed X`: libmpv on the real media, headless (`vo=null`, `ao=null`), its clock and its
+    /// speed X times real time.
+    static func realStage(speed: Double) throws -> SimulationStage {
+        var configuration = MpvPlayerConfiguration()
+        configuration.timeScale = speed
+        // mpv's errors are the run's problems (an ad's file that does not decode): the
+        // `simulation-ran` rule names each.
+        let errors = Locked<[String]>([])
+        let player = try MpvPlayer(configuration: configuration) { message in
+            guard message.isError, !message.isKnownHarmless else { return }
+            errors.withLock { if $0.count < 100 { $0.append("mpv: \(message.description)") } }
+        }
+        let surface = MpvAdSurface(player: player, hideAtOnce: true)
+        return SimulationStage(loop: player.loop, player: player, surface: surface, setMedia: nil, viewerPaused: nil, isVirtual: false,
+                               drive: SimulationStage.realTimeDrive(player.loop), shutdown: { player.shutdown() },
+                               problems: { errors.withLock { $0 } })
     }
 
     static func read(_ file: String, _ flag: String) throws -> Data {

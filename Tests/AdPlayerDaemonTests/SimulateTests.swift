@@ -169,10 +169,39 @@ final class SimulateTests: XCTestCase {
         for name in live.keys.sorted() { XCTAssertTrue(live[name] == replayed[name], "\(name) differs between the live run and its replay") }
     }
 
+    /// `--speed 50`: libmpv on the real media at 50× agrees with `--virtual` on the plays — the
+    /// same ads in the same order, each on screen as long (within a quarter second: the real
+    /// run's frames arrive when they do) — and logs no mpv error. The real run has fewer plays
+    /// in the same span: loading a file takes mpv a few real milliseconds, 50 times that simulated.
+    func testSpeed50AgreesWithVirtualOnThePlays() throws {
+        let library = folder + "/short"
+        try FileManager.default.createDirectory(atPath: library, withIntermediateDirectories: true)
+        for name in ["episode-1.mp4", "episode-2.mp4"] { try FileManager.default.copyItem(atPath: try Media.path(name), toPath: library + "/" + name) }
+        let catalog = (try Media.path("catalog/catalog.json") as NSString).deletingLastPathComponent
+        func plays(_ extra: [String], _ out: String) throws -> [[String]] {
+            let result = try runProcess(Executables.adplayerd, ["simulate", "--library", library, "--ads", catalog, "--from", "2026-12-07T05:00:00Z",
+                                                                "--for", "120s", "--out", out] + extra)
+            XCTAssertEqual(result.status, 0, String(decoding: result.output, as: UTF8.self))
+            let rows = try String(contentsOfFile: out + "/plays.csv", encoding: .utf8).split(separator: "\n").dropFirst()
+            return rows.map { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+        }
+        let virtual = try plays([], folder + "/virtual")
+        let real = try plays(["--speed", "50"], folder + "/speed")
+        XCTAssertGreaterThan(virtual.count, 20)
+        XCTAssertGreaterThan(real.count, 10)
+        // Columns: sequence, play_id, kind, creative_id, line_id, content_id, start, end, play_seconds, …
+        for (index, (a, b)) in zip(virtual, real).enumerated() {
+            XCTAssertEqual([a[2], a[3], a[5]], [b[2], b[3], b[5]], "play \(index + 1)")
+            XCTAssertEqual(Double(a[8]) ?? -1, Double(b[8]) ?? 99, accuracy: 0.25, "play \(index + 1): \(a[3]) on screen")
+        }
+        XCTAssertFalse(try String(contentsOfFile: folder + "/speed/summary.txt", encoding: .utf8).contains("mpv:"))
+    }
+
     /// Bad usage is exit 2 with the reason; nothing is written.
     func testBadUsageIsExitTwo() throws {
         for (arguments, reason) in [(["--for", "1h"], "needs --from, --for and --out"), (["--for", "soon"], "--for"),
-                                    (["--for", "1h", "--seed", "-1"], "--seed"), (["--for", "1h", "--speed", "50"], "--speed")] {
+                                    (["--for", "1h", "--seed", "-1"], "--seed"), (["--for", "1h", "--speed", "500"], "--speed"),
+                                    (["--for", "1h", "--speed", "50", "--virtual"], "one or the other")] {
             let result = try runProcess(Executables.adplayerd, ["simulate", "--library", folder + "/library"]
                                         + (arguments.first == "--for" && arguments.count == 2 && reason.hasPrefix("needs") ? arguments
                                            : ["--from", "2026-12-07T05:00:00Z", "--out", folder + "/bad"] + arguments))

@@ -23,29 +23,35 @@ public final class SimulatedAdSurface: AdSurface, @unchecked Sendable {
         var lastTick: UInt64?
     }
 
-    /// Told of every overlay or pause ad put up (true) and taken down (false), on the loop.
-    private let onScreen: @Sendable (UInt64, Bool) -> Void
+    /// A video file's length as FFmpeg reads it (a creative that does not say its duration).
+    private let probe: @Sendable (String) -> Double?
 
-    public init(loop: any PlayerLoop, onScreen: @escaping @Sendable (UInt64, Bool) -> Void = { _, _ in }) {
+    public init(loop: any PlayerLoop, probe: @escaping @Sendable (String) -> Double? = { _ in nil }) {
         self.loop = loop
-        self.onScreen = onScreen
+        self.probe = probe
+    }
+
+    /// Off the loop: a local video without a declared duration is measured (its payload).
+    public func prepare(_ creative: AdCreative) async -> PreparedCreative {
+        guard creative.duration == nil, case .video(let location) = creative.content else { return .nothing }
+        let path = location.hasPrefix("file://") ? String(location.dropFirst(7)) : location
+        guard path.hasPrefix("/") else { return .nothing }
+        return PreparedCreative(probe(path))
     }
 
     public func present(_ presentation: AdPresentation) throws {
         loop.requireInLoop()
-        onScreen(presentation.id, true)
     }
 
     public func dismiss(_ id: UInt64) throws {
         loop.requireInLoop()
-        onScreen(id, false)
     }
 
     public func playPostroll(_ presentation: AdPresentation, reporter: PostrollReporter) throws {
         loop.requireInLoop()
-        // A linear creative without a duration plays as long as its file would: the VAST's
-        // duration is required by VAST, so 30 s stands in only for a malformed one.
-        let duration = presentation.creative.duration ?? 30
+        // A linear creative plays its declared duration, else its file's as measured (`prepare`);
+        // 30 s stands in for one that says nothing and cannot be measured (a stream).
+        let duration = presentation.creative.duration ?? (presentation.prepared.payload as? Double) ?? 30
         videos[presentation.id] = Video(reporter: reporter, duration: max(0.04, duration))
         reporter.began()
         tick(presentation.id)

@@ -69,8 +69,9 @@ public final class Simulation: @unchecked Sendable {
     }
 
     private let settings: Settings
-    private let loop: VirtualLoop
-    private let startInstant: UInt64 = 1_000_000_000_000
+    private let stage: SimulationStage
+    private let loop: any PlayerLoop
+    private let startInstant: UInt64
     private let timeline = Locked<[TimelineEntry]>([])
     private let adEvents = Locked<[(at: Double, event: AdEvent)]>([])
     private let playerEvents = Locked<[(at: Double, change: PlayerChange, snapshot: PlayerSnapshot)]>([])
@@ -79,9 +80,11 @@ public final class Simulation: @unchecked Sendable {
     private let problems = Locked<[String]>([])
     private let beaconExchanges = Locked<[RecordedExchange]>([])
 
-    public init(_ settings: Settings) {
+    public init(_ settings: Settings, stage: SimulationStage = .virtual()) {
         self.settings = settings
-        loop = VirtualLoop(startingAt: startInstant)
+        self.stage = stage
+        loop = stage.loop
+        startInstant = stage.loop.now()
     }
 
     /// The simulated wall time now.
@@ -148,8 +151,8 @@ public final class Simulation: @unchecked Sendable {
         }
         defer { source?.cleanup() }
 
-        let player = ScriptedPlayer(loop: loop)
-        let surface = SimulatedAdSurface(loop: loop) { [weak self] id, shown in
+        let player = stage.player
+        let surface = WatchedAdSurface(stage.surface) { [weak self] id, shown in
             guard let self else { return }
             let at = wallNow()
             surfaceEvents.withLock { $0.append((at, id, shown)) }
@@ -157,7 +160,7 @@ public final class Simulation: @unchecked Sendable {
         var adsConfiguration = VideoAdsConfiguration()
         let workers = Workers(name: "adplayerd-ads", threads: 1)
         adsConfiguration.executor = workers
-        Workers.tasksPreference.withLock { $0 = workers }
+        if stage.isVirtual { Workers.tasksPreference.withLock { $0 = workers } }
         adsConfiguration.viewabilityMeasurable = false   // nothing is shown to anyone
         adsConfiguration.pauseAdMaxShowing = configuration.pauseAdMax
         let reporting = AdReporting(record: { [weak self] event in
@@ -177,15 +180,19 @@ public final class Simulation: @unchecked Sendable {
         if let file = configuration.schedule {
             let resolved = try ScheduleLoader.load(path: file, library: configuration.library, timeZone: configuration.timeZone)
             schedule = (resolved, ScheduleTimeline.compute(resolved.schedule, from: Date(timeIntervalSince1970: from)))
-            for file in resolved.files.values.joined() { player.setMedia(file.path, duration: file.seconds ?? settings.probe(file.path)) }
+            if let setMedia = stage.setMedia {
+                for file in resolved.files.values.joined() { setMedia(file.path, file.seconds ?? settings.probe(file.path)) }
+            }
         }
         let files = schedule == nil ? Self.libraryFiles(configuration.library) : []
-        for file in files { player.setMedia(file, duration: settings.probe(file)) }
+        if let setMedia = stage.setMedia {
+            for file in files { setMedia(file, settings.probe(file)) }
+        }
         if schedule == nil, files.isEmpty { throw UsageError("nothing to play: no playable file in the library (\(configuration.library.joined(separator: ", ")))") }
 
         let observer = Observer { [weak self] event in self?.recordPlayer(event) }
         let observation = player.addObserver(observer, phase: .report)
-        let viewer = ViewerRunner(script: settings.viewer, simulation: self, controller: controller, surface: surface, player: player)
+        let viewer = ViewerRunner(script: settings.viewer, simulation: self, controller: controller, player: player, viewerPaused: stage.viewerPaused)
         note(["event": "simulation.start", "from": .string(ISO8601.format(from)), "seconds": .number(settings.seconds), "seed": .int(Int64(bitPattern: settings.seed))])
         try loop.sync {
             controller.separation = separation
@@ -206,14 +213,9 @@ public final class Simulation: @unchecked Sendable {
             viewer.arm()
         }
 
-        // Step from deadline to deadline.
+        // Virtual: from deadline to deadline; real: as time flows.
         let end = startInstant &+ LoopTime.nanoseconds(settings.seconds)
-        while true {
-            settle(outbox: outbox, reporter: reporter)
-            guard let next = loop.nextDeadline, next <= end else { break }
-            loop.advance(by: Double(next &- loop.now()) / 1e9)
-        }
-        loop.advance(by: Double(end &- min(end, loop.now())) / 1e9)
+        stage.drive(end) { settle(outbox: outbox, reporter: reporter) }
         settle(outbox: outbox, reporter: reporter)
         // The end of the run: what is on screen ends as at a stop of the daemon.
         try? loop.sync { controller.stop() }
@@ -221,6 +223,8 @@ public final class Simulation: @unchecked Sendable {
         _ = reporter.flush(timeout: 30)
         settle(outbox: outbox, reporter: reporter)
         note(["event": "simulation.end"])
+        stage.shutdown()
+        problems.withLock { $0 += stage.problems() }
         outbox.finish()
         store.flush()
         withExtendedLifetime((observer, observation, viewer, workers)) {}
@@ -242,7 +246,7 @@ public final class Simulation: @unchecked Sendable {
     /// its own HTTP deadline; past 10 minutes of real time the run goes on and says so.
     private func settle(outbox: BeaconOutbox, reporter: TrackingReporter) {
         let started = MonotonicTime.now()
-        var said = false
+        var said = !stage.isVirtual   // real time: nothing waits for anything
         while true {
             while Workers.inFlight.load(ordering: .acquiring) > 0 {
                 if !said, MonotonicTime.now() &- started > 600_000_000_000 {
@@ -318,7 +322,6 @@ public final class Simulation: @unchecked Sendable {
         func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) { handler(event) }
     }
 
-    var loopForViewer: VirtualLoop { loop }
     var startedAt: UInt64 { startInstant }
 }
 

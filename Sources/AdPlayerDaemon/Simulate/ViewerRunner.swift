@@ -12,8 +12,8 @@ final class ViewerRunner: PlayerObserver, @unchecked Sendable {
     private let script: ViewerScript
     private weak var simulation: Simulation?
     private let controller: Controller
-    private let surface: SimulatedAdSurface
-    private let player: ScriptedPlayer
+    private let player: any ContentPlayer
+    private let viewerPaused: (@Sendable (Bool) -> Void)?
     private var observation: PlayerObservation?
     /// Episodes (items other than loop passes) started so far, and the current one's number.
     private var episodes = 0
@@ -22,12 +22,12 @@ final class ViewerRunner: PlayerObserver, @unchecked Sendable {
     private var doneForItem: Set<Int> = []
     private var contentTimer: LoopTimer?
 
-    init(script: ViewerScript, simulation: Simulation, controller: Controller, surface: SimulatedAdSurface, player: ScriptedPlayer) {
+    init(script: ViewerScript, simulation: Simulation, controller: Controller, player: any ContentPlayer, viewerPaused: (@Sendable (Bool) -> Void)?) {
         self.script = script
         self.simulation = simulation
         self.controller = controller
-        self.surface = surface
         self.player = player
+        self.viewerPaused = viewerPaused
     }
 
     func arm() {
@@ -68,9 +68,9 @@ final class ViewerRunner: PlayerObserver, @unchecked Sendable {
         }
         // A linear ad's video follows the viewer's pause (mpv pauses it with the content).
         switch request {
-        case .pause: surface.viewerPaused(true)
-        case .play: surface.viewerPaused(false)
-        case .toggle: surface.viewerPaused(!(player.snapshot().playing))
+        case .pause: viewerPaused?(true)
+        case .play: viewerPaused?(false)
+        case .toggle: viewerPaused?(!(player.snapshot().playing))
         default: break
         }
         simulation?.recordViewer(label, result)
