@@ -169,6 +169,39 @@ final class SimulateTests: XCTestCase {
         for name in live.keys.sorted() { XCTAssertTrue(live[name] == replayed[name], "\(name) differs between the live run and its replay") }
     }
 
+    /// A schedule (a morning slot with a file and an image, an interrupt, the filler) with a
+    /// catalog: what plays in the morning slot plays only in its hours, and every rule holds.
+    func testAScheduleIsSimulatedWithItsSlots() throws {
+        let library = folder + "/scheduled"
+        try FileManager.default.createDirectory(atPath: library, withIntermediateDirectories: true)
+        for name in ["episode-1.mp4", "episode-2.mp4", "episode-10s.mp4"] {
+            try FileManager.default.copyItem(atPath: try Media.path(name), toPath: library + "/" + name)
+        }
+        try FileManager.default.copyItem(atPath: try Media.path("overlay.png"), toPath: library + "/board.png")
+        let schedule = folder + "/schedule.json"
+        try Data("""
+            {"version": 1,
+             "playlists": {"filler": {"items": ["episode-1.mp4", "episode-2.mp4"]},
+                           "morning": {"items": ["episode-10s.mp4", {"path": "board.png", "seconds": 15}]},
+                           "safety": {"items": ["episode-1.mp4"]}},
+             "default": "filler",
+             "slots": [{"id": "morning", "playlist": "morning", "hours": "daily 06:00-07:00", "priority": 10}],
+             "interrupts": [{"id": "safety", "playlist": "safety", "share": "60s/h"}]}
+            """.utf8).write(to: URL(fileURLWithPath: schedule))
+        let catalog = (try Media.path("catalog/catalog.json") as NSString).deletingLastPathComponent
+        let result = try runProcess(Executables.adplayerd, ["simulate", "--library", library, "--schedule", schedule, "--ads", catalog,
+                                                            "--timezone", "UTC", "--from", "2026-12-07T05:30:00Z", "--for", "2h",
+                                                            "--out", folder + "/schedule-out"])
+        XCTAssertEqual(result.status, 0, String(decoding: result.output, as: UTF8.self))
+        let items = try String(contentsOfFile: folder + "/schedule-out/timeline.jsonl", encoding: .utf8).split(separator: "\n")
+            .filter { $0.contains("\"event\":\"player.item\"") && $0.contains("\"path\":\"/") }
+        let morning = items.filter { $0.contains("episode-10s.mp4") || $0.contains("board.png") }
+        XCTAssertGreaterThan(morning.count, 10)
+        for line in morning { XCTAssertTrue(line.contains("\"t\":\"2026-12-07T06:"), String(line)) }
+        XCTAssertTrue(items.contains { $0.contains("episode-2.mp4") && $0.contains("\"t\":\"2026-12-07T05:") }, "the filler before the slot")
+        XCTAssertTrue(items.contains { $0.contains("episode-2.mp4") && $0.contains("\"t\":\"2026-12-07T07:") }, "the filler after it")
+    }
+
     /// `--speed 50`: libmpv on the real media at 50× agrees with `--virtual` on the plays — the
     /// same ads in the same order, each on screen as long (within a quarter second: the real
     /// run's frames arrive when they do) — and logs no mpv error. The real run has fewer plays

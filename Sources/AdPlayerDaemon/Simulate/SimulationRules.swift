@@ -54,7 +54,7 @@ public enum SimulationRules {
         let beacons = outcome.exchanges.filter { $0.kind == .beacon }
         let byPlay = Dictionary(grouping: beacons.filter { $0.play != nil }, by: { $0.play! })
         return [impressions(ads, byPlay, sentBeacons), quartiles(ads, byPlay), unshown(ads, byPlay), vmapBreaks(outcome, ads, beacons),
-                macros(outcome), capsRule(ads, caps, outcome.configuration.adSeparation), popDeadline(ads, byPlay, outcome.popDeadline),
+                macros(outcome, ads), capsRule(ads, caps, outcome.configuration.adSeparation), popDeadline(ads, byPlay, outcome.popDeadline),
                 overlaysOnPause(outcome, ads), ran(outcome)]
     }
 
@@ -261,11 +261,14 @@ public enum SimulationRules {
         return true
     }
 
-    /// No documented macro is left unfilled in a request or a beacon, and a beacon's
-    /// `[TIMESTAMP]` says when its event happened (to the millisecond, as documented).
-    static func macros(_ outcome: Simulation.Outcome) -> Result {
+    /// No documented macro is left unfilled in a request or a beacon; a beacon's `[TIMESTAMP]`
+    /// is its event's simulated time; and the `[CONTENTPLAYHEAD]` of an ad's start beacons
+    /// (impression, creativeView, start) is where the content was when the ad started.
+    static func macros(_ outcome: Simulation.Outcome, _ ads: [Ad]) -> Result {
         let known = Macro.allCases.map { "[\($0.rawValue)]" }
         var failures: [Failure] = []
+        var playheads = 0
+        let adsByPlay = Dictionary(ads.map { ($0.play, $0) }, uniquingKeysWith: { a, _ in a })
         for exchange in outcome.exchanges {
             let decoded = exchange.url.removingPercentEncoding ?? exchange.url
             if let left = known.first(where: { exchange.url.contains($0) || decoded.contains($0) }) {
@@ -278,8 +281,37 @@ public enum SimulationRules {
             for stamp in timestamps(in: decoded) where stamp != expected {
                 failures.append(Failure(at: exchange.started, message: "beacon \(exchange.event ?? ""): [TIMESTAMP] says \(stamp), its event happened at \(expected): \(exchange.url)"))
             }
+            guard let event = exchange.event, ["impression", "creativeView", "start"].contains(event), let play = exchange.play,
+                  let ad = adsByPlay[play], let position = ad.startPosition else { continue }
+            for template in ad.creative?.tracking[event] ?? [] where template.contains("[CONTENTPLAYHEAD]") && matches(exchange.url, template: template) {
+                guard let filled = value(of: "CONTENTPLAYHEAD", in: exchange.url, template: template) else { continue }
+                playheads += 1
+                let text = filled.removingPercentEncoding ?? filled
+                if let seconds = clockSeconds(text), abs(seconds - position) <= 0.002 { continue }
+                failures.append(Failure(at: exchange.started, message: "\(name(ad)): its \(event)'s [CONTENTPLAYHEAD] says \(text), the content was at "
+                                        + "\(Macros.playhead(position)) when it started: \(exchange.url)"))
+            }
         }
-        return Result(name: "macros-filled", checked: "\(outcome.exchanges.count) URLs", failures: failures)
+        return Result(name: "macros-filled", checked: "\(outcome.exchanges.count) URLs, \(playheads) [CONTENTPLAYHEAD] of start beacons", failures: failures)
+    }
+
+    /// What `url` has where `template` has `[NAME]`: the text between the literal pieces around it.
+    static func value(of name: String, in url: String, template: String) -> String? {
+        guard let macro = template.range(of: "[\(name)]") else { return nil }
+        // The literal text right before and after the macro (up to the macros next to it).
+        let before = template[..<macro.lowerBound].split(separator: "]", omittingEmptySubsequences: false).last.map(String.init) ?? ""
+        let after = template[macro.upperBound...].split(separator: "[", omittingEmptySubsequences: false).first.map(String.init) ?? ""
+        guard let start = before.isEmpty ? url.startIndex : url.range(of: before)?.upperBound else { return nil }
+        let rest = url[start...]
+        guard let end = after.isEmpty ? rest.endIndex : rest.range(of: after)?.lowerBound else { return nil }
+        return String(rest[..<end])
+    }
+
+    /// `HH:MM:SS(.mmm)` in seconds.
+    static func clockSeconds(_ text: String) -> Double? {
+        let parts = text.split(separator: ":")
+        guard parts.count == 3, let h = Double(parts[0]), let m = Double(parts[1]), let s = Double(parts[2]) else { return nil }
+        return h * 3600 + m * 60 + s
     }
 
     /// ISO 8601 times with milliseconds in `text` (what `[TIMESTAMP]` writes).
