@@ -25,8 +25,14 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
         case task(UnownedJob)
     }
 
-    fileprivate let inbox = BlockingQueue<Job>()
+    fileprivate let inbox: BlockingQueue<Job>
     package let name: String
+    /// The simulation's one thread this shares (`simulationPool`), nil for threads of its own.
+    private let pool: Workers?
+    /// While set, every `Workers` made runs its work on this one's thread (`adplayerd
+    /// simulate`: tracking's writer, the state store's writer and the ad tasks take their turns
+    /// in the order they were handed over, whatever the threads' timing, so that a run repeats).
+    package static let simulationPool = Locked<Workers?>(nil)
     /// Jobs handed to any `Workers` and not finished yet, process-wide: a simulation moves its
     /// clock only when nothing is in flight (docs/simulate.md), so that what a request answers
     /// lands at the simulated instant it was asked, whatever the network's real time.
@@ -35,6 +41,13 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
     /// `threads` threads named `name` (Linux keeps 15 bytes of a thread's name).
     package init(name: String, threads: Int = 1) {
         self.name = name
+        if let pool = Self.simulationPool.withLock({ $0 }) {
+            inbox = pool.inbox
+            self.pool = pool
+            return
+        }
+        inbox = BlockingQueue<Job>()
+        pool = nil
         for _ in 0..<max(1, threads) {
             let runner = Runner(inbox: inbox)
             runner.executor = self   // before the thread starts: it reads it for tasks only
@@ -42,7 +55,7 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
         }
     }
 
-    deinit { inbox.close() }
+    deinit { if pool == nil { inbox.close() } }
 
     /// Runs `work` on the thread, after what was handed over before.
     package func execute(_ work: @escaping @Sendable () -> Void) {

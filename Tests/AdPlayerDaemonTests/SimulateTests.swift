@@ -203,8 +203,8 @@ final class SimulateTests: XCTestCase {
     }
 
     /// `--speed 50`: libmpv on the real media at 50× agrees with `--virtual` on the plays — the
-    /// same ads in the same order, each on screen as long (within a quarter second: the real
-    /// run's frames arrive when they do) — and logs no mpv error. The real run has fewer plays
+    /// same ads in the same order, each on screen as long (within 1 s: 20 ms of real time at
+    /// 50×, what a loaded machine may take to run a timer) — and logs no mpv error. The real run has fewer plays
     /// in the same span: loading a file takes mpv a few real milliseconds, 50 times that simulated.
     func testSpeed50AgreesWithVirtualOnThePlays() throws {
         let library = folder + "/short"
@@ -223,9 +223,10 @@ final class SimulateTests: XCTestCase {
         XCTAssertGreaterThan(virtual.count, 20)
         XCTAssertGreaterThan(real.count, 10)
         // Columns: sequence, play_id, kind, creative_id, line_id, content_id, start, end, play_seconds, …
-        for (index, (a, b)) in zip(virtual, real).enumerated() {
+        // The last play of the real run is the one the end of the run cut.
+        for (index, (a, b)) in zip(virtual, real.dropLast()).enumerated() {
             XCTAssertEqual([a[2], a[3], a[5]], [b[2], b[3], b[5]], "play \(index + 1)")
-            XCTAssertEqual(Double(a[8]) ?? -1, Double(b[8]) ?? 99, accuracy: 0.25, "play \(index + 1): \(a[3]) on screen")
+            XCTAssertEqual(Double(a[8]) ?? -1, Double(b[8]) ?? 99, accuracy: 1, "play \(index + 1): \(a[3]) on screen")
         }
         XCTAssertFalse(try String(contentsOfFile: folder + "/speed/summary.txt", encoding: .utf8).contains("mpv:"))
     }

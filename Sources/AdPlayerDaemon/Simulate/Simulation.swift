@@ -108,6 +108,16 @@ public final class Simulation: @unchecked Sendable {
         let clock = SimulatedTrackingClock()
 
         try FileManager.default.createDirectory(atPath: settings.workFolder, withIntermediateDirectories: true)
+        // The network's threads are the run's own; every other worker made from here on shares
+        // the simulation's one thread (virtual time: a run repeats whatever the threads' timing).
+        let http = SimulationHTTP(settings.replay.map { .replay($0) } ?? .live(BoundedHTTP(threads: 1)))
+        beaconFetcher = settings.sendBeacons ? BoundedHTTP(threads: 1) : nil
+        let workers = Workers(name: "adplayerd-sim", threads: 1)
+        if stage.isVirtual {
+            Workers.simulationPool.withLock { $0 = workers }
+            Workers.tasksPreference.withLock { $0 = workers }
+        }
+        defer { Workers.simulationPool.withLock { $0 = nil } }
         let statePath = settings.workFolder + "/adplayerd.sqlite"
         let log = Logger(level: .error)
         // The queue, positions and frequency counters: in memory (a day of episodes saves its
@@ -126,7 +136,7 @@ public final class Simulation: @unchecked Sendable {
         placement.requireDisplay = false
         let reporter = TrackingReporter(outbox: outbox, policy: configuration.macroPolicy, clock: clock, placement: placement)
 
-        let http = SimulationHTTP(settings.replay.map { .replay($0) } ?? .live(BoundedHTTP(threads: 1)))
+
         let separation = configuration.adSeparation > 0 ? AdSeparation(seconds: configuration.adSeparation) : nil
         var source: AdSourceFactory.Made?
         if !configuration.ads.isEmpty {
@@ -158,9 +168,7 @@ public final class Simulation: @unchecked Sendable {
             surfaceEvents.withLock { $0.append((at, id, shown)) }
         }
         var adsConfiguration = VideoAdsConfiguration()
-        let workers = Workers(name: "adplayerd-ads", threads: 1)
         adsConfiguration.executor = workers
-        if stage.isVirtual { Workers.tasksPreference.withLock { $0 = workers } }
         adsConfiguration.viewabilityMeasurable = false   // nothing is shown to anyone
         adsConfiguration.pauseAdMaxShowing = configuration.pauseAdMax
         let reporting = AdReporting(record: { [weak self] event in
@@ -273,7 +281,8 @@ public final class Simulation: @unchecked Sendable {
         exchange.event = beacon.event
         exchange.play = beacon.play
         if settings.sendBeacons {
-            switch Blocking.run({ await HTTPBeaconSender(fetcher: Self.beaconFetcher).send(url, timeout: 10) }) {
+            guard let fetcher = beaconFetcher else { return }
+            switch Blocking.run({ await HTTPBeaconSender(fetcher: fetcher).send(url, timeout: 10) }) {
             case .success(.success(let status)): exchange.status = status
             case .success(.failure(let error)), .failure(let error): exchange.failure = String(describing: error)
             }
@@ -292,7 +301,8 @@ public final class Simulation: @unchecked Sendable {
         }
     }
 
-    private static let beaconFetcher = BoundedHTTP(threads: 1)
+    /// Sends beacons (`--send-beacons`); made before the simulation's pool, its own thread.
+    private var beaconFetcher: BoundedHTTP?
 
     private func recordAd(_ event: AdEvent) {
         adEvents.withLock { $0.append((wallNow(), event)) }
