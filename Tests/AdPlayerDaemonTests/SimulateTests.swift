@@ -220,6 +220,12 @@ final class SimulateTests: XCTestCase {
         }
         let virtual = try plays([], folder + "/virtual")
         let real = try plays(["--speed", "50"], folder + "/speed")
+        XCTAssertFalse(try String(contentsOfFile: folder + "/speed/summary.txt", encoding: .utf8).contains("mpv:"))
+        let environment = ProcessInfo.processInfo.environment
+        if environment["TSAN_OPTIONS"] != nil || environment["ASAN_OPTIONS"] != nil {
+            throw XCTSkip("a sanitized daemon is many times slower: at 50x its ad requests take seconds of simulated time and "
+                          + "overlays miss their slots (what --speed means on a slow machine, docs/simulate.md); `make test` compares")
+        }
         XCTAssertGreaterThan(virtual.count, 20)
         XCTAssertGreaterThan(real.count, 10)
         // Columns: sequence, play_id, kind, creative_id, line_id, content_id, start, end, play_seconds, …
@@ -228,7 +234,6 @@ final class SimulateTests: XCTestCase {
             XCTAssertEqual([a[2], a[3], a[5]], [b[2], b[3], b[5]], "play \(index + 1)")
             XCTAssertEqual(Double(a[8]) ?? -1, Double(b[8]) ?? 99, accuracy: 1, "play \(index + 1): \(a[3]) on screen")
         }
-        XCTAssertFalse(try String(contentsOfFile: folder + "/speed/summary.txt", encoding: .utf8).contains("mpv:"))
     }
 
     /// Bad usage is exit 2 with the reason; nothing is written.

@@ -94,7 +94,7 @@ public final class Simulation: @unchecked Sendable {
         let at = wallNow()
         var object = json
         object["t"] = .string(ISO8601.format(at))
-        object["s"] = .number((at - settings.from) * 1000 .rounded() / 1000)
+        object["s"] = .number(((at - settings.from) * 1000).rounded() / 1000)
         timeline.withLock { $0.append(TimelineEntry(at: at, order: $0.count, json: .object(object))) }
     }
 
@@ -135,7 +135,6 @@ public final class Simulation: @unchecked Sendable {
         // No screen in a simulation: its evidence is never awaited (docs/simulate.md).
         placement.requireDisplay = false
         let reporter = TrackingReporter(outbox: outbox, policy: configuration.macroPolicy, clock: clock, placement: placement)
-
 
         let separation = configuration.adSeparation > 0 ? AdSeparation(seconds: configuration.adSeparation) : nil
         var source: AdSourceFactory.Made?
