@@ -36,13 +36,25 @@ final class AdSession: @unchecked Sendable {
     /// The episode's length and cue points, once the player knows them (when `content` does not say them).
     private var knownDuration: Double?
     private var knownCuePoints: [Double]?
+    /// This viewing's number (R14): a new one at each pass of the episode; the source hears of
+    /// each one's end (`AdSource.endViewing`).
+    private var viewing = Viewings.next()
 
-    /// What requests carry of the episode: with its length (`n%` breaks) and cue points (`#n`) once known.
+    /// What requests carry of the episode: with its length (`n%` breaks) and cue points (`#n`)
+    /// once known, and the viewing they belong to.
     var requestContent: ContentInfo {
         var info = content
         if info.duration == nil { info.duration = knownDuration }
         if info.cuePoints == nil { info.cuePoints = knownCuePoints }
+        info.viewing = viewing
         return info
+    }
+
+    /// The viewing is over (a loop into the next pass, or the end of this `VideoAds`): the
+    /// source drops what it kept for it; `next` starts another.
+    private func endViewing(next: Bool) {
+        source.endViewing(requestContent)
+        if next { viewing = Viewings.next() }
     }
 
     func setCuePoints(_ times: [Double]) {
@@ -125,6 +137,7 @@ final class AdSession: @unchecked Sendable {
         requests = [:]
         ads = [:]
         shownAds = []
+        endViewing(next: false)
     }
 
     func setBackground(_ hidden: Bool) {
@@ -147,7 +160,8 @@ final class AdSession: @unchecked Sendable {
         switch event.change {
         case .item(let item?):
             if let bound, item.entry == bound.entry, item.loop > bound.loop {
-                self.bound = item   // our own episode's next pass (R14)
+                self.bound = item   // our own episode's next pass (R14): a new viewing for the source
+                endViewing(next: true)
             }
             endedAt = nil
             if let held = openBreak?.held, held != item { endBreak(resume: false) }   // its item is gone

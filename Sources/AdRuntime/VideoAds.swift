@@ -134,6 +134,13 @@ public final class VideoAds: Sendable {
         return session.source.midrollTimes(for: session.requestContent)
     }
 
+    /// The episode as this viewing's requests carry it (its length and cue points once known,
+    /// the viewing's number): what a policy asks a source's `mayFill` about. On the loop.
+    public var requestContent: ContentInfo {
+        loop.requireInLoop()
+        return session.requestContent
+    }
+
     /// The episode's length became known (the player read it from the file): requests carry it
     /// from now on when `content` did not (a percentage break, `n%`, is placed by it). Finite,
     /// positive, within the position bound; anything else is ignored.

@@ -33,7 +33,7 @@ public final class FallbackSource: AdSource {
     public func ad(for request: AdRequest) async throws -> AdCreative? {
         if request.podPosition > 0 {
             // The rest of a pod: from its source only.
-            guard let index = podSource.withLock({ $0[request.content.id] }), members.indices.contains(index) else { return nil }
+            guard let index = podSource.withLock({ $0[request.content.viewingKey] }), members.indices.contains(index) else { return nil }
             return try await members[index].source.ad(for: request)
         }
         var failure: (any Error)?
@@ -45,7 +45,7 @@ public final class FallbackSource: AdSource {
             try Task.checkCancellation()
             do {
                 if let creative = try await member.source.ad(for: request) {
-                    if request.kind.isLinear { podSource.withLock { $0[request.content.id] = index } }
+                    if request.kind.isLinear { podSource.withLock { $0[request.content.viewingKey] = index } }
                     return creative
                 }
                 answeredNoFill = true
@@ -69,13 +69,21 @@ public final class FallbackSource: AdSource {
         members.first { $0.source.mayFill(request.kind, content: request.content, at: request.position) }?.source.prefetch(request)
     }
 
-    /// Every member's breaks, merged (within 0.1 s, one).
+    /// Every member's breaks, merged as one source merges its own (within 1 ms, one): two
+    /// breaks close together are two breaks — each asked for, played or reported by the member
+    /// it belongs to, never one hidden behind the other.
     public func midrollTimes(for content: ContentInfo) -> [Double] {
         var times: [Double] = []
-        for time in members.flatMap({ $0.source.midrollTimes(for: content) }).sorted() where times.last.map({ time - $0 > 0.1 }) ?? true {
+        for time in members.flatMap({ $0.source.midrollTimes(for: content) }).sorted() where times.last.map({ time - $0 > 0.001 }) ?? true {
             times.append(time)
         }
         return times
+    }
+
+    /// Every member drops what it kept for the viewing; so does the chain (its pod's source).
+    public func endViewing(_ content: ContentInfo) {
+        _ = podSource.withLock { $0.removeValue(forKey: content.viewingKey) }
+        for member in members { member.source.endViewing(content) }
     }
 
     /// Every member hears of it (each counts only what it served).

@@ -35,4 +35,6 @@ public final class SlotCursor: AdSource {
     public func didShow(_ creative: AdCreative, content: ContentInfo) { base.didShow(creative, content: content) }
 
     public func midrollTimes(for content: ContentInfo) -> [Double] { base.midrollTimes(for: content) }
+
+    public func endViewing(_ content: ContentInfo) { base.endViewing(content) }
 }

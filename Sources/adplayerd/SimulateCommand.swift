@@ -3,6 +3,7 @@ import AdPlayerMpv
 import AdRuntime
 import AdSources
 import AdTracking
+import ClientSupport
 import ControlProtocol
 import Foundation
 import MpvPlayerAdapter
@@ -42,7 +43,8 @@ struct SimulateCommand {
                 }
             } else {
                 rest.append(argument)
-                if argument.hasPrefix("--"), !argument.contains("="), index + 1 < arguments.count {
+                // A configuration switch (`--loop`) takes no value; every other key takes one.
+                if argument.hasPrefix("--"), !argument.contains("="), !ConfigurationFile.switches.contains(key), index + 1 < arguments.count {
                     rest.append(arguments[index + 1])
                     index += 1
                 }

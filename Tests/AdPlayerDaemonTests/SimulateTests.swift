@@ -255,4 +255,58 @@ final class SimulateTests: XCTestCase {
         XCTAssertTrue(String(decoding: result.output, as: UTF8.self).contains("steps[0].do: \"dance\" is not one of"))
         XCTAssertFalse(FileManager.default.fileExists(atPath: folder + "/bad/report.xml"))
     }
+
+    // MARK: Every viewing (issue 45, R14)
+
+    /// The ads the timeline shows started, and each episode's coming in (`item`), in order.
+    private func sequence(_ out: String) throws -> [String] {
+        let text = try String(contentsOfFile: out + "/timeline.jsonl", encoding: .utf8)
+        return text.split(separator: "\n").compactMap { line -> String? in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
+            switch object["event"] as? String {
+            case "ad.started": return object["kind"] as? String
+            case "player.item": return object["path"] is String ? "item" : nil
+            default: return nil
+            }
+        }
+    }
+
+    /// A looped episode is a new viewing for every source each pass (R14 as amended): with
+    /// `repeat all` over one episode and with `repeat one` (`loop`), a VMAP episode gets its
+    /// schedule asked again and its pre-roll, mid-roll, overlay and post-roll in each of three
+    /// passes; a catalog's pre-roll and post-roll too. (Before: the second pass had no VMAP ad at
+    /// all, and `repeat one` one pre-roll and no post-roll.)
+    func testEveryPassOfALoopIsANewViewingWithItsBreaks() throws {
+        let library = folder + "/short"
+        try FileManager.default.createDirectory(atPath: library, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: try Media.path("episode-1.mp4"), toPath: library + "/episode-1.mp4")
+        let catalog = folder + "/linear-catalog"
+        try FileManager.default.createDirectory(atPath: catalog, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: try Media.path("clip-1s.mp4"), toPath: catalog + "/clip.mp4")
+        try Data("""
+            {"version": 1, "prerolls": [{"id": "cat-pre", "video": "clip.mp4"}], "postrolls": [{"id": "cat-post", "video": "clip.mp4"}]}
+            """.utf8).write(to: URL(fileURLWithPath: catalog + "/catalog.json"))
+        for (ads, expected) in [(server.base + "/vast/vmap-loop.xml", ["preroll", "item", "overlay", "midroll", "postroll"]),
+                                (catalog, ["preroll", "item", "postroll"])] {
+            for mode in [[String](), ["--loop"]] {
+                let out = folder + "/loop-\(UUID().uuidString.prefix(6))"
+                let result = try runProcess(Executables.adplayerd, ["simulate", "--library", library, "--ads", ads, "--from", "2026-12-07T05:00:00Z",
+                                                                    "--for", "40", "--timezone", "UTC", "--out", out] + mode)
+                let text = String(decoding: result.output, as: UTF8.self)
+                XCTAssertEqual(result.status, 0, text)
+                let seen = try sequence(out)
+                let passes = seen.split(separator: "preroll", omittingEmptySubsequences: true).map { ["preroll"] + Array($0) }
+                XCTAssertGreaterThanOrEqual(passes.count, 4, "\(ads) \(mode): \(seen)")
+                for (index, pass) in passes.prefix(3).enumerated() {
+                    XCTAssertEqual(pass, expected, "pass \(index + 1) of \(ads) \(mode): \(seen)")
+                }
+                if ads.hasPrefix("http") {
+                    let har = try String(contentsOfFile: out + "/requests.har", encoding: .utf8)
+                    let asked = har.components(separatedBy: "vmap-loop.xml").count - 1
+                    XCTAssertEqual(asked, passes.count, "the schedule asked once a viewing (\(mode)): \(seen)")
+                }
+            }
+        }
+    }
+
 }

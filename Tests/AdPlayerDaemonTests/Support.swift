@@ -31,15 +31,18 @@ final class ControllerHarness: @unchecked Sendable {
     }
 
     /// `makeSource` gets the store: a catalog counts its frequency caps there, as the daemon's does.
+    /// `videos`: linear ads play on the loop's virtual time (the simulator's surface) instead of
+    /// the recording surface, whose videos a test drives by hand.
     init(statePath: String = ":memory:", pauseAdDelay: Double = 1, adsConfiguration: VideoAdsConfiguration = VideoAdsConfiguration(),
-         makeSource: (StateStore) throws -> (any AdSource)?) throws {
+         videos: Bool = false, makeSource: (StateStore) throws -> (any AdSource)?) throws {
         loop = VirtualLoop(recordingOffLoopCallsIn: offLoop)
         player = ScriptedPlayer(loop: loop)
         store = try StateStore(path: statePath, log: log)
         let source = try makeSource(store)
         let emitted = self.emitted, adEvents = self.adEvents, batches = self.batches
         let metrics = self.metrics
-        controller = Controller(player: player, surface: surface, store: store, log: log, source: source, pauseAdDelay: pauseAdDelay,
+        let adSurface: any AdSurface = videos ? SimulatedAdSurface(loop: loop) : surface
+        controller = Controller(player: player, surface: adSurface, store: store, log: log, source: source, pauseAdDelay: pauseAdDelay,
                                 adsConfiguration: adsConfiguration, emit: { event in emitted.withLock { $0.append(event) } },
                                 emitMany: { events in
                                     emitted.withLock { $0 += events }

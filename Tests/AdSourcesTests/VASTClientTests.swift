@@ -367,6 +367,31 @@ final class VASTClientTests: XCTestCase {
         XCTAssertFalse(told.contains { $0.contains("break=post") }, "\(told)")
     }
 
+    /// The breaks at an episode's end (issue 45, 12): a mid-roll timed at the 4 s episode's
+    /// exact end (it is never crossed), one at 100 % and the `end` break. The `end` break is the
+    /// post-roll and plays; the other two are told through their error URLs with 1003, once —
+    /// the `end` break is no duplicate of the `100%` one. A second viewing (R14) gets them again.
+    func testTheEndBreakPlaysAndTheOtherBreaksAtTheEndAreTold() async throws {
+        let vast = client("vmap-end.xml")
+        for viewing in [UInt64(1), 2] {
+            var content = ContentInfo(id: "episode-4s", duration: 4)
+            content.viewing = viewing
+            XCTAssertEqual(vast.midrollTimes(for: content), [], "not before the schedule is loaded")
+            _ = try await vast.ad(for: AdRequest(content: content, kind: .preroll, position: 0))
+            XCTAssertEqual(vast.midrollTimes(for: content), [], "nothing before the end is a mid-roll")
+            let postroll = try await XCTUnwrapAsync(await vast.ad(for: AdRequest(content: content, kind: .postroll, position: 4)))
+            XCTAssertEqual(postroll.tracking["breakStart"], ["\(server.base)/b/break-start?break=end"], "the `end` break plays")
+            let told = errorBeacons.list.withLock { $0 }.filter { $0.contains("vmap-error") }
+            XCTAssertEqual(told.sorted(), Array(repeating: ["\(server.base)/b/vmap-error?break=at-4s&code=1003",
+                                                            "\(server.base)/b/vmap-error?break=full&code=1003"], count: Int(viewing)).flatMap { $0 }.sorted(),
+                           "viewing \(viewing): \(told)")
+            let again = try await vast.ad(for: AdRequest(content: content, kind: .postroll, position: 4))
+            XCTAssertNil(again)
+            vast.endViewing(content)
+        }
+        XCTAssertEqual(try server.requests()["/vast/vmap-end.xml"], 2, "the schedule asked once a viewing")
+    }
+
     /// VMAP's `#n`: the n-th of the episode's cue points (its chapters) — a mid-roll there.
     func testACuePointBreakIsAtTheEpisodesNthCuePoint() async throws {
         let vast = client("vmap-episode.xml")
@@ -432,9 +457,12 @@ final class VASTClientTests: XCTestCase {
         let midroll = try await vast.ad(for: AdRequest(content: episode, kind: .midroll, position: 3.9, breakTime: 4))
         XCTAssertNotNil(midroll)
         let full = try await vast.ad(for: AdRequest(content: episode, kind: .postroll, position: 10))
-        XCTAssertNotNil(full, "100 %: the post-roll")
+        XCTAssertNotNil(full, "100 %: the post-roll (the first of the breaks at the end, with no `end` break)")
+        // One post-roll plays at the end (a player asks once): the break exactly at the end is
+        // told with 1003 as it is passed over, never left unplayed and unsaid (issue 45, 12).
+        XCTAssertEqual(errorBeacons.list.withLock { $0 }.filter { $0.contains("break=at-end") }, ["\(server.base)/b/vmap-error?break=at-end&code=1003"])
         let atEnd = try await vast.ad(for: AdRequest(content: episode, kind: .postroll, position: 10))
-        XCTAssertNotNil(atEnd, "exactly at the end: a post-roll too")
+        XCTAssertNil(atEnd, "told, not served later")
         // A `#n` break of an episode without chapters, its end reached before anything asked
         // for its mid-roll times: told with 1003 when the post-roll is asked for, once.
         let cues = client("vmap-episode.xml")

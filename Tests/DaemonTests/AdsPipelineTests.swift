@@ -322,6 +322,45 @@ final class AdsPipelineTests: XCTestCase {
         let chain = (try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])?["chain"] as? [[String: Any]]
         XCTAssertEqual(chain?.compactMap { $0["source"] as? String }, [empty, catalog.path])
     }
+    /// R14 as amended (issue 45): every pass of a looped episode is a new viewing for every
+    /// source. Through the real daemon on real mpv, a 4 s episode looped three times — with
+    /// `loop on` (repeat one) and with `repeat all` over it alone — gets its catalog pre-roll
+    /// and post-roll each pass, and a VMAP episode its schedule asked again and its pre-roll,
+    /// mid-roll and post-roll each pass. (Before: `loop on` played one pre-roll and no post-roll
+    /// in seven passes; a VMAP episode's second pass had no ad at all.)
+    func testEveryPassOfALoopedEpisodeGetsItsPrerollBreaksAndPostroll() throws {
+        let catalog = try makeCatalog("""
+            {"version": 1, "prerolls": [{"id": "pre-1", "video": "postroll.mp4"}], "postrolls": [{"id": "post-1", "video": "postroll.mp4"}]}
+            """)
+        defer { try? FileManager.default.removeItem(at: catalog) }
+        let cases: [(ads: String, loop: [String: Any], kinds: [String])] = [
+            (catalog.path, ["on": true], ["preroll", "postroll"]),
+            (catalog.path, ["mode": "all"], ["preroll", "postroll"]),
+            (server.base + "/vast/vmap-loop.xml", ["on": true], ["preroll", "midroll", "postroll"]),
+        ]
+        for (ads, mode, kinds) in cases {
+            let daemon = try DaemonProcess(extra: ["--ads", ads, "--time-sync-wait", "0"])
+            let events = try daemon.connect()
+            _ = try events.call("subscribe", ["events": ["ad.started", "player.item"]])
+            _ = try daemon.connect().call(mode["on"] != nil ? "loop" : "repeat", mode)
+            _ = try daemon.connect().call("open", ["path": try Media.path("episode-1.mp4")])
+            var seen: [String] = []
+            // Three whole passes: each one's pre-roll, its item, its breaks, its post-roll.
+            while seen.filter({ $0 == "postroll" }).count < 3 {
+                let event = try events.event(timeout: 60) { $0["event"] as? String == "ad.started" || ($0["event"] as? String == "player.item" && $0["path"] is String) }
+                seen.append(event["event"] as? String == "player.item" ? "item" : event["kind"] as? String ?? "?")
+            }
+            XCTAssertEqual(daemon.stop(), 0, daemon.log)
+            let linear = seen.filter { kinds.contains($0) || $0 == "item" }
+            let pass = ["preroll", "item"] + kinds.dropFirst()
+            XCTAssertEqual(linear, pass + pass + pass, "\(ads) \(mode): \(seen)")
+            if ads.hasPrefix("http") {
+                let asked = try server.requests().filter { $0.key.hasPrefix("/vast/vmap-loop.xml") }.values.reduce(0, +)
+                XCTAssertGreaterThanOrEqual(asked, 3, "the schedule asked again each viewing")
+                XCTAssertEqual(try server.counts()["/b/break-start?break=post"], 3)
+            }
+        }
+    }
 }
 
 extension ISO8601DateFormatter {

@@ -200,4 +200,5 @@ final class TermsSource: AdSource {
 
     func didShow(_ creative: AdCreative, content: ContentInfo) { base.didShow(creative, content: content) }
     func midrollTimes(for content: ContentInfo) -> [Double] { base.midrollTimes(for: content) }
+    func endViewing(_ content: ContentInfo) { base.endViewing(content) }
 }

@@ -27,7 +27,7 @@ extension Controller {
         switch event.change {
         case .item(let item?):
             lastFailure = nil
-            emit(.playerItem(path: item.path, entry: item.entry, pass: item.loop, contentID: episode?.entry.contentID))
+            emit(.playerItem(path: item.path, entry: item.entry, pass: (episode?.pass ?? 0) + item.loop, contentID: episode?.entry.contentID))
         case .item(nil): emit(.playerEmpty)
         case .playing(let rate): emit(.playerPlaying(rate: rate, position: s.position))
         case .paused: emit(.playerPaused(position: s.position))
@@ -69,9 +69,10 @@ extension Controller {
             // Played to its end: the next time it starts from 0 — by its path, whether or not the
             // policy has already moved on to the next episode.
             remember(item.path, nil)
-            if let episode, item.entry == episode.playlistEntry, episode.policy == nil, !loopOn { episodeFinished(episode.serial) }   // no ads: next
+            if let episode, item.entry == episode.playlistEntry, episode.policy == nil { episodeFinished(episode.serial) }   // no ads: next
         case .failed(let failure):
             log.warning("\(failure.path): cannot be played: \(failure.message) [\(failure.code)]; the next entry plays")
+            lastFailure = (failure.path, "\(failure.message) [\(failure.code)]")
             if let episode, failure.entry == episode.playlistEntry, episode.policy == nil { episodeFinished(episode.serial) }
         }
         if case .seeked(_, let to) = event.change { publishDesktop(seekedTo: to) } else { publishDesktop() }

@@ -43,7 +43,9 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     var queueJSON: JSONValue?
     var current: Int? { queue.current }
     var episode: Episode?
-    /// `repeat one`: mpv loops the file.
+    /// `repeat one`: the episode plays again after its post-roll, each pass a new viewing with
+    /// its own pre-roll, breaks and post-roll (R14) — the controller replays it; mpv's own
+    /// `loop-file` (a wrap with no end, so no post-roll and no pre-roll) is never used.
     var loopOn: Bool { queue.loopsEpisode }
     var volume = 100.0
     var muted = false
@@ -107,6 +109,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         let serial: UInt64
         /// What desktops show of it (made once: it builds a URL).
         let track: DesktopState.Track
+        /// How many times it played before in a row (`repeat one`): 0 for the first viewing.
+        var pass = 0
     }
     /// The cost of telling desktops, on the loop (logged at `debug` when the daemon stops).
     var desktopPublishes = (count: 0, nanoseconds: UInt64(0))
@@ -143,7 +147,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         observation = player.addObserver(self, phase: .report)
         queue = PlayQueue(entries: saved.queue, current: saved.current, repeatMode: saved.repeatMode, shuffle: saved.shuffle)
         positions = RecentPositions(saved.positions)
-        try? player.setLoop(loopOn)
+        try? player.setLoop(false)
         volume = saved.volume
         muted = saved.mute
         try? player.setVolume(volume)
@@ -208,7 +212,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         var playing = false, position = 0.0, rate = 0.0
         if let episode, snapshot.item != nil || episode.playlistEntry == nil {
             item = ["path": .string(episode.entry.path), "content_id": .string(episode.entry.contentID),
-                    "pass": .int(snapshot.item?.loop ?? 0)]
+                    "pass": .int(Int64(episode.pass + (snapshot.item?.loop ?? 0)))]
             playing = linearAd.map { !$0.paused } ?? snapshot.playing
             // During a mid-roll break: the content's held position (it resumes there).
             position = linearAd == nil || adBreak == .midroll ? snapshot.position : 0
@@ -418,7 +422,6 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     public func setRepeat(_ mode: RepeatMode) throws(ControlError) -> JSONValue {
         player.loop.requireInLoop()
-        try onPlayer { try player.setLoop(mode == .one) }
         queue.repeatMode = mode
         store.saveSetting("repeat", mode.rawValue)
         emit(.playerMode(repeatMode: mode.rawValue, shuffle: queue.shuffle))
@@ -571,7 +574,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     // MARK: Episodes
 
-    func play(_ index: Int, start: Double?, fresh: Bool) {
+    func play(_ index: Int, start: Double?, fresh: Bool, pass: Int = 0) {
         guard queue.contains(index) else { return }
         retryTimer?.cancel()
         savePosition()
@@ -594,7 +597,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         policy?.setDark(!display.on)
         linearAd = nil
         episode = Episode(entry: entry, playlistEntry: nil, policy: policy, serial: serial,
-                          track: DesktopState.Track(serial: serial, path: entry.path))
+                          track: DesktopState.Track(serial: serial, path: entry.path), pass: pass)
         // A new episode plays (mpv's pause flag outlives files), from `start` when given, with
         // the tracks the language preferences pick (a track chosen for the last one was its own).
         // While the display is off it waits, paused at its start, for the display to come on.
@@ -662,6 +665,10 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         self.episode = nil
         linearAd = nil
         if scheduleRules { return scheduleNext() }
+        if queue.repeatMode == .one, let current, queue.contains(current), queue[current] == episode.entry, lastFailure?.path != episode.entry.path {
+            // `repeat one`: the same episode again, from its start — a new viewing (R14).
+            return play(current, start: 0, fresh: true, pass: episode.pass + 1)
+        }
         guard let current, let next = queue.next(after: current) else {
             log.info("the queue is done")
             queue.current = nil

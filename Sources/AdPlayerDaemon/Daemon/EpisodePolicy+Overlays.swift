@@ -39,7 +39,7 @@ extension EpisodePolicy {
             return
         case true?: overlays.deferred = false
         }
-        guard source.mayFill(.overlay, content: content, at: player?.snapshot().position ?? 0) else { return }
+        guard source.mayFill(.overlay, content: ads.requestContent, at: player?.snapshot().position ?? 0) else { return }
         overlays.requestOut = true
         ads.request(.overlay) { [weak self] result in
             self?.overlays.requestOut = false

@@ -6,7 +6,7 @@ import Foundation
 extension EpisodePolicy {
     func contentEnded() {
         guard !dark else { return finish() }
-        guard source.mayFill(.postroll, content: content, at: player?.snapshot().position ?? 0) else { return finish() }
+        guard source.mayFill(.postroll, content: ads.requestContent, at: player?.snapshot().position ?? 0) else { return finish() }
         requestPostroll(podPosition: 0)
     }
 

@@ -8,7 +8,7 @@ extension EpisodePolicy {
     /// display is off).
     public var wantsPreroll: Bool {
         ads.loop.requireInLoop()
-        return !dark && !finished && source.mayFill(.preroll, content: content, at: 0)
+        return !dark && !finished && source.mayFill(.preroll, content: ads.requestContent, at: 0)
     }
 
     /// Plays the pre-roll break (its pod in sequence), then `start` — the episode loads after

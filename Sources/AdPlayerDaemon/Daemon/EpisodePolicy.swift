@@ -158,7 +158,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             trackOnce(player)
         case .paused where tracked && !pauseAdRequested && videoShown != false && !dark:
             pauseAdRequested = true
-            guard source.mayFill(.pauseAd, content: content, at: event.snapshot.position) else { break }
+            guard source.mayFill(.pauseAd, content: ads.requestContent, at: event.snapshot.position) else { break }
             // After this turn: the overlay this pause ended is already down (the ads' phase
             // comes first); the request (a task, a timer, a worker) waits until clients have
             // heard of the pause and the overlay's end, told in this turn (docs/benchmarks.md).
@@ -222,7 +222,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             if info.kind == .midroll, midrolls.waiting?.id == info.id { midrolls.waiting = nil }
             // On screen: caps are counted, and competitive separation starts, now.
             if let creative = shown[info.id]?.creative {
-                source.didShow(creative, content: content)
+                source.didShow(creative, content: ads.requestContent)
                 separation?.record(advertiser: creative.advertiser, categories: creative.categories)
             }
         case .ended(let info, _, _): visible.remove(info.id)
@@ -244,7 +244,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     /// Lets the source fetch what a request of `kind` will need (SPEC §4: showing an ad never
     /// waits for the network), when it can have one.
     func prefetch(_ kind: AdKind, at position: Double? = nil) {
-        guard !finished, source.mayFill(kind, content: content, at: position ?? player?.snapshot().position ?? 0) else { return }
+        guard !finished, source.mayFill(kind, content: ads.requestContent, at: position ?? player?.snapshot().position ?? 0) else { return }
         ads.prefetch(kind, at: position)
     }
 

@@ -44,6 +44,9 @@ public enum SimulationRules {
         var ended: Double?
         var reason: AdEndReason?
         var onScreen: Double?
+        /// A linear ad's video: the last quartile its own progress reached (1–3), whether or not
+        /// the output showed it (a hidden output plays a linear ad on, unseen).
+        var quartileReached = 0
     }
 
     public static let names = ["impressions-once", "quartiles-in-order", "nothing-billed-unshown", "vmap-breaks", "macros-filled",
@@ -78,6 +81,10 @@ public enum SimulationRules {
                     ads[info.id]?.started = at
                     ads[info.id]?.startPosition = info.contentPosition
                 }
+            case .quartile(let info, let quartile):
+                touch(info)
+                let reached = max(ads[info.id]?.quartileReached ?? 0, quartile)
+                ads[info.id]?.quartileReached = reached
             case .ended(let info, let reason, _):
                 touch(info)
                 ads[info.id]?.ended = at
@@ -135,7 +142,10 @@ public enum SimulationRules {
             var last: (String, Double)?
             for (event, fraction) in quartileEvents {
                 let fired = recorded.filter { $0.event == event }
-                let reached = event == "complete" ? ad.reason == .completed : played + 0.05 >= fraction * duration
+                // Its point played: on screen that long, or the video's own progress passed it
+                // (a linear ad plays on while the output is hidden: its time on screen is 0).
+                let reached = event == "complete" ? ad.reason == .completed
+                    : played + 0.05 >= fraction * duration || Double(ad.quartileReached) >= fraction * 4 - 0.001
                 if let first = fired.first {
                     if !reached {
                         failures.append(Failure(at: first.started, message: "\(name(ad)): \(event) sent after \(String(format: "%.3f", played)) s played "

@@ -49,6 +49,12 @@ public protocol AdSource: Sendable {
     /// (a VMAP schedule once it is loaded), in order. Called on the player's loop: cheap,
     /// non-blocking, no I/O. The ad of a break carries its time in `slotStart`. Default: none.
     func midrollTimes(for content: ContentInfo) -> [Double]
+
+    /// The viewing `content.viewing` is over (its `VideoAds` destroyed, or its episode looped
+    /// into the next pass, R14): whatever the source kept for it alone (a VMAP schedule and the
+    /// breaks it served, a pod) is dropped — the next viewing asks again. Any thread; returns at
+    /// once. Default: nothing.
+    func endViewing(_ content: ContentInfo)
 }
 
 extension AdSource {
@@ -56,4 +62,5 @@ extension AdSource {
     public func prefetch(_ request: AdRequest) {}
     public func didShow(_ creative: AdCreative, content: ContentInfo) {}
     public func midrollTimes(for content: ContentInfo) -> [Double] { [] }
+    public func endViewing(_ content: ContentInfo) {}
 }

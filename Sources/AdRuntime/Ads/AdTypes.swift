@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The episode a `VideoAds` is for: an id that ad servers know it by.
 public struct ContentInfo: Sendable, Equatable {
@@ -11,6 +12,10 @@ public struct ContentInfo: Sendable, Equatable {
     /// The episode's cue points (its ad opportunities: a file's chapter starts), seconds in
     /// order, once known; nil: not known yet; empty: it has none. VMAP's `#n` positions.
     public var cuePoints: [Double]?
+    /// Which viewing of the episode a request belongs to (R14): every `VideoAds`, and every
+    /// pass of its episode (a loop), is a viewing of its own, numbered once in the process.
+    /// Set by the runtime on what it hands a source; nil on what an app made itself.
+    public var viewing: UInt64?
 
     public init(id: String, title: String? = nil, duration: Double? = nil, tags: [String] = [], cuePoints: [Double]? = nil) {
         self.id = id
@@ -19,6 +24,18 @@ public struct ContentInfo: Sendable, Equatable {
         self.tags = tags
         self.cuePoints = cuePoints
     }
+
+    /// What a source keys a viewing's own state by (a VMAP schedule and its breaks served, a
+    /// pod): the content id, and the viewing when there is one.
+    public var viewingKey: String { viewing.map { "\(id)\u{1}\($0)" } ?? id }
+}
+
+/// Viewings are numbered once in the process: two `VideoAds` of one episode (a replay, `repeat
+/// all` coming round) never share a source's per-viewing state. A number is a key, never an
+/// output: a simulation's files do not depend on it.
+enum Viewings {
+    private static let counter = Atomic<UInt64>(0)
+    static func next() -> UInt64 { counter.add(1, ordering: .relaxed).newValue }
 }
 
 /// The ad kinds: non-linear ones over the content (overlay, pause ad) and linear ones that

@@ -8,9 +8,16 @@ extension VASTClient {
     /// reported at once, each through its `error` URLs with VMAP's 1003 (type not supported).
     func loadSchedule(_ vmap: VMAPDocument, for request: AdRequest, _ values: MacroContext) {
         answersVMAP.withLock { $0 = true }
+        let order = loadOrder.withLock { order -> UInt64 in
+            order += 1
+            return order
+        }
         let first = schedules.withLock { schedules in
-            guard schedules[request.content.id] == nil else { return false }
-            schedules[request.content.id] = Schedule(breaks: vmap.breaks.map(Self.normalized), values: values)
+            guard schedules[request.content.viewingKey] == nil else { return false }
+            if schedules.count >= Self.maxViewings, let oldest = schedules.min(by: { $0.value.loaded < $1.value.loaded })?.key {
+                schedules[oldest] = nil
+            }
+            schedules[request.content.viewingKey] = Schedule(breaks: vmap.breaks.map(Self.normalized), values: values, loaded: order)
             return true
         }
         guard first else { return }   // another request of the episode loaded it first
@@ -31,14 +38,15 @@ extension VASTClient {
         }
     }
 
-    /// A linear break at `00:00:00` or `0%` is the pre-roll, one at `100%` the post-roll.
+    /// A linear break at `00:00:00` or `0%` is the pre-roll. One at `100%` (or timed at the
+    /// episode's end) is at the end, but it is not the `end` break: the post-roll request
+    /// sorts them out (`atTheEndBreaks`), so that neither is mistaken for a duplicate of the other.
     private static func normalized(_ item: VMAPDocument.Break) -> VMAPDocument.Break {
         guard item.types.contains("linear") else { return item }
         var item = item
         switch item.offset {
         case .seconds(let s) where s <= 0: item.offset = .start
         case .percent(let p) where p <= 0: item.offset = .start
-        case .percent(let p) where p >= 100: item.offset = .end
         default: break
         }
         return item
@@ -70,7 +78,7 @@ extension VASTClient {
     /// The content times of the VMAP schedule's mid-roll breaks for `content`, once its schedule
     /// is loaded (empty before).
     public func midrollTimes(for content: ContentInfo) -> [Double] {
-        guard let schedule = schedules.withLock({ $0[content.id] }) else { return [] }
+        guard let schedule = schedules.withLock({ $0[content.viewingKey] }) else { return [] }
         reportMissingCuePoints(schedule, content)
         let times = schedule.breaks.indices.compactMap { index -> Double? in
             let item = schedule.breaks[index]
@@ -95,6 +103,22 @@ extension VASTClient {
         content.duration.map { time >= $0 - 0.001 } ?? false
     }
 
+    /// The linear breaks at the end of a viewing that played to its end at `request.position`
+    /// (R11), not served yet, in the document's order: the `end` break, one at `100%`, one timed
+    /// at or past the episode's length — and a mid-roll whose time the content did not cross
+    /// before it ended (within a quarter second of the end: the last frame came first). A
+    /// prefetch (`ended` false: its position is not where the content ended) sees the first ones only.
+    private static func atTheEndBreaks(_ schedule: Schedule, _ request: AdRequest, ended: Bool) -> [Int] {
+        schedule.breaks.indices.filter { index in
+            let item = schedule.breaks[index]
+            guard item.types.contains("linear"), playable(item), item.offset != .start, !repeatsAnOffset(index, schedule.breaks),
+                  !schedule.served.contains("\(index)@end") else { return false }
+            if item.offset == .end { return true }
+            guard let time = time(of: item, in: request.content) else { return false }
+            return atTheEnd(time, request.content) || (ended && time >= request.position - 0.25 && !schedule.served.contains("\(index)@mid"))
+        }
+    }
+
     /// Once the episode's cue points are known: a `#n` break past them can never be played —
     /// told once through its `error` URLs with 1003 (the content has no such opportunity).
     private func reportMissingCuePoints(_ schedule: Schedule, _ content: ContentInfo) {
@@ -104,8 +128,8 @@ extension VASTClient {
             return false
         }
         guard !missing.isEmpty, schedules.withLock({ schedules in
-            guard schedules[content.id]?.cuesReported == false else { return false }
-            schedules[content.id]?.cuesReported = true
+            guard schedules[content.viewingKey]?.cuesReported == false else { return false }
+            schedules[content.viewingKey]?.cuesReported = true
             return true
         }) else { return }
         for item in missing { fireBreak(item.error, .breakTypeNotSupported, schedule.values) }
@@ -115,7 +139,7 @@ extension VASTClient {
     /// next unserved instance at or after the position), the `end` break's post-roll; nil when
     /// there is none. A break that cannot be honoured is reported through its `error` URLs.
     func fromSchedule(_ request: AdRequest, prefetching: Bool) async throws -> Resolution? {
-        guard let schedule = schedules.withLock({ $0[request.content.id] }) else { return nil }
+        guard let schedule = schedules.withLock({ $0[request.content.viewingKey] }) else { return nil }
         var chosen: (index: Int, key: String, time: Double?)?
         switch request.kind {
         case .overlay:
@@ -137,14 +161,16 @@ extension VASTClient {
             // The episode is over: a `#n` break past its cue points is told now if it was not
             // (an end-of-episode break must not hide it).
             reportMissingCuePoints(schedule, request.content)
-            // The `end` break, or a linear one timed exactly at the episode's end.
-            if let index = schedule.breaks.indices.first(where: { index in
-                let item = schedule.breaks[index]
-                guard item.types.contains("linear"), !schedule.served.contains("\(index)@end") else { return false }
-                if item.offset == .end { return true }
-                return Self.time(of: item, in: request.content).map { Self.atTheEnd($0, request.content) } ?? false
-            }) {
+            let atEnd = Self.atTheEndBreaks(schedule, request, ended: !prefetching)
+            if let index = atEnd.first(where: { schedule.breaks[$0].offset == .end }) ?? atEnd.first {
                 chosen = (index, "\(index)@end", nil)
+                if !prefetching {
+                    // One linear break plays at an instant: the others at the end are told
+                    // through their error URLs (1003), once — never dropped in silence.
+                    let others = atEnd.filter { $0 != index }
+                    _ = schedules.withLock { schedules in others.forEach { schedules[request.content.viewingKey]?.served.insert("\($0)@end") } }
+                    for other in others { fireBreak(schedule.breaks[other].error, .breakTypeNotSupported, schedule.values) }
+                }
             }
         case .preroll:
             if let index = schedule.breaks.indices.first(where: {
@@ -169,7 +195,7 @@ extension VASTClient {
             chosen = nil
         }
         guard let chosen else { return nil }
-        if !prefetching { _ = schedules.withLock { $0[request.content.id]?.served.insert(chosen.key) } }
+        if !prefetching { _ = schedules.withLock { $0[request.content.viewingKey]?.served.insert(chosen.key) } }
         let item = schedule.breaks[chosen.index]
         let data: Data
         if let inline = item.vast {
@@ -206,14 +232,14 @@ extension VASTClient {
         if let time = chosen.time { answer.creative.slotStart = time }
         if !item.allowMultipleAds, answer.creative.podRemaining > 0 {
             answer.creative.podRemaining = 0
-            _ = pods.withLock { $0.removeValue(forKey: request.content.id) }
+            _ = pods.withLock { $0.removeValue(forKey: request.content.viewingKey) }
         }
         // Once a break: `breakStart` with its first ad, `breakEnd` with its last.
         answer.creative.tracking["breakStart", default: []] += item.breakStart
         if answer.creative.podRemaining == 0 {
             answer.creative.tracking["breakEnd", default: []] += item.breakEnd
         } else if !item.breakEnd.isEmpty {
-            pendingBreakEnd.withLock { $0[request.content.id] = item.breakEnd }
+            pendingBreakEnd.withLock { $0[request.content.viewingKey] = item.breakEnd }
         }
         return answer
     }

@@ -104,10 +104,12 @@ public final class VASTClient: AdSource {
     let onErrorURLs: @Sendable ([String], MacroContext) -> Void
     private let prefetched = Locked<[AdKind: Prefetched]>([:])
     let pods = Locked<[String: Pod]>([:])
-    /// VMAP: an episode's breaks (requested once an episode), by content id, with the break
-    /// instances already served; and a post-roll pod's `breakEnd`, for its last ad.
+    /// VMAP: a viewing's breaks (requested once a viewing, R14), by `ContentInfo.viewingKey`,
+    /// with the break instances already served; and a post-roll pod's `breakEnd`, for its last
+    /// ad. Dropped at the viewing's end (`endViewing`), and bounded (`maxViewings`).
     let schedules = Locked<[String: Schedule]>([:])
     let pendingBreakEnd = Locked<[String: [String]]>([:])
+    let loadOrder = Locked<UInt64>(0)
     /// The tag has answered with VMAP: an episode's first requests then share one fetch of it.
     let answersVMAP = Locked(false)
     /// The tag answered plain VAST (no schedule): no pre-roll is asked of it again.
@@ -137,6 +139,8 @@ public final class VASTClient: AdSource {
         var breaks: [VMAPDocument.Break]
         var served: Set<String> = []
         var values: MacroContext
+        /// When it was loaded (an order): the oldest goes first past `maxViewings`.
+        var loaded: UInt64 = 0
         /// The `#n` breaks past the episode's cue points were told (once).
         var cuesReported = false
     }
@@ -160,13 +164,13 @@ public final class VASTClient: AdSource {
     public func ad(for request: AdRequest) async throws -> AdCreative? {
         if request.podPosition > 0 {
             var creative = try await nextInPod(request)?.creative
-            if creative?.podRemaining == 0, let urls = pendingBreakEnd.withLock({ $0.removeValue(forKey: request.content.id) }) {
+            if creative?.podRemaining == 0, let urls = pendingBreakEnd.withLock({ $0.removeValue(forKey: request.content.viewingKey) }) {
                 creative?.tracking["breakEnd", default: []] += urls
             }
             return creative
         }
         // A VMAP episode: its schedule answers, the tag is not asked again.
-        if schedules.withLock({ $0[request.content.id] != nil }) { return try await fromSchedule(request, prefetching: false)?.creative }
+        if schedules.withLock({ $0[request.content.viewingKey] != nil }) { return try await fromSchedule(request, prefetching: false)?.creative }
         if let kept = takePrefetched(request) {
             // A prefetch that failed is forgotten: the request asks the server itself — and so is
             // one whose advertiser has shown since, within the separation.
@@ -189,6 +193,21 @@ public final class VASTClient: AdSource {
     /// the first episode after start learns it, with one request that fills nothing. Not while
     /// the tag's server cannot be reached (until it answers again). Mid-rolls while the
     /// episode's schedule has a linear break after the position.
+    /// The viewing is over: its schedule, its served breaks, its pod and its loads go; the next
+    /// viewing of the same episode asks the tag again (R14).
+    public func endViewing(_ content: ContentInfo) {
+        let key = content.viewingKey
+        _ = schedules.withLock { $0.removeValue(forKey: key) }
+        _ = pods.withLock { $0.removeValue(forKey: key) }
+        _ = pendingBreakEnd.withLock { $0.removeValue(forKey: key) }
+        _ = scheduleLoads.withLock { $0.removeValue(forKey: key) }
+        _ = firstFetches.withLock { $0.removeValue(forKey: key) }
+    }
+
+    /// Viewings whose state is kept at once: a box has one or two (the one that ends, the one
+    /// that starts); a viewing never ended (an app that never destroys) cannot grow the maps.
+    static let maxViewings = 64
+
     public func mayFill(_ kind: AdKind, content: ContentInfo, at position: Double) -> Bool {
         switch kind {
         case .preroll: !tagUnreachable.withLock { $0 } && (answersVMAP.withLock { $0 } || !answersPlainVAST.withLock { $0 })
@@ -198,7 +217,7 @@ public final class VASTClient: AdSource {
     }
 
     public func prefetch(_ request: AdRequest) {
-        guard request.podPosition == 0, !schedules.withLock({ $0[request.content.id] != nil }) else { return }
+        guard request.podPosition == 0, !schedules.withLock({ $0[request.content.viewingKey] != nil }) else { return }
         let now = SimulatedTime.wall()
         prefetched.withLock { kept in
             if let current = kept[request.kind], current.content == request.content.id, current.until > now { return }
@@ -237,14 +256,14 @@ public final class VASTClient: AdSource {
     /// Follows the tag to an ad (or from `document`, a VAST file already read).
     public func resolve(_ request: AdRequest, document: Data? = nil, prefetching: Bool = false) async throws -> Resolution? {
         // One id for the chain: this request, its wrappers, the ad's tracking URLs.
-        var values = MacroContext(contentID: request.content.id, kind: request.kind, contentPlayhead: request.position,
+        var values = MacroContext(contentID: request.content.viewingKey, kind: request.kind, contentPlayhead: request.position,
                                   playerSize: outputSize?.current, transactionID: ProcessRandom.uuid(), adCount: 1)
         let url = Macros.expand(tag, values, policy)
         if document == nil, answersVMAP.withLock({ $0 }) {
             // One request of the schedule an episode, whatever asks first.
             let loadValues = values
             let load: Task<Void, any Error> = scheduleLoads.withLock { loads in
-                if let running = loads[request.content.id] { return running }
+                if let running = loads[request.content.viewingKey] { return running }
                 let task = Task.counted { [self, loadValues, request, url] in
                     let data = try await fetchTag(url)
                     guard VMAPDocument.looksLikeVMAP(data) else { throw VASTError(code: .schemaValidation, message: "the tag no longer answers VMAP") }
@@ -254,16 +273,16 @@ public final class VASTClient: AdSource {
                         throw VASTError(code: .xmlParsing, message: "\(error)")
                     }
                 }
-                loads[request.content.id] = task
+                loads[request.content.viewingKey] = task
                 return task
             }
             do {
                 try await load.value
             } catch let error as FetchError {
-                scheduleLoads.withLock { _ = $0.removeValue(forKey: request.content.id) }
+                scheduleLoads.withLock { _ = $0.removeValue(forKey: request.content.viewingKey) }
                 throw Self.vastError(error, wrapper: false)
             } catch {
-                scheduleLoads.withLock { _ = $0.removeValue(forKey: request.content.id) }
+                scheduleLoads.withLock { _ = $0.removeValue(forKey: request.content.viewingKey) }
                 throw error
             }
             return try await fromSchedule(request, prefetching: prefetching)
@@ -271,21 +290,21 @@ public final class VASTClient: AdSource {
         var opened: FirstFetch?
         if document == nil, !answersVMAP.withLock({ $0 }) {
             let (latch, first) = firstFetches.withLock { fetches -> (FirstFetch, Bool) in
-                if let running = fetches[request.content.id] { return (running, false) }
+                if let running = fetches[request.content.viewingKey] { return (running, false) }
                 let latch = FirstFetch()
-                fetches[request.content.id] = latch
+                fetches[request.content.viewingKey] = latch
                 return (latch, true)
             }
             if first {
                 opened = latch
             } else {
                 await latch.wait()
-                if schedules.withLock({ $0[request.content.id] != nil }) { return try await fromSchedule(request, prefetching: prefetching) }
+                if schedules.withLock({ $0[request.content.viewingKey] != nil }) { return try await fromSchedule(request, prefetching: prefetching) }
             }
         }
         defer {
             if let opened {
-                firstFetches.withLock { fetches in if fetches[request.content.id] === opened { fetches[request.content.id] = nil } }
+                firstFetches.withLock { fetches in if fetches[request.content.viewingKey] === opened { fetches[request.content.viewingKey] = nil } }
                 Task.counted { await opened.open() }
             }
         }
@@ -339,7 +358,7 @@ public final class VASTClient: AdSource {
             var rest = pod
             let first = rest.removeFirst()
             let resolution = try await resolveSlot(first, buffet: &buffet, chain: [url], request, values, prefetching: prefetching)
-            pods.withLock { $0[request.content.id] = Pod(ads: rest, buffet: buffet, chain: [url], served: 1, values: values) }
+            pods.withLock { $0[request.content.viewingKey] = Pod(ads: rest, buffet: buffet, chain: [url], served: 1, values: values) }
             var answer = resolution
             answer.creative.podRemaining = rest.count
             return answer
@@ -352,7 +371,7 @@ public final class VASTClient: AdSource {
     /// The next ad of the content's post-roll pod (its place taken by a buffet ad if it fails);
     /// nil when the pod is done.
     private func nextInPod(_ request: AdRequest) async throws -> Resolution? {
-        guard var pod = pods.withLock({ $0.removeValue(forKey: request.content.id) }), !pod.ads.isEmpty else { return nil }
+        guard var pod = pods.withLock({ $0.removeValue(forKey: request.content.viewingKey) }), !pod.ads.isEmpty else { return nil }
         var values = pod.values
         values.contentPlayhead = request.position
         values.playerSize = outputSize?.current
@@ -360,7 +379,7 @@ public final class VASTClient: AdSource {
         let resolution = try await resolveSlot(next, buffet: &pod.buffet, chain: pod.chain, request, values, prefetching: false)
         pod.served += 1
         let remaining = pod.ads.count
-        if remaining > 0 { pods.withLock { $0[request.content.id] = pod } }
+        if remaining > 0 { pods.withLock { $0[request.content.viewingKey] = pod } }
         var answer = resolution
         answer.creative.podRemaining = remaining
         return answer
