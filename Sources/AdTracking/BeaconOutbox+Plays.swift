@@ -179,12 +179,10 @@ extension BeaconOutbox {
         state.playsSincePrune += 1
         guard state.playsSincePrune >= 100 else { return }
         state.playsSincePrune = 0
-        _ = try? state.db.execute("DELETE FROM plays WHERE started_run < ?", [.real(state.run.now() - configuration.playsMaxAge)])
-        _ = try? state.db.execute("DELETE FROM plays WHERE seq IN (SELECT seq FROM plays ORDER BY seq DESC LIMIT -1 OFFSET ?)",
-                                  [.integer(Int64(configuration.playsMaxRows))])
-        // The lowest play the ledger still keeps: what salvage counts missing plays from.
-        _ = try? state.db.execute("INSERT OR REPLACE INTO outbox_meta (key, value) VALUES ('ledger_low', (SELECT COALESCE(MIN(seq), ?) FROM plays))",
-                                  [.integer(state.ledger.lastSequence + 1)])
+        _ = try? state.db.transaction {
+            try LedgerHead.prune(state.db, maxRows: configuration.playsMaxRows, olderThan: state.run.now() - configuration.playsMaxAge,
+                                 lastSequence: state.ledger.lastSequence)
+        }
     }
 
     /// The plays that started at or after `since` (wall clock) and, with `afterSequence`, whose
@@ -204,12 +202,22 @@ extension BeaconOutbox {
         }
     }
 
-    /// The ledger's chained plays in chain order, and its verdict (`adplayerd plays verify`).
+    /// The ledger's chained plays in chain order, and its verdict (`adplayerd plays verify`):
+    /// the chain from its stored anchor (the ledger's start, or the last play pruned) to its
+    /// stored head, every link, and the last sequence number the ledger handed out.
     public static func verifyLedger(path: String) throws -> (ledger: String, verdict: PlayLedger.Verdict) {
         let db = try SQLiteDatabase(path: path, readOnly: true)
-        let id = try db.execute("SELECT value FROM outbox_meta WHERE key = 'ledger_id'").first?.first?.text ?? ""
+        var meta: [String: String] = [:]
+        for row in try db.execute("SELECT key, value FROM outbox_meta") {
+            if let key = row[0].text, let value = row[1].text { meta[key] = value }
+        }
+        let id = meta["ledger_id"] ?? ""
         let plays = try db.execute("SELECT \(PlayRecord.columns) FROM plays WHERE chain_pos IS NOT NULL ORDER BY chain_pos").map(PlayRecord.init(row:))
-        return (id, PlayLedger.verify(plays, genesis: id.isEmpty ? nil : PlayLedger.genesis(id)))
+        var verdict = PlayLedger.verify(plays, genesis: id.isEmpty ? nil : PlayLedger.genesis(id))
+        guard verdict.broken == nil, !id.isEmpty else { return (id, verdict) }
+        let maxSequence = try db.execute("SELECT MAX(seq) FROM plays").first?.first?.integer
+        verdict.broken = PlayLedger.checkStored(plays, LedgerHead.Stored(meta), maxSequence: maxSequence, genesis: PlayLedger.genesis(id))
+        return (id, verdict)
     }
 
     /// Seconds the oldest beacon not yet delivered has waited (run time), nil if none waits.

@@ -26,6 +26,19 @@ public enum PlayLedger {
                                  "play_seconds", "ad_duration_seconds", "reason", "viewable", "venue_id", "impressions",
                                  "latitude", "longitude", "segment", "display", "display_evidence"]
 
+    /// The columns of `dooh-csv`, in order: the ledger's (hashed), the chain, then the
+    /// export's own (covered by the signature, not the chain).
+    public static let doohColumns = columns + ["previous_hash", "row_hash", "screen_id", "beacons_deadline"]
+
+    /// The DOOH ad log (`plays export --format dooh-csv`): a header, then a row a closed play
+    /// (chain order) with its stored hashes.
+    public static func doohLog(_ plays: [PlayRecord], screen: String) -> [String] {
+        [doohColumns.joined(separator: ",")] + plays.map { play in
+            (cells(play) + [play.previousHash ?? "", play.hash ?? "", CSV.field(screen), CSV.number(Int64(play.beaconsDeadline))])
+                .joined(separator: ",")
+        }
+    }
+
     /// The play's ledger cells, in `columns` order: numbers as numbers, text guarded.
     public static func cells(_ play: PlayRecord) -> [String] {
         let place = (play.latLong ?? "").split(separator: ",").compactMap { Double($0.trimmingCharacters(in: .whitespaces)) }
@@ -120,6 +133,49 @@ public enum PlayLedger {
             previous = stored
         }
         return verdict
+    }
+
+    /// What the ledger's own meta says beside its rows: the anchor (the hash the first kept play
+    /// chains from and its chain position: the ledger's start, or the last play pruned), the
+    /// head (the last play chained and its hash), the last sequence number handed out and the
+    /// highest one pruned. A row removed at either end of the chain, or the head rewound, shows
+    /// here even when the links between the rows that are left hold. Nil: they agree.
+    static func checkStored(_ plays: [PlayRecord], _ stored: LedgerHead.Stored, maxSequence: Int64?, genesis: String) -> (sequence: Int64, reason: String)? {
+        let anchorPosition = stored.anchorPosition ?? 0
+        let anchor = stored.anchor ?? genesis
+        if let first = plays.first {
+            if (first.segment ?? "").isEmpty {
+                if first.chainPosition != anchorPosition + 1 {
+                    return (first.sequence, "the chain starts at position \(first.chainPosition ?? 0); the ledger kept plays from position \(anchorPosition + 1) "
+                            + "(plays at its start were removed)")
+                }
+                if first.previousHash != anchor {
+                    return (first.sequence, "its previous_hash is not the ledger's stored anchor (the play before it was removed or changed)")
+                }
+            }
+            var position = first.chainPosition ?? 0
+            for play in plays.dropFirst() {
+                position += 1
+                if play.chainPosition != position, (play.segment ?? "").isEmpty {
+                    return (play.sequence, "chain position \(position) is missing (a play was removed before it)")
+                }
+                position = play.chainPosition ?? position
+            }
+        }
+        let lastPosition = plays.last?.chainPosition ?? anchorPosition
+        let lastHash = plays.last?.hash ?? anchor
+        if let head = stored.headPosition, head != lastPosition {
+            return (plays.last?.sequence ?? 0, "the ledger's head is at chain position \(head); its rows end at \(lastPosition) "
+                    + "(the last \(head - lastPosition) plays were removed)")
+        }
+        if let hash = stored.headHash, hash != lastHash {
+            return (plays.last?.sequence ?? 0, "the ledger's stored head is not the hash of its last play (its last plays were removed or changed)")
+        }
+        if let last = stored.lastSequence, max(maxSequence ?? 0, stored.prunedSequence ?? 0) < last {
+            return (last, "the ledger handed out sequence numbers up to \(last); its rows end at \(max(maxSequence ?? 0, stored.prunedSequence ?? 0)) "
+                    + "(its last plays were removed)")
+        }
+        return nil
     }
 
     /// Checks an exported `dooh-csv` file's chain row by row, from its bytes: each row's
@@ -289,8 +345,14 @@ struct LedgerHead: Sendable {
     /// `12–15, 40`.
     static func missing(_ db: SQLiteDatabase, lastSequence: Int64) throws -> String {
         let low = try db.execute("SELECT value FROM outbox_meta WHERE key = 'ledger_low'").first?.first?.text.flatMap { Int64($0) } ?? 1
+        // Pruning goes by chain position: below the highest play it removed, a gap in the
+        // sequence numbers may be a play pruned (one closed before an older play still kept).
+        let pruned = try db.execute("SELECT value FROM outbox_meta WHERE key = 'ledger_pruned_seq'").first?.first?.text.flatMap { Int64($0) } ?? 0
         var ranges: [String] = []
-        func add(_ from: Int64, _ to: Int64) { if from <= to { ranges.append(from == to ? "\(from)" : "\(from)–\(to)") } }
+        func add(_ from: Int64, _ to: Int64) {
+            let from = max(from, pruned + 1)
+            if from <= to { ranges.append(from == to ? "\(from)" : "\(from)–\(to)") }
+        }
         let bounds = try db.execute("SELECT MIN(seq), MAX(seq) FROM plays").first
         guard let first = bounds?[0].integer, let last = bounds?[1].integer else {
             add(low, lastSequence)
@@ -304,6 +366,59 @@ struct LedgerHead: Sendable {
         }
         add(last + 1, lastSequence)
         return ranges.prefix(20).joined(separator: ", ") + (ranges.count > 20 ? " and \(ranges.count - 20) more ranges" : "")
+    }
+}
+
+extension LedgerHead {
+    /// The ledger's meta as `verify` reads it.
+    struct Stored: Sendable {
+        var anchor: String?
+        var anchorPosition: Int64?
+        var headHash: String?
+        var headPosition: Int64?
+        var lastSequence: Int64?
+        var prunedSequence: Int64?
+
+        init(_ meta: [String: String]) {
+            anchor = meta["chain_anchor"]
+            anchorPosition = meta["chain_anchor_pos"].flatMap { Int64($0) }
+            headHash = meta["chain_head"]
+            headPosition = meta["chain_pos"].flatMap { Int64($0) }
+            lastSequence = meta["ledger_seq"].flatMap { Int64($0) }
+            prunedSequence = meta["ledger_pruned_seq"].flatMap { Int64($0) }
+        }
+    }
+
+    /// Prunes proof of play to its bounds **by chain position** (R21: pruning never breaks what
+    /// is kept): the oldest plays of the chain go — past `maxRows` rows, or whose chain prefix
+    /// started before `olderThan` (run time) — never a play still open, never one in the middle
+    /// of the chain (plays overlap: an overlay closes after the mid-roll inside it, a content
+    /// play after its ads; pruning by sequence or by start time left holes). The hash of the
+    /// last play pruned is kept as the ledger's **anchor** (`chain_anchor`, `chain_anchor_pos`),
+    /// which the first kept play chains from and `verify` checks. Inside a transaction.
+    static func prune(_ db: SQLiteDatabase, maxRows: Int, olderThan cutoff: Double, lastSequence: Int64) throws {
+        let rows = try db.execute("SELECT COUNT(*) FROM plays").first?.first?.integer ?? 0
+        var through: Int64 = 0
+        if rows > Int64(maxRows), let position = try db.execute("""
+            SELECT chain_pos FROM plays WHERE chain_pos IS NOT NULL ORDER BY chain_pos LIMIT 1 OFFSET ?
+            """, [.integer(rows - Int64(maxRows) - 1)]).first?.first?.integer {
+            through = position
+        }
+        // By age: the chain's prefix up to its first play that is young enough.
+        let young = try db.execute("SELECT MIN(chain_pos) FROM plays WHERE chain_pos IS NOT NULL AND started_run >= ?", [.real(cutoff)]).first?.first?.integer
+        let oldest = try db.execute("SELECT MAX(chain_pos) FROM plays WHERE chain_pos IS NOT NULL AND started_run < ?", [.real(cutoff)]).first?.first?.integer
+        if let oldest { through = max(through, min(oldest, (young ?? Int64.max) - 1)) }
+        guard through > 0, let last = try db.execute("SELECT hash, chain_pos FROM plays WHERE chain_pos = ?", [.integer(through)]).first,
+              let anchor = last[0].text else { return }
+        let prunedSequence = try db.execute("SELECT MAX(seq) FROM plays WHERE chain_pos <= ?", [.integer(through)]).first?.first?.integer ?? 0
+        let before = try db.execute("SELECT value FROM outbox_meta WHERE key = 'ledger_pruned_seq'").first?.first?.text.flatMap { Int64($0) } ?? 0
+        try db.execute("DELETE FROM plays WHERE chain_pos IS NOT NULL AND chain_pos <= ?", [.integer(through)])
+        for (key, value) in [("chain_anchor", anchor), ("chain_anchor_pos", String(through)), ("ledger_pruned_seq", String(max(before, prunedSequence)))] {
+            try db.execute("INSERT OR REPLACE INTO outbox_meta (key, value) VALUES (?, ?)", [.text(key), .text(value)])
+        }
+        // The lowest play the ledger still keeps: what salvage counts missing plays from.
+        try db.execute("INSERT OR REPLACE INTO outbox_meta (key, value) VALUES ('ledger_low', (SELECT COALESCE(MIN(seq), ?) FROM plays))",
+                       [.integer(lastSequence + 1)])
     }
 }
 

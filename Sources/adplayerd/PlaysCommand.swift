@@ -95,7 +95,7 @@ struct PlaysCommand {
             }
         case "dooh-csv":
             let plays = try PlayRecord.readChain(path: path, since: since, afterSequence: afterSequence)
-            lines = Self.doohLog(plays, screen: try parsed.value("screen-id") ?? Self.machineID())
+            lines = PlayLedger.doohLog(plays, screen: try parsed.value("screen-id") ?? Self.machineID())
         default:
             lines = try PlayRecord.read(path: path, since: since).map { CommandRouter.describe($0).text }
         }
@@ -107,18 +107,6 @@ struct PlaysCommand {
         let signature = try key.map { try Self.sign(data, key: $0) }
         try Self.replace([(output, data)] + (signature.map { [(output + ".sig", $0)] } ?? []))
         return 0
-    }
-
-    /// The columns of `dooh-csv`, in order: the ledger's (hashed), the chain, then the
-    /// export's own (covered by the signature, not the chain).
-    static let doohColumns = PlayLedger.columns + ["previous_hash", "row_hash", "screen_id", "beacons_deadline"]
-
-    /// The DOOH ad log: a header, then a row a closed play (chain order) with its stored hashes.
-    static func doohLog(_ plays: [PlayRecord], screen: String) -> [String] {
-        [doohColumns.joined(separator: ",")] + plays.map { play in
-            (PlayLedger.cells(play) + [play.previousHash ?? "", play.hash ?? "", CSV.field(screen), CSV.number(Int64(play.beaconsDeadline))])
-                .joined(separator: ",")
-        }
     }
 
     /// Writes each file to a temporary name beside it, syncs it, then renames them all over

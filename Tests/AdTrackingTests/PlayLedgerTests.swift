@@ -284,6 +284,63 @@ final class PlayLedgerTests: XCTestCase {
         XCTAssertEqual(verdict.broken?.sequence, 2, "a play's evidence blanked does not verify")
     }
 
+    /// Pruning goes by chain position (issue 45, 2; R21): plays overlap as the daemon's do — a
+    /// content play around its ads, an overlay suspended across the mid-roll inside it, which
+    /// closes first — and a ledger pruned hundreds of times at its row limit still verifies
+    /// whole, from its stored anchor to its stored head; so does a full export, row by row from
+    /// its bytes. Removing plays at either end of what is kept, or rewinding its head, is BROKEN
+    /// (before: pruning by sequence left holes — "its previous_hash is not the row_hash above it"
+    /// on an honest box; deleting the last plays verified whole until the next play).
+    func testPruningOverlappingPlaysNeverBreaksTheChain() throws {
+        let outbox = try outbox(configure: { $0.playsMaxRows = 40 })
+        var clock = 1_800_000_000.0
+        func start(_ id: String, _ kind: String) {
+            var record = play(id, at: clock)
+            record.kind = kind
+            outbox.recordPlayStart(record)
+            clock += 1
+        }
+        func end(_ id: String) {
+            outbox.recordPlayEnd(id: id, endedWall: clock, seconds: 1, reason: "completed", viewable: "viewable")
+            clock += 1
+        }
+        for round in 0..<1_500 {
+            start("c\(round)", "content")
+            start("o\(round)", "overlay")
+            start("m\(round)", "midroll")
+            end("m\(round)")
+            end("o\(round)")
+            start("p\(round)", "postroll")
+            end("p\(round)")
+            if round % 7 != 0 { end("c\(round)") }   // some content plays stay open across the next item's ads
+            if round % 7 == 1 { end("c\(round - 1)") }
+        }
+        end("c1498")
+        let verdict = try BeaconOutbox.verifyLedger(path: database).verdict
+        XCTAssertNil(verdict.broken, "\(String(describing: verdict.broken))")
+        XCTAssertLessThanOrEqual(verdict.rows, 40 + 100 * 4, "pruned every 100 plays to 40 rows")
+        let chain = try PlayRecord.readChain(path: database, since: nil, afterSequence: nil)
+        XCTAssertGreaterThan(chain.first?.chainPosition ?? 0, 5_000, "pruned many times")
+        let csv = PlayLedger.doohLog(chain, screen: "s").map { $0 + "\n" }.joined()
+        let exported = try PlayLedger.verify(csv: csv).get()
+        XCTAssertNil(exported.broken, "\(String(describing: exported.broken))")
+        XCTAssertEqual(exported.anchor, chain.first?.previousHash)
+
+        // Tampering at the ends of what is kept is named.
+        let db = try SQLiteDatabase(path: database)
+        let last = try XCTUnwrap(chain.last)
+        try db.execute("DELETE FROM plays WHERE chain_pos = ?", [.integer(last.chainPosition!)])
+        XCTAssertTrue(try BeaconOutbox.verifyLedger(path: database).verdict.broken?.reason.contains("removed") == true, "the last play deleted")
+        // The head put back by hand to the row before: it verifies (only the signature and the
+        // heads published off the box bind the chain against someone who can write the file).
+        try db.execute("UPDATE outbox_meta SET value = ? WHERE key = 'chain_pos'", [.text(String(last.chainPosition! - 1))])
+        try db.execute("UPDATE outbox_meta SET value = ? WHERE key = 'chain_head'", [.text(last.previousHash!)])
+        XCTAssertNil(try BeaconOutbox.verifyLedger(path: database).verdict.broken)
+        let first = try XCTUnwrap(chain.first)
+        try db.execute("DELETE FROM plays WHERE chain_pos = ?", [.integer(first.chainPosition!)])
+        XCTAssertTrue(try BeaconOutbox.verifyLedger(path: database).verdict.broken?.reason.contains("removed") == true, "the first kept play deleted")
+    }
+
     /// The chain's SHA-256 (libcrypto's own implementation, without its provider set-up) gives
     /// FIPS 180-2's answers, and `hash(line:previous:)` hashes `LINE,PREVIOUS` as documented.
     func testTheChainsSHA256IsSHA256() {
