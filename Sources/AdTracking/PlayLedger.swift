@@ -28,15 +28,84 @@ public enum PlayLedger {
 
     /// The columns of `dooh-csv`, in order: the ledger's (hashed), the chain, then the
     /// export's own (covered by the signature, not the chain).
-    public static let doohColumns = columns + ["previous_hash", "row_hash", "screen_id", "beacons_deadline"]
+    public static let doohColumns = columns + ["previous_hash", "row_hash", "screen_id", "beacons_deadline", "ledger_id"]
 
     /// The DOOH ad log (`plays export --format dooh-csv`): a header, then a row a closed play
-    /// (chain order) with its stored hashes.
-    public static func doohLog(_ plays: [PlayRecord], screen: String) -> [String] {
+    /// (chain order) with its stored hashes, and the ledger's id (`plays verify NEW --after OLD`
+    /// checks that two exports are of one ledger).
+    public static func doohLog(_ plays: [PlayRecord], screen: String, ledger: String) -> [String] {
         [doohColumns.joined(separator: ",")] + plays.map { play in
-            (cells(play) + [play.previousHash ?? "", play.hash ?? "", CSV.field(screen), CSV.number(Int64(play.beaconsDeadline))])
+            (cells(play) + [play.previousHash ?? "", play.hash ?? "", CSV.field(screen), CSV.number(Int64(play.beaconsDeadline)), CSV.field(ledger)])
                 .joined(separator: ",")
         }
+    }
+
+    /// What a `dooh-csv` log's rows say of its chain, for linking two exports: its ledger's id
+    /// (nil for a log made before the column), and its first and last rows.
+    public struct LogEnds: Sendable, Equatable {
+        public var ledger: String?
+        public var firstSequence: Int64
+        public var firstPrevious: String
+        public var firstSegment: String
+        public var lastSequence: Int64
+        public var lastHash: String
+        /// Every row's hash, to find where an export that overlaps another takes it up.
+        public var hashes: Set<String>
+    }
+
+    /// The ends of an exported log; nil when it has no rows.
+    public static func ends(csv text: String) -> Result<LogEnds?, LedgerFileError> {
+        let lines = CSV.records(text[...])
+        guard let header = lines.first.flatMap({ CSV.split($0) })?.text, let previousColumn = header.firstIndex(of: "previous_hash"),
+              header.indices.contains(previousColumn + 1), let sequenceColumn = header.firstIndex(of: "sequence") else {
+            return .failure(LedgerFileError("not a dooh-csv ad log: its header has no sequence, previous_hash, row_hash"))
+        }
+        let ledgerColumn = header.firstIndex(of: "ledger_id"), segmentColumn = header.firstIndex(of: "segment")
+        var ends: LogEnds?
+        for (number, line) in lines.dropFirst().enumerated() {
+            guard let fields = CSV.split(line)?.text, fields.count == header.count else {
+                return .failure(LedgerFileError("line \(number + 2): not \(header.count) fields"))
+            }
+            let sequence = Int64(fields[sequenceColumn]) ?? 0
+            if ends == nil {
+                ends = LogEnds(ledger: ledgerColumn.map { fields[$0] }, firstSequence: sequence, firstPrevious: fields[previousColumn],
+                               firstSegment: segmentColumn.map { fields[$0] } ?? "", lastSequence: sequence, lastHash: "", hashes: [])
+            }
+            if let ledgerColumn, fields[ledgerColumn] != ends?.ledger {
+                return .failure(LedgerFileError("line \(number + 2): another ledger (\(fields[ledgerColumn])) than the rows above (\(ends?.ledger ?? ""))"))
+            }
+            ends?.lastSequence = sequence
+            ends?.lastHash = fields[previousColumn + 1]
+            ends?.hashes.insert(fields[previousColumn + 1])
+        }
+        return .success(ends)
+    }
+
+    /// Whether the log `new` continues the log `old` (`plays verify NEW --after OLD`): one
+    /// ledger, and the chain unbroken between them — `new`'s first row chains from `old`'s last,
+    /// or `new` holds `old`'s last row (an export that overlaps it) — or a segment at `new`'s
+    /// start that says why it starts again. Returns what links them, or why they do not.
+    public static func continues(_ new: LogEnds?, after old: LogEnds?) -> Result<String, LedgerFileError> {
+        guard let old else { return .success("the earlier log has no plays: nothing to link to") }
+        guard let new else { return .success("the new log has no plays since the earlier one") }
+        var said = ""
+        switch (old.ledger, new.ledger) {
+        case (let a?, let b?) where a != b:
+            return .failure(LedgerFileError("another ledger: the earlier log is of ledger \(a), this one of \(b) (a new state file): it starts a new chain"))
+        case (let a?, _?): said = "ledger \(a): "
+        default: said = "(a log without its ledger id: only the chain links them) "
+        }
+        if new.firstPrevious == old.lastHash {
+            return .success(said + "play \(new.firstSequence) chains from play \(old.lastSequence), the earlier log's last")
+        }
+        if new.hashes.contains(old.lastHash) {
+            return .success(said + "this log holds the earlier log's last play (\(old.lastSequence)) and goes on from it")
+        }
+        if !new.firstSegment.isEmpty {
+            return .success(said + "a new segment starts at play \(new.firstSequence): \(new.firstSegment)")
+        }
+        return .failure(LedgerFileError("play \(new.firstSequence) does not chain from the earlier log's last play (\(old.lastSequence)), "
+                                        + "and no segment says why: plays between them are missing"))
     }
 
     /// The play's ledger cells, in `columns` order: numbers as numbers, text guarded.
@@ -182,8 +251,8 @@ public enum PlayLedger {
     /// `row_hash` is SHA-256 of the row's raw text up to and with its `previous_hash`, and each
     /// `previous_hash` the `row_hash` above it (a segment's first row excepted, and said).
     public static func verify(csv text: String) -> Result<Verdict, LedgerFileError> {
-        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        if lines.last == "" { lines.removeLast() }
+        // Records, not lines: a quoted field may hold a line break (an ad server's id).
+        let lines = CSV.records(text[...])
         guard let header = lines.first.flatMap({ CSV.split($0) })?.text,
               let previousColumn = header.firstIndex(of: "previous_hash"), header.indices.contains(previousColumn + 1),
               header[previousColumn + 1] == "row_hash" else {

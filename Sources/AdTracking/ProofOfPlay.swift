@@ -133,6 +133,11 @@ extension PlayRecord {
     /// from the first play that started at or after `since` (plays closed after it that started
     /// a little before are kept: the chain has no gap), or after the play numbered
     /// `afterSequence` in the chain (an export continuing one that ended with it).
+    /// The ledger's id (`outbox_meta`'s `ledger_id`), nil when the file has no ledger yet.
+    public static func ledgerID(path: String) throws -> String? {
+        try SQLiteDatabase(path: path, readOnly: true).execute("SELECT value FROM outbox_meta WHERE key = 'ledger_id'").first?.first?.text
+    }
+
     public static func readChain(path: String, since: Double?, afterSequence: Int64?) throws -> [PlayRecord] {
         let db = try SQLiteDatabase(path: path, readOnly: true)
         var from: Int64 = 0

@@ -23,6 +23,28 @@ public enum CSV {
     /// A whole number cell.
     public static func number(_ value: Int64) -> String { String(value) }
 
+    /// The records of a CSV text, each without its line break: a line break inside a quoted
+    /// field belongs to the field (an ad id from an ad server may hold one), not a new record.
+    /// A record still quoted at the end of the text runs to its end (`split` then refuses it).
+    public static func records(_ text: Substring) -> [Substring] {
+        var records: [Substring] = []
+        var quoted = false
+        var start = text.startIndex
+        var index = text.utf8.startIndex
+        while index < text.utf8.endIndex {
+            let byte = text.utf8[index]
+            if byte == UInt8(ascii: "\"") {
+                quoted.toggle()   // a doubled quote toggles twice: still inside
+            } else if byte == UInt8(ascii: "\n"), !quoted {
+                records.append(text[start..<index])
+                start = text.utf8.index(after: index)
+            }
+            index = text.utf8.index(after: index)
+        }
+        if start < text.endIndex { records.append(text[start...]) }
+        return records
+    }
+
     /// The fields of one CSV line as they stand in it (`raw`: quotes and all, as hashed and
     /// signed) and as text (unquoted). Nil when a quoted field does not end on the line.
     public static func split(_ line: Substring) -> (raw: [Substring], text: [String])? {

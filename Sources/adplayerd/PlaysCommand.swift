@@ -26,8 +26,9 @@ struct PlaysCommand {
                                       [--output FILE [--sign KEY.pem]] [--screen-id ID]
                                                                   every ad shown (proof of play), oldest first
                adplayerd plays verify --state-dir DIR             the ledger's chain on the box (exit 0 whole, 1 broken)
-               adplayerd plays verify FILE [--public-key PUB.pem [--signature FILE.sig]]
-                                                                  an exported dooh-csv log: its chain row by row, its signature
+               adplayerd plays verify FILE [--public-key PUB.pem [--signature FILE.sig]] [--after EARLIER.csv]
+                                                                  an exported dooh-csv log: its chain row by row, its signature,
+                                                                  and that it continues the log exported before it
         """
 
     let arguments: [String]
@@ -41,7 +42,7 @@ struct PlaysCommand {
     func run() throws -> Int32 {
         let parsed = try CommandLineArguments(arguments, spec: ["state-dir": .value, "format": .value, "since": .value, "output": .value,
                                                                  "sign": .value, "screen-id": .value, "after-sequence": .value,
-                                                                 "public-key": .value, "signature": .value])
+                                                                 "public-key": .value, "signature": .value, "after": .value])
         switch parsed.positional.first {
         case "export" where parsed.positional.count == 1: return try export(parsed)
         case "verify": return try verify(parsed)
@@ -95,7 +96,7 @@ struct PlaysCommand {
             }
         case "dooh-csv":
             let plays = try PlayRecord.readChain(path: path, since: since, afterSequence: afterSequence)
-            lines = PlayLedger.doohLog(plays, screen: try parsed.value("screen-id") ?? Self.machineID())
+            lines = PlayLedger.doohLog(plays, screen: try parsed.value("screen-id") ?? Self.machineID(), ledger: try PlayRecord.ledgerID(path: path) ?? "")
         default:
             lines = try PlayRecord.read(path: path, since: since).map { CommandRouter.describe($0).text }
         }
@@ -151,12 +152,38 @@ struct PlaysCommand {
             print(signed ? "signature: verified with \(key)" : "signature: BAD — \(message) (\(signatureFile))")
         }
         guard let text = String(data: data, encoding: .utf8) else { throw Failure("\(file): not UTF-8 text") }
+        var status: Int32
         switch PlayLedger.verify(csv: text) {
         case .failure(let error): throw Failure("\(file): \(error)")
         case .success(let verdict):
-            let chain = Self.report(verdict, file)
-            return signed ? chain : 1
+            status = Self.report(verdict, file)
+            if !signed { status = 1 }
         }
+        if parsed.value("public-key") == nil {
+            // The chain alone proves that the rows agree with each other: anyone can write a
+            // file whose chain agrees. Only the box's signature (or heads published off the box)
+            // vouch that it is the box's.
+            print("unsigned: nothing vouches for \(file) — a chain anyone can recompute; check its signature with --public-key, "
+                  + "or its rows against the heads the box published (docs/reporting.md, \"What the chain proves\")")
+        }
+        if let earlier = parsed.value("after") {
+            let before: Data
+            do { before = try SafeFile.read(earlier, maxBytes: 1 << 30) } catch { throw Failure("--after \(error)") }
+            guard let beforeText = String(data: before, encoding: .utf8) else { throw Failure("--after \(earlier): not UTF-8 text") }
+            let link: Result<String, LedgerFileError>
+            switch (PlayLedger.ends(csv: beforeText), PlayLedger.ends(csv: text)) {
+            case (.failure(let error), _): throw Failure("--after \(earlier): \(error)")
+            case (_, .failure(let error)): throw Failure("\(file): \(error)")
+            case (.success(let old), .success(let new)): link = PlayLedger.continues(new, after: old)
+            }
+            switch link {
+            case .success(let how): print("\(file) continues \(earlier): \(how)")
+            case .failure(let why):
+                print("\(file) does NOT continue \(earlier): \(why)")
+                status = 1
+            }
+        }
+        return status
     }
 
     /// Prints a verdict: exit 0 when the chain is whole, 1 when broken.

@@ -121,7 +121,7 @@ struct SimulateCommand {
 
         let timeline = outcome.timeline.map { $0.json.text + "\n" }.joined()
         let har = HAR.document(outcome.exchanges, creator: Product.version).text + "\n"
-        let csv = PlayLedger.doohLog(plays, screen: "simulation").map { $0 + "\n" }.joined()
+        let csv = PlayLedger.doohLog(plays, screen: "simulation", ledger: try PlayRecord.ledgerID(path: outcome.statePath) ?? "").map { $0 + "\n" }.joined()
         let report = SimulationReport.junit(results, outcome: outcome)
         let summary = SimulationReport.summary(results, outcome: outcome, plays: plays.count)
         try AtomicFile.replace([(out + "/timeline.jsonl", Data(timeline.utf8)), (out + "/requests.har", Data(har.utf8)),

@@ -321,7 +321,7 @@ final class PlayLedgerTests: XCTestCase {
         XCTAssertLessThanOrEqual(verdict.rows, 40 + 100 * 4, "pruned every 100 plays to 40 rows")
         let chain = try PlayRecord.readChain(path: database, since: nil, afterSequence: nil)
         XCTAssertGreaterThan(chain.first?.chainPosition ?? 0, 5_000, "pruned many times")
-        let csv = PlayLedger.doohLog(chain, screen: "s").map { $0 + "\n" }.joined()
+        let csv = PlayLedger.doohLog(chain, screen: "s", ledger: "L").map { $0 + "\n" }.joined()
         let exported = try PlayLedger.verify(csv: csv).get()
         XCTAssertNil(exported.broken, "\(String(describing: exported.broken))")
         XCTAssertEqual(exported.anchor, chain.first?.previousHash)
@@ -339,6 +339,40 @@ final class PlayLedgerTests: XCTestCase {
         let first = try XCTUnwrap(chain.first)
         try db.execute("DELETE FROM plays WHERE chain_pos = ?", [.integer(first.chainPosition!)])
         XCTAssertTrue(try BeaconOutbox.verifyLedger(path: database).verdict.broken?.reason.contains("removed") == true, "the first kept play deleted")
+    }
+
+    /// An ad id with a line break in it (an ad server's) is one quoted CSV field: a signed log
+    /// with such a row verifies row by row (issue 45, 5: the verifier split lines before it read
+    /// the quotes and refused a correct log); two logs of one ledger link, of two do not.
+    func testALogWithALineBreakInAnIdVerifiesAndTwoLogsLink() throws {
+        var record = PlayRecord(row: Array(repeating: .null, count: 25))
+        record.kind = "overlay"
+        record.contentID = "ep"
+        record.started = 1_800_000_000
+        record.ended = 1_800_000_005
+        var previous = PlayLedger.genesis("L")
+        var plays: [PlayRecord] = []
+        for n in 1...4 {
+            record.sequence = Int64(n)
+            record.id = "play-\(n)"
+            record.adID = n == 2 ? "line one\nline two\r\n\"quoted\"" : "ad-\(n)"
+            record.previousHash = previous
+            record.hash = PlayLedger.hash(record, previous: previous)
+            previous = record.hash!
+            plays.append(record)
+        }
+        let whole = PlayLedger.doohLog(plays, screen: "s", ledger: "L").map { $0 + "\n" }.joined()
+        let verdict = try PlayLedger.verify(csv: whole).get()
+        XCTAssertNil(verdict.broken, "\(String(describing: verdict.broken))")
+        XCTAssertEqual(verdict.rows, 4)
+        let first = PlayLedger.doohLog(Array(plays.prefix(2)), screen: "s", ledger: "L").map { $0 + "\n" }.joined()
+        let second = PlayLedger.doohLog(Array(plays.suffix(2)), screen: "s", ledger: "L").map { $0 + "\n" }.joined()
+        let other = PlayLedger.doohLog(Array(plays.suffix(2)), screen: "s", ledger: "M").map { $0 + "\n" }.joined()
+        let ends = { (text: String) in try PlayLedger.ends(csv: text).get() }
+        XCTAssertNoThrow(try PlayLedger.continues(ends(second), after: ends(first)).get())
+        XCTAssertNoThrow(try PlayLedger.continues(ends(whole), after: ends(first)).get(), "an export that overlaps the earlier one")
+        XCTAssertThrowsError(try PlayLedger.continues(ends(other), after: ends(first)).get(), "another ledger")
+        XCTAssertThrowsError(try PlayLedger.continues(ends(first), after: ends(second)).get(), "not after it")
     }
 
     /// The chain's SHA-256 (libcrypto's own implementation, without its provider set-up) gives

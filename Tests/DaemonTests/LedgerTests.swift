@@ -172,6 +172,14 @@ final class LedgerTests: XCTestCase {
         let following = try pythonRows(next)
         XCTAssertEqual(following.count, 2, "\(following)")
         XCTAssertEqual(following.first?["previous_hash"] as? String, last["row_hash"] as? String, "the export links to the one before")
+        // ... and a buyer checks it does (issue 45, 8): one ledger, the chain unbroken between them.
+        (status, output) = try runToEnd(Executables.adplayerd, ["plays", "verify", next, "--after", log])
+        XCTAssertEqual(status, 0, output)
+        XCTAssertTrue(output.contains("continues") && output.contains("chains from play"), output)
+        XCTAssertTrue(output.contains("unsigned: nothing vouches"), "without the key, nothing vouches for it: \(output)")
+        (status, output) = try runToEnd(Executables.adplayerd, ["plays", "verify", log, "--after", next])
+        XCTAssertEqual(status, 1, output)
+        XCTAssertTrue(output.contains("does NOT continue"), output)
 
         // A row edited by hand: named on the box, and an export of it does not verify.
         let edit = "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute('UPDATE plays SET seconds = 30 WHERE seq = 2'); db.commit()"
