@@ -11,9 +11,9 @@ import Bounds
 ///   is answered at most once a second;
 /// - **retained messages are never run** (the subscription asks the broker for none; any that
 ///   comes with the retain flag is dropped, counted and said once: `handle`);
-/// - **a command delivered again** (a QoS 1 redelivery: the same id, response topic and
-///   correlation data within `RecentCommands.window`) is answered with its first reply, not run
-///   twice;
+/// - **a command delivered again** (a QoS 1 redelivery: the same bytes on the same topic, with
+///   the same response topic and correlation data, within `RecentCommands.window`) is answered
+///   with its first reply, not run twice — another command that reuses an id is a new command;
 /// - **replies go to the box's `P/B/reply`**, and to a v5 response topic only inside the fleet's
 ///   reply namespace `P/reply/…` — never into a command, state or proof-of-play topic, of this
 ///   box or another (a refused one is counted and said once).
@@ -65,7 +65,7 @@ extension FleetBridge {
                                                         + "commands from the broker have \(tier.name) (mqtt-commands)"))
             }
             // The same command delivered again: its first reply (or nothing yet: it comes).
-            let key = RecentCommands.key(id: envelope.id, topic: topic, responseTopic: responseTopic, correlation: correlation)
+            let key = RecentCommands.key(id: envelope.id, topic: topic, responseTopic: responseTopic, correlation: correlation, payload: payload)
             switch state.recent.seen(key, now: now) {
             case .answered(let reply):
                 counters.withLock { $0.duplicates += 1 }
@@ -110,6 +110,11 @@ extension FleetBridge {
                 + ": \(MqttConnection.reasonText(reason)) (0x\(String(reason, radix: 16))); check its ACL"
                 + (plays ? " — plays wait in the daemon and are published again every 30 s" : "") + " (said once; counted)")
         guard plays else { return }
+        if state.playsRefused == nil {
+            state.playsRefused = ("\(MqttConnection.reasonText(reason)) (0x\(String(reason, radix: 16)))", ISO8601.format(Date().timeIntervalSince1970))
+            state.statusDirty = true
+            state.lastHealth = -.infinity   // health says it now, not at the next 30 s
+        }
         state.inflightPlays = [:]
         state.batchRows = []
         state.ackedRows = []
@@ -134,8 +139,21 @@ struct RecentCommands {
     private var entries: [String: (at: Double, reply: JSONValue?)] = [:]
     private var order: [String] = []
 
-    static func key(id: JSONValue, topic: String, responseTopic: String?, correlation: [UInt8]?) -> String {
+    /// A delivery's identity: where it came, its id, and a digest of its bytes (two 64-bit
+    /// FNV-1a of different bases, and the length): only a byte-identical message is the same
+    /// command — `{"id":1,"cmd":"pause"}` and then `{"id":1,"cmd":"play"}` are two.
+    static func key(id: JSONValue, topic: String, responseTopic: String?, correlation: [UInt8]?, payload: [UInt8]) -> String {
         "\(topic)\u{1}\(responseTopic ?? "")\u{1}\(correlation.map { $0.map { String(format: "%02x", $0) }.joined() } ?? "")\u{1}\(id.text)"
+            + "\u{1}\(payload.count):\(String(digest(payload, basis: 0xcbf29ce484222325), radix: 16)):\(String(digest(payload, basis: 0x84222325cbf29ce4), radix: 16))"
+    }
+
+    private static func digest(_ bytes: [UInt8], basis: UInt64) -> UInt64 {
+        var hash = basis
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x100000001b3
+        }
+        return hash
     }
 
     /// Whether `key` was seen within the window; a new one is remembered as running.

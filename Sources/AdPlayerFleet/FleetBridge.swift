@@ -15,7 +15,8 @@ import Bounds
 ///
 /// Topics (`P` the prefix, `B` the box): `P/B/online` (retained; the will says false),
 /// `P/B/status` and `P/B/health` (retained), `P/B/events` (QoS 0), `P/B/plays` (QoS 1, every
-/// row: the cursor advances only past rows the broker acknowledged), commands from
+/// play once it closes, in the ledger's chain order, with its link: the cursor — a chain
+/// position — advances only past plays the broker acknowledged), commands from
 /// `P/B/cmd`, `P/group/G/cmd`, `P/all/cmd`, replies on `P/B/reply` (and the v5 response topic).
 ///
 /// Nothing of the broker reaches the daemon but the commands it is allowed (their tier), at
@@ -58,8 +59,6 @@ public final class FleetBridge: Sendable {
     public static let maxPayload = 64 * 1024
     static let maxInbox = 2000
     static let playsBatch = 50
-    /// A play not ended yet holds the cursor back this long (an ad on screen), then goes as it is.
-    static let openPlayGrace = 600.0
 
     let settings: Settings
     let link: DaemonLink
@@ -75,6 +74,8 @@ public final class FleetBridge: Sendable {
     /// What the bridge did and refused, for its log at stop and the tests.
     struct Counters {
         var published = 0, commands = 0, refused = 0, rateLimited = 0, cursorResets = 0
+        /// Plays too large to publish whole: each published as a record of its link and why.
+        var playsUnpublishable = 0
         /// Response topics outside the reply namespace; retained commands dropped; commands
         /// delivered again and answered with their first reply; PUBACKs with a failure reason.
         var responseTopicsRefused = 0, retainedDropped = 0, duplicates = 0, pubacksRefused = 0
@@ -133,7 +134,11 @@ public final class FleetBridge: Sendable {
         link.follow(onEvent: { [self] event in post(.event(event)) }, onConnection: { [self] up in post(.daemon(connected: up)) })
         startThread(named: "adplayerd-mqtt") { [self] in
             let saved = PlaysCursor.read(settings.cursorFile)
-            var state = State(cursor: saved.sequence, cursorLedger: saved.ledger)
+            if saved.converted {
+                log("mqtt: the plays cursor (\(settings.cursorFile)) counted sequence numbers; plays now go by chain position as they close: "
+                    + "publishing the ledger's kept plays again from its first (receivers dedupe by play id)")
+            }
+            var state = State(cursor: saved.position, cursorLedger: saved.ledger)
             run(&state)
             finished.withLock { $0 = true }
         }
@@ -156,10 +161,13 @@ public final class FleetBridge: Sendable {
         var backoff = 1.0
         var failures = 0
         var generation = 0
+        /// The chain position of the last play the broker acknowledged.
         var cursor: Int64
-        /// The ledger the cursor counts in (nil: a cursor written before ledgers had ids, taken
-        /// as the daemon's: its plays kept their numbers).
+        /// The ledger the cursor counts in (nil: not known yet, taken as the daemon's).
         var cursorLedger: String?
+        /// The broker refused a plays batch (an ACL): why and since when, for health and the
+        /// retained status (cleared when a play is acknowledged again).
+        var playsRefused: (reason: String, since: String)?
         var fetchingPlays = false
         var inflightPlays: [Int32: Int64] = [:]
         var ackedRows: Set<Int64> = []
@@ -366,10 +374,12 @@ public final class FleetBridge: Sendable {
                 var fields = status.object ?? [:]
                 fields["queue"] = nil
                 fields["box"] = .string(settings.boxID)
+                fields["plays_feed"] = playsFeed(state)
                 publish(connection, "\(topic)/status", .object(fields), qos: 1, retain: true)
             case .health(let verdict, let generation):
                 state.fetchingHealth = false
                 guard generation == state.generation, state.connected, let connection = state.connection else { continue }
+                let verdict = withPlaysFeed(verdict, state)
                 let text = verdict.text
                 guard text != state.lastHealthText else { continue }
                 state.lastHealthText = text
@@ -437,7 +447,7 @@ public final class FleetBridge: Sendable {
             state.fetchingPlays = true
             state.lastPlaysPump = now
             let cursor = state.cursor
-            call(.plays(since: nil, afterRow: cursor, limit: Self.playsBatch)) { result in
+            call(.plays(since: nil, limit: Self.playsBatch, afterChain: cursor)) { result in
                 guard case .success(let reply) = result, reply["ok"]?.bool == true else { return .callFailed(generation: generation) }
                 let rows = reply["result"]?["plays"]?.array ?? []
                 return .plays(rows, ledger: reply["result"]?["ledger"], full: rows.count == Self.playsBatch, generation: generation)
@@ -451,36 +461,48 @@ public final class FleetBridge: Sendable {
         }
     }
 
-    /// Publishes the rows in order, up to the first that has not ended yet (an ad on screen:
-    /// it goes once it ends, or as it is after `openPlayGrace`).
+    /// The fields of a play the bridge publishes: what it was, and its link in the ledger's
+    /// chain — `sequence`, `chain`, `hash`, `prev_hash`, `segment` — so the back office holds the
+    /// chain's head outside the box (docs/reporting.md, "What the chain proves").
+    static let playFields = ["id", "row", "sequence", "chain", "ad_id", "kind", "source", "content_id", "started", "ended", "seconds", "viewable",
+                             "reason", "display", "display_evidence", "hash", "prev_hash", "segment"]
+    /// What a play too large to publish whole still says: its link.
+    static let linkFields = ["id", "row", "sequence", "chain", "kind", "started", "ended", "hash", "prev_hash", "segment"]
+
+    /// Publishes the plays in chain order: each one closed (the daemon lists a play once it
+    /// closes: one on screen for hours goes when it ends, with its end). A play whose message
+    /// would pass the largest the broker takes (an ad server's huge id, a long evidence) is
+    /// published as its link and the reason, logged and counted — never a feed stuck at it.
     private func sendPlays(_ rows: [JSONValue], full: Bool, _ connection: MqttConnection, _ state: inout State) {
         var sent: [Int64] = []
-        var stoppedEarly = false
         for row in rows {
-            guard let number = row["row"]?.integer else { continue }
-            let started = row["started"]?.string.flatMap(ISO8601.parse) ?? 0
-            if row["ended"] == nil || row["ended"] == .null, Date().timeIntervalSince1970 - started < Self.openPlayGrace {
-                stoppedEarly = true
-                break
-            }
+            guard let position = row["chain"]?.integer else { continue }
             var fields: [String: JSONValue] = ["box": .string(settings.boxID)]
-            for key in ["id", "row", "ad_id", "kind", "source", "content_id", "started", "ended", "seconds", "viewable", "reason", "display", "display_evidence"] {
-                fields[key] = row[key] ?? .null
+            for key in Self.playFields { fields[key] = row[key] ?? .null }
+            var value = JSONValue.object(fields)
+            if value.line().count > Self.maxPayload - 1024 {
+                counters.withLock { $0.playsUnpublishable += 1 }
+                log("mqtt: play \(row["sequence"]?.integer ?? 0) (chain \(position)) is \(value.line().count) bytes, over what the broker takes: "
+                    + "published as its link only, marked unpublishable (counted; the daemon's plays and exports hold it whole)")
+                var link: [String: JSONValue] = ["box": .string(settings.boxID),
+                                                 "unpublishable": .string("its message is over \(Self.maxPayload) bytes (an id or evidence too long)")]
+                for key in Self.linkFields { link[key] = row[key] ?? .null }
+                value = .object(link)
             }
-            guard let mid = publish(connection, "\(topic)/plays", .object(fields), qos: 1, retain: false) else { break }
+            guard let mid = publish(connection, "\(topic)/plays", value, qos: 1, retain: false) else { break }
             if state.inflightPlays.isEmpty { state.lastPlaysProgress = Self.now() }
-            state.inflightPlays[mid] = number
-            sent.append(number)
+            state.inflightPlays[mid] = position
+            sent.append(position)
         }
         state.batchRows = sent
-        state.morePlays = full && !stoppedEarly
+        state.morePlays = full && sent.count == rows.count
     }
 
     /// The daemon's ledger against the cursor's: another ledger (a new state file), or a cursor
-    /// past the ledger's last play, starts the cursor over from the ledger's first play, said
+    /// past the ledger's head, starts the cursor over from the ledger's first kept play, said
     /// once — at least once, never skipped (each play's `id` dedupes). False when it did.
     private func followLedger(_ ledger: JSONValue?, _ state: inout State) -> Bool {
-        guard let id = ledger?["id"]?.string, let last = ledger?["last"]?.integer else { return true }
+        guard let id = ledger?["id"]?.string, let head = ledger?["head"]?.integer else { return true }
         // The daemon's file is locked: its plays are numbered in memory until it opens (and
         // then in the file's ledger): nothing is published meanwhile, nothing is skipped.
         if ledger?["waiting"]?.bool == true { return false }
@@ -488,9 +510,9 @@ public final class FleetBridge: Sendable {
             state.cursorLedger = id
             saveCursor(state)
         }
-        guard state.cursorLedger != id || state.cursor > last else { return true }
+        guard state.cursorLedger != id || state.cursor > head else { return true }
         log("mqtt: " + (state.cursorLedger != id ? "the daemon's ledger is \(id), the cursor was for \(state.cursorLedger ?? "?")"
-                                                 : "the cursor (\(state.cursor)) is past the ledger's last play (\(last))")
+                                                 : "the cursor (chain \(state.cursor)) is past the ledger's head (\(head))")
             + "; publishing its plays again from the first (receivers dedupe by play id)")
         counters.withLock { $0.cursorResets += 1 }
         state.cursor = 0
@@ -510,10 +532,15 @@ public final class FleetBridge: Sendable {
         }
     }
 
-    /// A row the broker acknowledged: the cursor moves past every row of the batch once all
-    /// are (in order: a row is never skipped), and is written to its file.
-    private func acknowledged(_ row: Int64, _ state: inout State) {
-        state.ackedRows.insert(row)
+    /// A play the broker acknowledged: the cursor moves past every play of the batch once all
+    /// are (in order: a play is never skipped), and is written to its file.
+    private func acknowledged(_ position: Int64, _ state: inout State) {
+        state.ackedRows.insert(position)
+        if state.playsRefused != nil {
+            state.playsRefused = nil
+            state.statusDirty = true
+            state.lastHealth = -.infinity
+        }
         guard !state.batchRows.isEmpty, state.batchRows.allSatisfy(state.ackedRows.contains) else { return }
         let last = state.batchRows.max() ?? state.cursor
         state.batchRows = []
@@ -521,6 +548,25 @@ public final class FleetBridge: Sendable {
         guard last > state.cursor else { return }
         state.cursor = last
         saveCursor(state)
+    }
+
+    /// The plays feed as the retained status says it: `ok`, or `refused` by the broker with why.
+    func playsFeed(_ state: State) -> JSONValue {
+        guard let refused = state.playsRefused else { return ["state": "ok", "cursor": .int(state.cursor)] }
+        return ["state": "refused", "reason": .string(refused.reason), "since": .string(refused.since), "cursor": .int(state.cursor)]
+    }
+
+    /// The daemon's health verdict, with the bridge's own check when the broker refuses proof of
+    /// play: the box is `degraded` — its plays wait in the daemon, nothing reaches the back office.
+    func withPlaysFeed(_ verdict: JSONValue, _ state: State) -> JSONValue {
+        guard let refused = state.playsRefused, case .object(var fields) = verdict else { return verdict }
+        var checks = fields["checks"]?.array ?? []
+        checks.append(["name": "fleet-plays", "status": "degraded",
+                       "reason": .string("the broker refuses proof of play on \(topic)/plays since \(refused.since): \(refused.reason); "
+                                         + "plays wait in the daemon and are published again every 30 s")])
+        fields["checks"] = .array(checks)
+        if fields["status"]?.string == "ok" { fields["status"] = "degraded" }
+        return .object(fields)
     }
 
     /// For the log at stop and the benchmark.
@@ -532,26 +578,30 @@ public final class FleetBridge: Sendable {
     }
 }
 
-/// The last play the broker acknowledged — its ledger's id and its sequence number — in a
-/// small file of its own (`LEDGER SEQUENCE`, written atomically: a temporary file, fsync,
-/// rename). Absent or unreadable: 0 (every play the daemon keeps); a number alone (written
-/// before ledgers had ids): that sequence, in the daemon's ledger.
+/// The last play the broker acknowledged — its ledger's id and its chain position — in a small
+/// file of its own (`LEDGER chain:POSITION`, written atomically: a temporary file, fsync,
+/// rename). Absent or unreadable: 0 (every play the daemon keeps). A cursor written before plays
+/// went by chain position (`LEDGER SEQUENCE`, or a number alone) counted sequence numbers: it
+/// starts over from 0 (`converted`), at least once, never skipped.
 enum PlaysCursor {
-    static func read(_ path: String) -> (ledger: String?, sequence: Int64) {
-        guard let data = FileManager.default.contents(atPath: path), data.count < 128 else { return (nil, 0) }
+    static func read(_ path: String) -> (ledger: String?, position: Int64, converted: Bool) {
+        guard let data = FileManager.default.contents(atPath: path), data.count < 128 else { return (nil, 0, false) }
         let words = String(decoding: data, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
         switch words.count {
-        case 1: return (nil, Int64(words[0]).map { max(0, $0) } ?? 0)
+        case 1: return (nil, 0, Int64(words[0]) != nil)
         case 2:
-            guard let sequence = Int64(words[1]), sequence >= 0, words[0].utf8.count <= 64 else { return (nil, 0) }
-            return (words[0], sequence)
-        default: return (nil, 0)
+            guard words[0].utf8.count <= 64 else { return (nil, 0, false) }
+            if words[1].hasPrefix("chain:"), let position = Int64(words[1].dropFirst(6)), position >= 0 {
+                return (words[0] == "-" ? nil : words[0], position, false)
+            }
+            return (words[0], 0, Int64(words[1]) != nil)
+        default: return (nil, 0, false)
         }
     }
 
-    static func write(_ sequence: Int64, ledger: String?, to path: String) throws {
+    static func write(_ position: Int64, ledger: String?, to path: String) throws {
         do {
-            try AtomicFile.write(Data(((ledger.map { $0 + " " } ?? "") + "\(sequence)\n").utf8), to: path, durable: true)
+            try AtomicFile.write(Data(((ledger.map { $0 + " " } ?? "- ") + "chain:\(position)\n").utf8), to: path, durable: true)
         } catch {
             throw ControlClient.Failure(description: error.description)
         }

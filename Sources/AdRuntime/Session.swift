@@ -208,7 +208,11 @@ final class AdSession: @unchecked Sendable {
         pending.task = Task(executorPreference: configuration.executor) { [weak self] in
             let outcome: Result<LoadedCreative?, AdError>
             do {
-                if let creative = try await source.ad(for: request) {
+                if var creative = try await source.ad(for: request) {
+                    // Every source's ids pass one bound here, whatever the source checked.
+                    creative.id = AdIdentifier.bounded(creative.id)
+                    creative.adServingID = creative.adServingID.map(AdIdentifier.bounded)
+                    creative.universalAdID = creative.universalAdID.map(AdIdentifier.bounded)
                     if let refusal = Self.refusal(of: creative, for: kind) {
                         outcome = .failure(refusal)
                     } else {

@@ -149,7 +149,7 @@ extension LocalCatalog {
                 case .value(let value): entry = value
                 case .failure(let error): throw Self.describe(error, data: data, file: file)
                 }
-                guard !entry.id.isEmpty, entry.id.count <= 256 else { throw fail("\(path).id", "must be a non-empty string of at most 256 characters") }
+                if let refusal = AdIdentifier.refusal(entry.id) { throw fail("\(path).id", "must be a non-empty id on one line of at most \(AdIdentifier.maxBytes) bytes: \(refusal)") }
                 guard ids.insert(entry.id).inserted else { throw fail("\(path).id", "\"\(entry.id)\" is used twice") }
                 let creative: Creative
                 switch kind {

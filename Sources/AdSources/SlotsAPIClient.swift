@@ -140,6 +140,6 @@ public final class SlotsAPIClient: AdSource {
               ["http", "https"].contains(parsed.scheme?.lowercased() ?? "") else {
             throw APIError(message: "\(field).\(Fields.iframeURL) is not an http(s) URL")
         }
-        return Slot(id: id, start: start, duration: duration, iframeURL: url)
+        return Slot(id: AdIdentifier.bounded(id), start: start, duration: duration, iframeURL: url)
     }
 }

@@ -167,8 +167,21 @@ extension BeaconOutbox {
     /// The ledger: its id and its last sequence number (what readers page up to); `waiting`
     /// while the file is locked and plays are numbered in memory for now (renumbered in the
     /// file's ledger once it opens: readers wait for it).
-    public func ledger() -> (id: String, lastSequence: Int64, waiting: Bool) {
-        state.withLock { ($0.ledger.id, $0.ledger.lastSequence, $0.waiting != nil) }
+    public func ledger() -> (id: String, lastSequence: Int64, chainPosition: Int64, waiting: Bool) {
+        state.withLock { ($0.ledger.id, $0.ledger.lastSequence, $0.ledger.chainPosition, $0.waiting != nil) }
+    }
+
+    /// The plays closed after chain position `position`, in chain order, at most `limit`: each
+    /// once it closed, with its link (a feed that publishes plays as they close).
+    public func chainedPlays(after position: Int64, limit: Int = 10_000) -> [PlayRecord] {
+        state.withLock { state in
+            flushPlays(&state)
+            savePlays(&state)
+            let rows = (try? state.db.execute("""
+                SELECT \(PlayRecord.columns) FROM plays WHERE chain_pos > ? ORDER BY chain_pos LIMIT ?
+                """, [.integer(position), .integer(Int64(max(1, limit)))])) ?? []
+            return rows.map(PlayRecord.init(row:))
+        }
     }
 
     /// Heartbeats written since the outbox opened (for the benchmarks and the docs' figure).

@@ -100,13 +100,14 @@ extension Commands {
         Command("play", .control, .loop, cli: ("play", "play the content")) { _ in .play },
         Command("plays", .read, .worker,
                 .fields([.optional("since", .instant), .optional("after_id", .integer(0...Int64.max)), .optional("limit", .integer(1...10_000)),
-                         .optional("newest", .bool)]),
+                         .optional("newest", .bool), .optional("after_chain", .integer(0...Int64.max))]),
                 encode: {
-                    guard case .plays(let since, let afterRow, let limit, let newest) = $0 else { return nil }
+                    guard case .plays(let since, let afterRow, let limit, let newest, let afterChain) = $0 else { return nil }
                     var fields: [String: JSONValue] = newest ? ["newest": true] : [:]
                     if let since { fields["since"] = .number(since) }
                     if let afterRow { fields["after_id"] = .int(afterRow) }
                     if let limit { fields["limit"] = .int(Int64(limit)) }
+                    if let afterChain { fields["after_chain"] = .int(afterChain) }
                     return fields
                 },
                 cli: ("plays [--since TIME] [--after ID] [--limit N]",
@@ -131,7 +132,8 @@ extension Commands {
                     return .plays(since: since, afterRow: after, limit: limit)
                 }) { args throws(ControlError) in
             .plays(since: try args.optionalNumber("since"), afterRow: try args.optionalInteger("after_id"),
-                   limit: try args.optionalInteger("limit").map { Int($0) }, newest: try args.optionalBool("newest") ?? false)
+                   limit: try args.optionalInteger("limit").map { Int($0) }, newest: try args.optionalBool("newest") ?? false,
+                   afterChain: try args.optionalInteger("after_chain"))
         },
         Command("previous", .control, .loop, linear: .refused("skipped"), cli: ("previous", "the previous episode, from its start")) { _ in .previous },
         Command("queue", .control, .filesThenLoop, .fields([.required("paths", .paths(max: ControlProtocol.maxQueuePaths))]),

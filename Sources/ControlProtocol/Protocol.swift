@@ -122,7 +122,9 @@ public enum Request: Sendable, Equatable {
     /// Proof of play, oldest first: the ads shown since a wall-clock time (seconds since 1970),
     /// and/or after the play numbered `afterRow` (each play's `row`: a cursor that only grows);
     /// at most `limit` (`newest`: the last `limit` of them, still oldest first).
-    case plays(since: Double?, afterRow: Int64? = nil, limit: Int? = nil, newest: Bool = false)
+    /// `afterChain`: the plays closed after that chain position, in chain order (a feed that
+    /// publishes each play once it closes, with its link).
+    case plays(since: Double?, afterRow: Int64? = nil, limit: Int? = nil, newest: Bool = false, afterChain: Int64? = nil)
     case version
     case volume(VolumeChange)
     /// nil: toggle.

@@ -145,6 +145,10 @@ final class LocalCatalogTests: XCTestCase {
         expectError(#"{"version": 1, "overlays": [{"id": "a", "image": "overlay.png", "slots": [{"start": true, "duration": 1}]}]}"#,
                     field: "overlays[0].slots[0].start", reason: "number")
         expectError(#"{"version": 1, "postrolls": [{"id": "p"}]}"#, field: "postrolls[0].video", reason: "missing")
+        // Ids are bounded where they come in (issue 45, 5): one line, 256 bytes at most.
+        expectError(#"{"version": 1, "pause_ads": [{"id": "a\nb", "image": "pause.png"}]}"#, field: "pause_ads[0].id", reason: "line break")
+        expectError("{\"version\": 1, \"pause_ads\": [{\"id\": \"\(String(repeating: "x", count: 300))\", \"image\": \"pause.png\"}]}",
+                    field: "pause_ads[0].id", reason: "256 bytes")
         expectError(#"{"version": 1, "pause_ads": [{"id": "a", "image": "pause.png", "content": "episode-1"}]}"#,
                     field: "pause_ads[0].content", reason: "array")
         expectError(#"{"version": 1, "pause_ads": [{"id": "a", "image": "pause.png", "max_per_episode": 0}]}"#,
@@ -152,6 +156,28 @@ final class LocalCatalogTests: XCTestCase {
         XCTAssertThrowsError(try LocalCatalog(folder: folder.appendingPathComponent("nowhere"))) { error in
             XCTAssertEqual((error as? CatalogError)?.field, "(file)")
         }
+    }
+
+    /// An id from outside keeps to one bound (`AdIdentifier`): a VAST ad's id of a hundred
+    /// kilobytes with line breaks in it comes out on one line of 256 bytes at most — the ledger's
+    /// line, the CSV logs and the fleet's messages never carry it as it came (issue 45, 5).
+    func testIdsFromOutsideAreBoundedWhereTheyComeIn() throws {
+        let huge = String(repeating: "ab\ncd\r", count: 20_000)
+        let document = try VASTDocument.parse(Data("""
+            <VAST version="4.1"><Ad id="\(huge)"><InLine><AdSystem>x</AdSystem><AdTitle>t</AdTitle>
+            <AdServingId>\(huge)</AdServingId><Creatives><Creative id="\(huge)"><NonLinearAds><NonLinear id="\(huge)">
+            <StaticResource creativeType="image/png"><![CDATA[http://127.0.0.1/x.png]]></StaticResource></NonLinear></NonLinearAds></Creative></Creatives>
+            </InLine></Ad></VAST>
+            """.utf8))
+        let ad = try XCTUnwrap(document.ads.first)
+        for id in [ad.id, ad.adServingID, ad.creatives.first?.id, ad.creatives.first?.nonLinears.first?.id] {
+            let id = try XCTUnwrap(id)
+            XCTAssertLessThanOrEqual(id.utf8.count, AdIdentifier.maxBytes)
+            XCTAssertNil(AdIdentifier.refusal(id), id)
+            XCTAssertTrue(id.hasPrefix("ab"), id)
+            XCTAssertFalse(id.unicodeScalars.contains { $0.value < 0x20 }, "no line break: \(id)")
+        }
+        XCTAssertEqual(AdIdentifier.bounded("plain-id"), "plain-id", "an id within the bound is untouched")
     }
 
     /// Files are resolved in one place (`SafeFile`): a symlink inside the folder to a good

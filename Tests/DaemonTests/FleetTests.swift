@@ -130,10 +130,10 @@ final class BridgeProcess: @unchecked Sendable {
                                         + (groups.isEmpty ? [] : ["--mqtt-groups", groups.joined(separator: ",")]) + extra)
     }
 
-    /// The cursor file's sequence number (`LEDGER SEQUENCE`).
+    /// The cursor file's chain position (`LEDGER chain:POSITION`).
     var cursor: Int64 {
         (try? String(contentsOfFile: stateDir + "/mqtt-plays.cursor", encoding: .utf8))
-            .flatMap { $0.split(whereSeparator: \.isWhitespace).last.flatMap { Int64($0) } } ?? 0
+            .flatMap { $0.split(whereSeparator: \.isWhitespace).last.flatMap { Int64($0.replacingOccurrences(of: "chain:", with: "")) } } ?? 0
     }
     var cursorLedger: String? {
         (try? String(contentsOfFile: stateDir + "/mqtt-plays.cursor", encoding: .utf8)).flatMap { text in
@@ -157,11 +157,11 @@ final class FleetTests: XCTestCase {
           "slots": [\((0..<60).map { "{\"start\": \(Double($0) * 2 + 0.5), \"duration\": 1}" }.joined(separator: ", "))]}]}
         """
 
-    /// The daemon's plays that ended: their ids and rows.
-    private func endedPlays(_ daemon: DaemonProcess) throws -> [(id: String, row: Int)] {
+    /// The daemon's plays that ended: their ids, rows and chain positions.
+    private func endedPlays(_ daemon: DaemonProcess) throws -> [(id: String, row: Int, chain: Int)] {
         let plays = try daemon.connect().call("plays")
         return ((plays["result"] as? [String: Any])?["plays"] as? [[String: Any]] ?? []).compactMap { play in
-            play["ended"] is NSNull ? nil : (play["id"] as? String ?? "", play["row"] as? Int ?? 0)
+            play["ended"] is NSNull ? nil : (play["id"] as? String ?? "", play["row"] as? Int ?? 0, play["chain"] as? Int ?? 0)
         }
     }
 
@@ -259,11 +259,15 @@ final class FleetTests: XCTestCase {
         try bridge.waitConnected()
         XCTAssertEqual(try daemon.ctl("stop").0, 0)
         let expected = try rows()
-        XCTAssertTrue(waitUntil(timeout: 30) { bridge.cursor >= Int64(expected.max() ?? 0) }, "the cursor reaches the last row: \(bridge.cursor) \(bridge.log)")
+        let head = try endedPlays(daemon).map(\.chain).max() ?? 0
+        XCTAssertTrue(waitUntil(timeout: 30) { bridge.cursor >= Int64(head) }, "the cursor reaches the chain's head: \(bridge.cursor) \(bridge.log)")
         let received = Broker.json(try broker.subscribe("adplayer/box-p/plays", count: 1000, seconds: 5, extra: session))
         let got = Set(received.compactMap { $0.value["row"] as? Int })
         XCTAssertEqual(Set(expected).subtracting(got), [], "every play reached the broker (received rows \(got.sorted()))")
         XCTAssertTrue(received.allSatisfy { $0.value["box"] as? String == "box-p" && $0.value["id"] != nil && $0.value["ad_id"] as? String == "ov-fleet" })
+        // Each play closed, with its link (issue 45, 7): the back office holds the chain.
+        XCTAssertTrue(received.allSatisfy { $0.value["ended"] is String && $0.value["hash"] is String && $0.value["prev_hash"] is String
+                                            && $0.value["sequence"] is Int && $0.value["chain"] is Int }, "\(received.prefix(3))")
     }
 
     /// The state file re-created under a running bridge (found damaged or emptied, or removed):
@@ -278,7 +282,7 @@ final class FleetTests: XCTestCase {
         let daemon = try DaemonProcess(catalog: makeCatalog(Self.catalog))
         let bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "box-l")
         try bridge.waitConnected()
-        func ended() throws -> [(id: String, row: Int)] { try endedPlays(daemon) }
+        func ended() throws -> [(id: String, row: Int, chain: Int)] { try endedPlays(daemon) }
         XCTAssertEqual(try daemon.ctl("open", Media.path("episode-long.mp4")).0, 0)
         XCTAssertTrue(waitUntil(timeout: 60) { (try? ended().count) ?? 0 >= 4 && bridge.cursor >= 4 }, "plays acknowledged: \(bridge.log)")
         let firstLedger = bridge.cursorLedger
@@ -292,7 +296,7 @@ final class FleetTests: XCTestCase {
         XCTAssertEqual(try daemon.ctl("stop").0, 0)
         let expected = try ended()
         XCTAssertTrue(expected.allSatisfy { $0.row <= oldCursor }, "numbered at or below the old cursor \(oldCursor): \(expected)")
-        XCTAssertTrue(waitUntil(timeout: 30) { bridge.cursorLedger != firstLedger && bridge.cursor >= Int64(expected.map(\.row).max() ?? 0) },
+        XCTAssertTrue(waitUntil(timeout: 30) { bridge.cursorLedger != firstLedger && bridge.cursor >= Int64(expected.map(\.chain).max() ?? 0) },
                       "the cursor follows the new ledger: \(bridge.log)")
         XCTAssertEqual(bridge.log.components(separatedBy: "publishing its plays again from the first").count - 1, 1, bridge.log)
         var received = Broker.json(try broker.subscribe("adplayer/box-l/plays", count: 1000, seconds: 5, extra: session))
@@ -317,7 +321,7 @@ final class FleetTests: XCTestCase {
         XCTAssertEqual(try daemon.ctl("stop").0, 0)
         let salvaged = try ended()
         XCTAssertTrue(salvaged.allSatisfy { $0.row > Int(expected.map(\.row).max() ?? 0) }, "numbered on: \(salvaged)")
-        XCTAssertTrue(waitUntil(timeout: 30) { bridge.cursor >= Int64(salvaged.map(\.row).max() ?? 0) }, bridge.log)
+        XCTAssertTrue(waitUntil(timeout: 30) { bridge.cursor >= Int64(salvaged.map(\.chain).max() ?? 0) }, bridge.log)
         XCTAssertEqual(bridge.cursorLedger, ledger, "the same ledger")
         received = Broker.json(try broker.subscribe("adplayer/box-l/plays", count: 1000, seconds: 5, extra: session))
         got = Set(received.compactMap { $0.value["id"] as? String })
@@ -350,9 +354,10 @@ final class FleetTests: XCTestCase {
         kill(brokerPid, SIGCONT)
         XCTAssertEqual(try daemon.ctl("stop").0, 0)
         let expected = try rows()
+        let head = try endedPlays(daemon).map(\.chain).max() ?? 0
         bridge = try BridgeProcess(daemon: daemon, broker: broker.url, box: "box-a")
         try bridge.waitConnected()
-        XCTAssertTrue(waitUntil(timeout: 30) { bridge.cursor >= Int64(expected.max() ?? 0) }, "the cursor reaches the last row: \(bridge.log)")
+        XCTAssertTrue(waitUntil(timeout: 30) { bridge.cursor >= Int64(head) }, "the cursor reaches the chain's head: \(bridge.log)")
         let received = Broker.json(try broker.subscribe("adplayer/box-a/plays", count: 1000, seconds: 5, extra: session))
         let got = received.compactMap { $0.value["row"] as? Int }
         XCTAssertEqual(Set(expected).subtracting(got), [], "no row skipped (received \(got))")
@@ -471,6 +476,15 @@ final class FleetTests: XCTestCase {
         XCTAssertEqual(replies.count, 1, "the same reply twice: \(replies)")
         XCTAssertEqual(try length(), before + 1, "run once")
 
+        // An id used again for another command (issue 45, 4): a new command, run, answered with
+        // its own reply — not the reply of the command that first had the id.
+        try broker.publish("adplayer/h2/cmd", #"{"id": 450, "cmd": "pause"}"#)
+        XCTAssertTrue(waitUntil(timeout: 20) { (try? self.playing(daemon)) == false }, "paused")
+        try broker.publish("adplayer/h2/cmd", #"{"id": 450, "cmd": "play"}"#)
+        XCTAssertTrue(waitUntil(timeout: 20) { (try? self.playing(daemon)) == true }, "the play with the reused id ran: \(bridge.log)")
+        XCTAssertTrue(waitUntil(timeout: 20) { Set(lines("adplayer/h2/reply").filter { $0.contains("\"id\":450,") }).count == 2 },
+                      "two replies, each its own: \(lines("adplayer/h2/reply").filter { $0.contains("\"id\":450,") })")
+
         // Retained, live: dropped and said; and nothing is replayed after a broker restart.
         try broker.publish("adplayer/h2/cmd", #"{"id": 500, "cmd": "pause"}"#, extra: ["-r"])
         XCTAssertTrue(waitUntil(timeout: 20) { bridge.log.contains("retained commands are never run") }, bridge.log)
@@ -506,6 +520,19 @@ final class FleetTests: XCTestCase {
         XCTAssertEqual(bridge.cursor, 0, "nothing acknowledged, nothing skipped")
         XCTAssertEqual(bridge.log.components(separatedBy: "refused a publish of proof of play").count - 1, 1, "said once")
         XCTAssertTrue(bridge.process.isRunning)
+        // Not only in the log (issue 45, 7): the retained health says the box is degraded by it,
+        // and the retained status names the refusal.
+        var health: [String: Any] = [:]
+        XCTAssertTrue(waitUntil(timeout: 60) {
+            health = Broker.json((try? broker.subscribe("adplayer/acl/health", count: 1, seconds: 2)) ?? []).first?.value ?? [:]
+            return (health["checks"] as? [[String: Any]])?.contains { $0["name"] as? String == "fleet-plays" } == true
+        }, "\(health)")
+        XCTAssertNotEqual(health["status"] as? String, "ok")
+        var status: [String: Any] = [:]
+        XCTAssertTrue(waitUntil(timeout: 30) {
+            status = Broker.json((try? broker.subscribe("adplayer/acl/status", count: 1, seconds: 2)) ?? []).first?.value ?? [:]
+            return (status["plays_feed"] as? [String: Any])?["state"] as? String == "refused"
+        }, "\(status)")
     }
 
     /// A "broker" that accepts the connection and never answers: the attempt is given up (no

@@ -78,14 +78,16 @@ public final class CommandRouter: Sendable {
     private func answerOffLoop(_ request: Request) -> Result<JSONValue, ControlError> {
         switch request {
         case .metrics: return .success(Self.describe(metrics))
-        case .plays(let since, let afterRow, let limit, let newest):
+        case .plays(let since, let afterRow, let limit, let newest, let afterChain):
             guard let outbox else { return .success(["plays": [], "ledger": .null]) }
             // The ledger first: a reader whose cursor is past its last play, or whose ledger
             // id differs, starts over (docs/protocol.md, "plays").
             let ledger = outbox.ledger()
-            let plays = outbox.plays(since: since, afterSequence: afterRow, limit: limit ?? 10_000, newest: newest)
+            let plays = afterChain.map { outbox.chainedPlays(after: $0, limit: limit ?? 10_000) }
+                ?? outbox.plays(since: since, afterSequence: afterRow, limit: limit ?? 10_000, newest: newest)
             return .success(["plays": .array(plays.map(Self.describe)),
                              "ledger": ["id": .string(ledger.id), "last": .int(max(ledger.lastSequence, plays.last?.sequence ?? 0)),
+                                        "head": .int(max(ledger.chainPosition, plays.last?.chainPosition ?? 0)),
                                         "waiting": .bool(ledger.waiting)]])
         case .health:
             guard let health = extras.health else { return .failure(ControlError(.unavailable, "this daemon keeps no health verdict")) }
@@ -267,7 +269,9 @@ public final class CommandRouter: Sendable {
          "reason": play.reason.map { .string($0) } ?? .null, "viewable": play.viewable.map { .string($0) } ?? .null,
          "beacons": ["sent": .int(play.beaconsSent), "pending": .int(play.beaconsPending), "failed": .int(play.beaconsFailed),
                      "deadline": .int(play.beaconsDeadline)],
-         "row": .int(play.sequence), "sequence": .int(play.sequence), "hash": play.hash.map { .string($0) } ?? .null, "venue_id": play.venue.map { .string($0) } ?? .null, "impressions": play.impressions.map { .number($0) } ?? .null,
+         "row": .int(play.sequence), "sequence": .int(play.sequence), "hash": play.hash.map { .string($0) } ?? .null,
+         "chain": play.chainPosition.map { .int($0) } ?? .null, "prev_hash": play.previousHash.map { .string($0) } ?? .null,
+         "segment": play.segment.map { .string($0) } ?? .null, "venue_id": play.venue.map { .string($0) } ?? .null, "impressions": play.impressions.map { .number($0) } ?? .null,
          "latlong": play.latLong.map { .string($0) } ?? .null, "ad_duration": play.adDuration.map { .number($0) } ?? .null,
          "display": play.display.map { .string($0) } ?? .null,
          "display_evidence": play.displayEvidence.map { (try? JSONValue.parse($0)) ?? .string($0) } ?? .null]

@@ -49,3 +49,41 @@ public enum AdText {
         return String(out)
     }
 }
+
+/// The one bound on an id from outside — an ad's, a creative's, a slot's, a catalog entry's:
+/// at most `maxBytes` of UTF-8 on one line, no control character. Ids go everywhere a play goes
+/// (the ledger and its hashed line, the CSV logs, the fleet's messages, the macros), so one from
+/// an ad server with a line break or a megabyte in it must not reach them as it came. Checked
+/// where ids come in (a catalog: refused with the reason; VAST and the slots API: bounded, the
+/// ad still plays) and once more where every source's creative enters the runtime.
+public enum AdIdentifier {
+    public static let maxBytes = 256
+
+    /// Why `id` is out of bounds, or nil.
+    public static func refusal(_ id: String) -> String? {
+        if id.isEmpty { return "empty" }
+        if id.utf8.count > maxBytes { return "longer than \(maxBytes) bytes of UTF-8" }
+        if id.unicodeScalars.contains(where: isControl) { return "it holds a line break or a control character" }
+        return nil
+    }
+
+    /// `id` within the bounds: its control characters written as escapes (`OneLine`), then cut
+    /// to `maxBytes` at a character's end.
+    public static func bounded(_ id: String) -> String {
+        guard refusal(id) != nil, !id.isEmpty else { return id }
+        let escaped = OneLine.escape(id)
+        guard escaped.utf8.count > maxBytes else { return escaped }
+        var out = "", bytes = 0
+        for character in escaped {
+            let size = character.utf8.count
+            guard bytes + size <= maxBytes else { break }
+            out.append(character)
+            bytes += size
+        }
+        return out
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar == "\u{2028}" || scalar == "\u{2029}"
+    }
+}

@@ -189,12 +189,12 @@ private final class Builder: NSObject, XMLParserDelegate {
             sawVAST = true
             version = attributeDict["version"]
         case "Ad":
-            ad = VASTDocument.Ad(id: attributeDict["id"])
+            ad = VASTDocument.Ad(id: attributeDict["id"].map(AdIdentifier.bounded))
             ad?.sequence = attributeDict["sequence"].flatMap { Int($0) }.flatMap { (1...1000).contains($0) ? $0 : nil }
         case "Wrapper":
             ad?.wrapperURI = ""   // a wrapper, whose target `VASTAdTagURI` must follow
         case "Creative":
-            creative = VASTDocument.Creative(id: attributeDict["id"] ?? attributeDict["adId"])
+            creative = VASTDocument.Creative(id: (attributeDict["id"] ?? attributeDict["adId"]).map(AdIdentifier.bounded))
         case "Linear":
             creative?.isLinear = true
             creative?.skipOffset = attributeDict["skipoffset"].map { String($0.prefix(32)) }
@@ -202,7 +202,7 @@ private final class Builder: NSObject, XMLParserDelegate {
             creative?.isNonLinear = true
         case "NonLinear":
             nonLinear = VASTDocument.NonLinear(
-                id: attributeDict["id"], width: pixels(attributeDict["width"]), height: pixels(attributeDict["height"]),
+                id: attributeDict["id"].map(AdIdentifier.bounded), width: pixels(attributeDict["width"]), height: pixels(attributeDict["height"]),
                 minSuggestedDuration: attributeDict["minSuggestedDuration"])
         case "MediaFile":
             mediaFile = VASTDocument.MediaFile(
@@ -237,7 +237,7 @@ private final class Builder: NSObject, XMLParserDelegate {
         case "Impression" where !value.isEmpty && value.lowercased() != "about:blank":
             ad?.impressions.append(value)
         case "AdServingId" where !value.isEmpty:
-            ad?.adServingID = String(value.prefix(256))
+            ad?.adServingID = AdIdentifier.bounded(value)
         case "Expires" where !value.isEmpty:
             ad?.expires = String(value.prefix(32))
         case "Advertiser" where !value.isEmpty && parent == "InLine":
@@ -254,7 +254,7 @@ private final class Builder: NSObject, XMLParserDelegate {
             // 4.0: idRegistry and idValue attributes; 4.1: idRegistry and the value as text.
             let registry = attrs["idRegistry"] ?? "unknown"
             if let id = attrs["idValue"] ?? (value.isEmpty ? nil : value), id != "unknown" {
-                creative?.universalAdID = String("\(registry) \(id)".prefix(256))
+                creative?.universalAdID = AdIdentifier.bounded("\(registry) \(id)")
             }
         case "Error" where !value.isEmpty:
             if ad != nil { ad?.errors.append(value) } else { topErrors.append(value) }
