@@ -88,6 +88,11 @@ package final class SQLiteDatabase {
                 let database = try SQLiteDatabase(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
                 let check = try database.execute("PRAGMA quick_check").first?.first?.text ?? "?"
                 if check == "ok" {
+                    // In WAL mode a writer's lock (an operator's `BEGIN EXCLUSIVE`, a backup)
+                    // lets readers in: the check passes and the first write would wait, then
+                    // fail. A write lock asked for now, within the short timeout, finds it.
+                    try database.execute("BEGIN IMMEDIATE")
+                    try database.execute("ROLLBACK")
                     database.setBusyTimeout(5000)
                     return database
                 }

@@ -278,6 +278,49 @@ final class LedgerTests: XCTestCase {
 
     /// A linear ad keeps its pace: `speed 100` during a pre-roll, a mid-roll and a post-roll is
     /// refused `ad_playing`, and each ends `completed` after its own length on screen.
+    /// The same in WAL mode, as the daemon makes its file (issue 45, 9): a writer's
+    /// `BEGIN EXCLUSIVE` lets readers in, so the file opened and the first write waited, then
+    /// failed — the daemon exited 1 "database is locked" and nothing played. Now it plays at
+    /// once, and once the lock goes every play is in the file, the chain whole (R21: busy is
+    /// "later").
+    func testAStateFileHeldByAWriterInWALModeAtStartPlaysAndWaits() throws {
+        let daemon = try DaemonProcess(catalog: try catalog(overlay: 1), extra: ["--time-sync-wait", "0", "--beacon-max-delay", "1"])
+        var events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.ended"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-1.mp4")])
+        _ = try events.event(named("ad.ended", "kind", "postroll"))
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        let database = daemon.stateDir + "/adplayerd.sqlite"
+        let release = scratch.appendingPathComponent("release-wal").path
+        let script = """
+            import os, sqlite3, sys, time
+            db = sqlite3.connect(sys.argv[1], isolation_level=None)
+            print(db.execute('PRAGMA journal_mode').fetchone()[0], flush=True)
+            db.execute('BEGIN EXCLUSIVE')
+            print('locked', flush=True)
+            while not os.path.exists(sys.argv[2]): time.sleep(0.05)
+            db.execute('COMMIT')
+            """
+        let holder = try BackgroundProcess("/usr/bin/python3", ["-c", script, database, release], collectOutput: true)
+        XCTAssertTrue(waitUntil(timeout: 20) { holder.log.contains("locked") }, holder.log)
+        XCTAssertTrue(holder.log.hasPrefix("wal"), "the daemon's file is in WAL mode: \(holder.log)")
+        try daemon.launch()
+        events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.ended", "player.playing"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-1.mp4")])
+        _ = try events.event(named("player.playing"))
+        _ = try events.event(named("ad.ended", "kind", "postroll"))
+        XCTAssertTrue(holder.isRunning, "it played while the lock was held")
+        XCTAssertTrue(daemon.log.contains("locked by another process"), daemon.log)
+        FileManager.default.createFile(atPath: release, contents: nil)
+        holder.process.waitUntilExit()
+        XCTAssertTrue(waitUntil(timeout: 30) { daemon.log.contains("took what was kept in memory") }, daemon.log)
+        XCTAssertEqual(try plays(daemon).count, 4, "the plays from before and this run's")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        let (verified, said) = try runToEnd(Executables.adplayerd, ["plays", "verify", "--state-dir", daemon.stateDir])
+        XCTAssertEqual(verified, 0, said)
+    }
+
     func testSpeedIsRefusedDuringEveryLinearKind() throws {
         let daemon = try DaemonProcess(catalog: try makeCatalog("""
             {"version": 1,
