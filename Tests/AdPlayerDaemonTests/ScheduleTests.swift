@@ -186,9 +186,9 @@ final class ScheduleTests: XCTestCase {
                                              who: "test", at: noon))
         XCTAssertEqual(state.rule(at: date("2026-12-07 12:40:00", zone)).kind, .takeover, "above the film (priority 1)")
         XCTAssertEqual(state.rule(at: date("2026-12-08 10:10:00", zone)).id, "news", "below the news (priority 5)")
-        // A person's command rules until the next boundary.
+        // A person's command rules until the next boundary (within its bound).
         state.endTakeover()
-        state.manual(at: date("2026-12-07 12:40:00", zone))
+        state.manual(at: date("2026-12-07 12:40:00", zone), atMost: 86_400)
         XCTAssertEqual(state.rule(at: date("2026-12-07 17:59:00", zone)).kind, .manual)
         XCTAssertEqual(state.rule(at: date("2026-12-07 18:00:00", zone)).kind, .default, "until the film's slot ends")
     }

@@ -87,6 +87,28 @@ final class ScheduleDaemonTests: XCTestCase {
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
     }
 
+    /// A person's Next on a box with a schedule of one default playlist (issue 45, 3): through
+    /// the socket, the schedule's next item plays — the status says `playing`, the rule
+    /// `default`, no override (it said `stopped`, `manual`, until two days later).
+    func testNextOnAScheduledBoxKeepsTheScreenLit() throws {
+        let file = try write("""
+            {"version": 1, "playlists": {"filler": {"items": ["episode-long.mp4"]}}, "default": "filler"}
+            """)
+        let daemon = try DaemonProcess(library: library.path, extra: ["--schedule", file, "--cec-command", "none"])
+        XCTAssertTrue(waitUntil { ((try? self.schedule(daemon))?["playing"] as? [String: Any])?["path"] as? String == self.library.path + "/episode-long.mp4" })
+        var (code, output) = try daemon.ctl("previous")
+        XCTAssertNotEqual(code, 0, "nothing played before: refused — \(output)")
+        XCTAssertEqual((try schedule(daemon)["rule"] as? [String: Any])?["kind"] as? String, "default", "a refused command overrides nothing")
+        (code, output) = try daemon.ctl("next")
+        XCTAssertEqual(code, 0, output)
+        XCTAssertTrue(waitUntil { ((try? daemon.connect().call("status"))?["result"] as? [String: Any])?["playing"] as? Bool == true }, daemon.log)
+        let now = try schedule(daemon)
+        XCTAssertEqual((now["rule"] as? [String: Any])?["kind"] as? String, "default", "\(now)")
+        XCTAssertNil(now["override_until"], "\(now)")
+        XCTAssertEqual((now["playing"] as? [String: Any])?["path"] as? String, library.path + "/episode-long.mp4")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
     private func schedule(_ daemon: DaemonProcess) throws -> [String: Any] {
         try XCTUnwrap(try daemon.connect().call("schedule")["result"] as? [String: Any])
     }

@@ -119,7 +119,9 @@ public final class CommandRouter: Sendable {
                     let entries = paths.count == 1 ? [QueueEntry(path: paths[0], contentID: contentID)] : paths.map { QueueEntry(path: $0) }
                     onLoop(reply) {
                         try controller.admit(request)
-                        return checked.adding(to: try controller.open(entries, start: start))
+                        let opened = try controller.open(entries, start: start)
+                        controller.commanded(request)
+                        return checked.adding(to: opened)
                     }
                 case .failure(let error):
                     reply(.failure(error))
@@ -129,7 +131,12 @@ public final class CommandRouter: Sendable {
             checkFiles(paths) { [self] result in
                 switch result {
                 case .success(let checked):
-                    onLoop(reply) { checked.adding(to: try controller.enqueue(checked.paths.map { QueueEntry(path: $0) })) }
+                    onLoop(reply) {
+                        try controller.admit(request)
+                        let queued = try controller.enqueue(checked.paths.map { QueueEntry(path: $0) })
+                        controller.commanded(request)
+                        return checked.adding(to: queued)
+                    }
                 case .failure(let error): reply(.failure(error))
                 }
             }

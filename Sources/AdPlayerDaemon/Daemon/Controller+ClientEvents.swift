@@ -27,6 +27,7 @@ extension Controller {
         switch event.change {
         case .item(let item?):
             lastFailure = nil
+            if let episode, episode.playlistEntry == nil || item.entry == episode.playlistEntry, item.path == episode.entry.path { scheduleItemPlays() }
             emit(.playerItem(path: item.path, entry: item.entry, pass: (episode?.pass ?? 0) + item.loop, contentID: episode?.entry.contentID))
         case .item(nil): emit(.playerEmpty)
         case .playing(let rate): emit(.playerPlaying(rate: rate, position: s.position))
@@ -73,6 +74,7 @@ extension Controller {
         case .failed(let failure):
             log.warning("\(failure.path): cannot be played: \(failure.message) [\(failure.code)]; the next entry plays")
             lastFailure = (failure.path, "\(failure.message) [\(failure.code)]")
+            if failure.entry == episode?.playlistEntry { episode?.failure = "\(failure.message) [\(failure.code)]" }
             if let episode, failure.entry == episode.playlistEntry, episode.policy == nil { episodeFinished(episode.serial) }
         }
         if case .seeked(_, let to) = event.change { publishDesktop(seekedTo: to) } else { publishDesktop() }

@@ -6,6 +6,12 @@ extension Controller {
     /// named here (no `default`): a new command is placed by the compiler, not forgotten.
     public func perform(_ request: Request) throws(ControlError) -> JSONValue {
         try admit(request)
+        let result = try run(request)
+        commanded(request)   // a person's command overrides the schedule once it succeeded
+        return result
+    }
+
+    private func run(_ request: Request) throws(ControlError) -> JSONValue {
         switch request {
         case .status(let queue): return status(queue: queue)
         case .play: return try play()
@@ -52,6 +58,5 @@ extension Controller {
         case .refused(let what): try refuseDuringLinearAd(what)
         case .refusedForPlayingEntry(let what): if request.entryIndex == current { try refuseDuringLinearAd(what) }
         }
-        if request.overridesSchedule, scheduler != nil { scheduleOverridden(by: request) }
     }
 }

@@ -9,8 +9,15 @@ import Foundation
 /// - A boundary of the schedule (the ruling slots change, a takeover ends, a person's override
 ///   runs out) cuts what plays if it no longer rules — never a linear ad: the cut waits for its
 ///   end (at most `linearWait` seconds) — and the cut item is kept for its playlist to resume.
-/// - A person's commands (`open`, `queue`, `next`, `previous`, `jump`, `stop`, `clear`) rule
-///   until the schedule's next boundary; `schedule auto` gives it back.
+/// - A person's commands (`open`, `queue`, `jump`, `stop`, `clear`) rule — once they succeeded —
+///   until the schedule's next boundary, and never longer than `overrideMax`; when a person's
+///   own queue runs out, the schedule plays again at once; `schedule auto` gives it back.
+///   `next` and `previous` move within what the schedule plays (its next item; the item it
+///   played before), overriding nothing — a Next never darkens a scheduled screen.
+/// - An item that cannot be loaded (a file gone: a USB stick pulled, a library replaced) is a
+///   failed content play with its reason; the next item plays, and after failures in a row the
+///   schedule waits a little longer each time before it tries again (`failureBackoff`); the
+///   health verdict says "schedule items failing".
 /// - A takeover is immediate: the ads on screen end `interrupted`.
 ///
 /// Time: the wall clock is asked each time; the loop's timer only says when to ask again (at
@@ -33,10 +40,36 @@ struct Scheduler {
     var onContent: (@Sendable (ContentPlay) -> Void)?
     /// This run's prefix of content plays' ids (unique across restarts).
     let run = String(ProcessRandom.uint64(in: 1...UInt64.max), radix: 16)
+    /// The content play of the item that plays: its id, fixed when it starts.
+    var playID: String?
+    /// The items the schedule started, the last one the one that plays (`previous`).
+    var history: [SchedulePick] = []
+    /// Items that could not be loaded in a row, the last one's path and why; the wait before
+    /// the next try while they keep failing.
+    var failures = 0
+    var lastFailure: (path: String, reason: String)?
+    var retry: LoopTimer?
 
     static let recheck = 30.0
     /// The longest a boundary waits for a linear ad to end (its budget).
     static let linearWait = 300.0
+    /// The longest a person's override lasts when no boundary of the schedule comes sooner
+    /// (docs/schedule.md): minutes, never the schedule's 48-hour horizon.
+    static let overrideMax = 600.0
+    /// An item that would be cut this close to its start is played without its pre-roll: no
+    /// ad is billed before content that a boundary cuts before it plays.
+    static let prerollMargin = 30.0
+    /// Failures in a row after which the schedule waits before the next item (doubling from 1 s
+    /// to 60 s): a library that is gone does not spin the player.
+    static let failuresBeforeBackoff = 3
+
+    static func failureBackoff(_ failures: Int) -> Double {
+        guard failures >= failuresBeforeBackoff else { return 0 }
+        return min(60, pow(2, Double(failures - failuresBeforeBackoff)))
+    }
+
+    /// What `history` keeps.
+    static let historyLength = 20
 }
 
 /// A content item the schedule played, for proof of play (`record-content-plays`).
@@ -90,32 +123,168 @@ extension Controller {
         }
         scheduler.playing = nil
         scheduler.startedAt = nil
+        scheduler.playID = nil
         requestTimelineIfDue(&scheduler, now)
         guard let pick = scheduler.state.pick(at: now) else {
             self.scheduler = scheduler
             armScheduleTimer()
             return
         }
+        self.scheduler = scheduler
+        startScheduled(pick, now: now)
+    }
+
+    /// Plays `pick` now, the schedule's item.
+    private func startScheduled(_ pick: SchedulePick, now: Date) {
+        guard var scheduler else { return }
         scheduler.playing = pick
         scheduler.startedAt = now
+        scheduler.playID = scheduler.run + "-" + String(serial + 1, radix: 16)
+        scheduler.history.append(pick)
+        if scheduler.history.count > Scheduler.historyLength { scheduler.history.removeFirst(scheduler.history.count - Scheduler.historyLength) }
+        // Cut within `prerollMargin` of its start (a boundary where it no longer rules): no
+        // pre-roll is billed before content that would not play.
+        let boundary = scheduler.state.nextBoundary(after: now)
+        let cutSoon = boundary.map { $0.timeIntervalSince(now) < Scheduler.prerollMargin && !scheduler.state.stillRules(pick, at: $0) } ?? false
         self.scheduler = scheduler
         log.info("schedule: \(pick.rule.kind.rawValue) \(pick.rule.id): \(pick.path)" + (pick.start.map { String(format: " from %.1f s", $0) } ?? ""))
         queue.removeAll()
         _ = try? queue.append([QueueEntry(path: pick.path, length: pick.length)])
         queue.current = 0
-        play(0, start: pick.start, fresh: pick.start == nil)
+        play(0, start: pick.start, fresh: pick.start == nil, preroll: !cutSoon)
         queueChanged()
-        if let onContent = scheduler.onContent {
-            onContent(ContentPlay(id: scheduler.run + "-" + String(serial, radix: 16), path: pick.path, contentID: FilePath.stem(pick.path), rule: pick.rule,
-                                  startedWall: now.timeIntervalSince1970))
+        if let onContent = scheduler.onContent, let id = scheduler.playID {
+            onContent(ContentPlay(id: id, path: pick.path, contentID: FilePath.stem(pick.path), rule: pick.rule, startedWall: now.timeIntervalSince1970))
         }
         armScheduleTimer()
     }
 
+    /// `next` while the schedule rules: its item ends (a person skipped it: not kept to resume)
+    /// and the schedule's next item plays. Nothing is overridden.
+    func scheduleSkip() -> JSONValue {
+        guard let scheduler else { return status() }
+        endContent(reason: "skipped", now: scheduler.now())
+        self.scheduler?.playID = nil
+        stopPlaying()
+        scheduleNext()
+        return status()
+    }
+
+    /// `previous` while the schedule rules: the item it played before this one plays again.
+    func scheduleBack() throws(ControlError) -> JSONValue {
+        guard var scheduler, scheduler.history.count >= 2 else {
+            throw ControlError(.noPrevious, "the schedule has played no item before this one")
+        }
+        let now = scheduler.now()
+        scheduler.history.removeLast()
+        var pick = scheduler.history.removeLast()
+        pick.start = nil
+        self.scheduler = scheduler
+        endContent(reason: "skipped", now: now)
+        self.scheduler?.playing = nil
+        self.scheduler?.playID = nil
+        stopPlaying()
+        startScheduled(pick, now: now)
+        return status()
+    }
+
+    /// A person's command succeeded: it rules until the schedule's next boundary (at most
+    /// `overrideMax`). `next` and `previous` that moved within the schedule override nothing;
+    /// within a person's own queue they keep the override going. On the loop.
+    public func commanded(_ request: Request) {
+        player.loop.requireInLoop()
+        guard scheduler != nil, request.overridesSchedule else { return }
+        switch request {
+        case .next, .previous: if scheduleRules { return }
+        default: break
+        }
+        scheduleOverridden(by: request)
+    }
+
+    /// A person's own queue ran out: the schedule plays again at once.
+    func personQueueDone() -> Bool {
+        guard var scheduler else { return false }
+        scheduler.state.automatic()
+        self.scheduler = scheduler
+        log.notice("schedule: a person's queue ran out; the schedule plays again")
+        scheduleNext()
+        return true
+    }
+
+    /// An item the schedule started could not be played (`reason`): a failed content play, the
+    /// next item — at once, or after failures in a row once the back-off allows.
+    func scheduleItemFailed(_ path: String, _ reason: String) {
+        guard var scheduler, scheduleRules else { return }
+        let now = scheduler.now()
+        endContent(reason: "failed: " + OneLine.escape(String(reason.prefix(300))), now: now)
+        scheduler = self.scheduler ?? scheduler
+        scheduler.playID = nil
+        scheduler.playing = nil
+        scheduler.startedAt = nil
+        scheduler.failures += 1
+        scheduler.lastFailure = (path, reason)
+        let wait = Scheduler.failureBackoff(scheduler.failures)
+        scheduler.retry?.cancel()
+        scheduler.retry = nil
+        if wait > 0 {
+            if scheduler.failures == Scheduler.failuresBeforeBackoff || scheduler.failures % 10 == 0 {
+                log.error("schedule: \(scheduler.failures) items in a row could not be played (the last: \(path): \(reason)); "
+                          + "trying the next every \(Int(wait)) s at most until one plays")
+            }
+            scheduler.retry = player.loop.schedule(after: wait) { [weak self] in
+                guard let self, self.scheduler != nil, episode == nil else { return }
+                self.scheduler?.retry = nil
+                scheduleNext()
+            }
+            self.scheduler = scheduler
+            return
+        }
+        self.scheduler = scheduler
+        scheduleNext()
+    }
+
+    /// An item played (its first frame came): the failures in a row are over.
+    func scheduleItemPlays() {
+        guard let scheduler, scheduler.failures > 0 else { return }
+        log.notice("schedule: \(scheduler.playing?.path ?? "an item") plays again after \(scheduler.failures) items that could not be played")
+        self.scheduler?.failures = 0
+        self.scheduler?.lastFailure = nil
+    }
+
+    /// After a pre-roll: a boundary came while it played and the item no longer rules — it is
+    /// not loaded (it would be cut at once); the schedule moves on. True when it did.
+    func scheduleCutsBeforeStart() -> Bool {
+        guard let scheduler, let playing = scheduler.playing, scheduleRules, !scheduler.state.stillRules(playing, at: scheduler.now()) else { return false }
+        log.info("schedule: \(playing.path) no longer rules after its pre-roll (a boundary came during it): not started")
+        endContent(reason: "cut before it started (a boundary came during its pre-roll)", now: scheduler.now())
+        self.scheduler?.playing = nil
+        self.scheduler?.startedAt = nil
+        self.scheduler?.linearWaitStarted = nil
+        episode?.policy?.stop()
+        episode = nil
+        scheduleNext()
+        return true
+    }
+
+    /// The configured schedule does not load (`problem`), and what plays instead; nil: it does.
+    /// On the loop (the daemon says it at start and at each reload).
+    public func setScheduleProblem(_ problem: String?) {
+        player.loop.requireInLoop()
+        scheduleLoadProblem = problem
+    }
+
+    /// For the health verdict: the schedule's items keep failing.
+    var scheduleFailing: String? {
+        guard let scheduler, scheduler.failures > 0, let last = scheduler.lastFailure else { return nil }
+        return "schedule items failing: \(scheduler.failures) in a row, the last \(OneLine.escape(last.path)): \(OneLine.escape(String(last.reason.prefix(200))))"
+    }
+
     /// The content play of the item that ends (`record-content-plays`).
-    private func endContent(reason: String, now: Date) {
-        guard let scheduler, let onContent = scheduler.onContent, let playing = scheduler.playing, let started = scheduler.startedAt else { return }
-        onContent(ContentPlay(id: scheduler.run + "-" + String(serial, radix: 16), path: playing.path, contentID: FilePath.stem(playing.path), rule: playing.rule,
+    func endContent(reason: String, now: Date) {
+        guard let scheduler, let onContent = scheduler.onContent, let playing = scheduler.playing, let started = scheduler.startedAt,
+              let id = scheduler.playID else { return }
+        self.scheduler?.playID = nil   // once: a content play ends once
+        onContent(ContentPlay(id: id, path: playing.path, contentID: FilePath.stem(playing.path), rule: playing.rule,
                               startedWall: started.timeIntervalSince1970, endedWall: now.timeIntervalSince1970,
                               seconds: max(0, now.timeIntervalSince(started)), reason: reason))
     }
@@ -178,14 +347,18 @@ extension Controller {
         scheduleNext()
     }
 
-    /// A person's command overrides the schedule until its next boundary. On the loop.
+    /// A person's command overrides the schedule until its next boundary (at most
+    /// `overrideMax`). On the loop.
     func scheduleOverridden(by request: Request) {
-        guard var scheduler else { return }
-        let now = scheduler.now()
-        scheduler.state.manual(at: now)
+        guard let before = scheduler else { return }
+        let now = before.now()
         endContent(reason: "cut", now: now)
+        guard var scheduler else { return }
+        scheduler.state.manual(at: now, atMost: Scheduler.overrideMax)
         scheduler.playing = nil
         scheduler.startedAt = nil
+        scheduler.retry?.cancel()
+        scheduler.retry = nil
         self.scheduler = scheduler
         log.notice("schedule: \(request.name) overrides the schedule until \(scheduler.state.manualUntil.map { ISO8601.format($0.timeIntervalSince1970) } ?? "?")")
         armScheduleTimer()
@@ -254,16 +427,26 @@ extension Controller {
 
     /// `status.schedule` and the `schedule` command's reply.
     var scheduleJSON: JSONValue {
-        guard let scheduler else { return .null }
-        guard case .object(var fields) = scheduler.state.describe(at: scheduler.now(), playing: scheduler.playing) else { return .null }
+        guard let scheduler else { return scheduleLoadProblem.map { ["problem": .string($0)] } ?? .null }
+        let now = scheduler.now()
+        guard case .object(var fields) = scheduler.state.describe(at: now, playing: scheduler.playing) else { return .null }
         fields["audit"] = .array(scheduler.audit)
+        if let waited = scheduler.linearWaitStarted {
+            // A boundary came and waits for the linear ad on screen: what rules next is said.
+            fields["waiting"] = ["for": .string(linearAd?.kind.protocolName ?? adBreak?.protocolName ?? "a linear ad"),
+                                 "since": .string(ISO8601.format(waited.timeIntervalSince1970)), "next": scheduler.state.rule(at: now).json]
+        }
+        if let problem = scheduleFailing ?? scheduleLoadProblem { fields["problem"] = .string(problem) }
         return .object(fields)
     }
 
     /// `schedule`.
     public func scheduleStatus() throws(ControlError) -> JSONValue {
         player.loop.requireInLoop()
-        guard scheduler != nil else { throw ControlError(.unavailable, "no schedule is configured (schedule = FILE)") }
+        guard scheduler != nil else {
+            if let problem = scheduleLoadProblem { throw ControlError(.unavailable, "the schedule does not load: \(problem)") }
+            throw ControlError(.unavailable, "no schedule is configured (schedule = FILE)")
+        }
         return scheduleJSON
     }
 }

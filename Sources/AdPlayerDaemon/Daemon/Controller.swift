@@ -69,6 +69,9 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     public var displayWitness: DisplayWitness?
     /// What plays when (`schedule = FILE`), nil without one (Controller+Schedule.swift).
     var scheduler: Scheduler?
+    /// The configured schedule does not load (at start, or at a reload): why, and what plays
+    /// instead (the health verdict and `schedule` say it).
+    var scheduleLoadProblem: String?
     /// A linear ad plays (pre-, mid-, post-roll: no seek, no next; `skip` past its skip offset),
     /// and whether the viewer paused it.
     var linearAd: (id: UInt64, kind: AdKind, paused: Bool)?
@@ -111,6 +114,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         let track: DesktopState.Track
         /// How many times it played before in a row (`repeat one`): 0 for the first viewing.
         var pass = 0
+        /// Why it could not be played, once the player said so.
+        var failure: String?
     }
     /// The cost of telling desktops, on the loop (logged at `debug` when the daemon stops).
     var desktopPublishes = (count: 0, nanoseconds: UInt64(0))
@@ -250,7 +255,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         return HealthSnapshot(itemInPlayer: inPlayer, playing: inPlayer && (linearAd.map { !$0.paused } ?? snapshot.playing),
                               position: snapshot.position, rate: snapshot.rate, postroll: linearAd != nil || adBreak != nil, queueLength: queue.count,
                               contentID: episode?.entry.contentID, lastFailure: lastFailure.map { "\($0.path): \($0.message)" },
-                              adsConfigured: source != nil, output: player.output(), displayOff: display.on ? nil : display.reason ?? "schedule")
+                              adsConfigured: source != nil, output: player.output(), displayOff: display.on ? nil : display.reason ?? "schedule",
+                              scheduleProblem: scheduleFailing ?? scheduleLoadProblem)
     }
 
     /// `identify`: `label` on the screen for `seconds`.
@@ -366,7 +372,10 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     public func next() throws(ControlError) -> JSONValue {
         player.loop.requireInLoop()
+        // On a schedule: its next item (a Next never darkens a scheduled screen).
+        if scheduleRules { return scheduleSkip() }
         guard let current, let next = queue.next(after: current) else {
+            if scheduler != nil, personQueueDone() { return status() }
             stopPlaying()
             queue.current = nil
             store.saveQueue(queue.entries, current: nil)
@@ -379,6 +388,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     /// The episode before this one in the queue, from its start.
     public func previous() throws(ControlError) -> JSONValue {
         player.loop.requireInLoop()
+        if scheduleRules { return try scheduleBack() }
         guard let current, let previous = queue.previous(before: current) else {
             throw ControlError(.noPrevious, "this is the first episode of the queue")
         }
@@ -574,7 +584,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
 
     // MARK: Episodes
 
-    func play(_ index: Int, start: Double?, fresh: Bool, pass: Int = 0) {
+    func play(_ index: Int, start: Double?, fresh: Bool, pass: Int = 0, preroll: Bool = true) {
         guard queue.contains(index) else { return }
         retryTimer?.cancel()
         savePosition()
@@ -612,11 +622,14 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         // A fresh viewing (from its start) begins with the episode's pre-roll, if it has one:
         // the episode is loaded after it (not shown, started or counted before). What the player
         // held (the last episode, stopped mid-way) goes first.
-        if let policy, (start ?? 0) <= 0.5, policy.wantsPreroll {
+        if let policy, preroll, (start ?? 0) <= 0.5, policy.wantsPreroll {
             if player.snapshot().playing { try? player.stop() }
             policy.playPreroll { [weak self] in
                 guard let self, let episode, episode.serial == serial else { return }
                 flushAdEvents()   // the break's end is told before the episode comes in
+                // A boundary of the schedule came while the pre-roll played (it waited for the
+                // ad's end): the item it was for no longer rules — it is not loaded to be cut.
+                if scheduleCutsBeforeStart() { return }
                 loadEpisode(entry, index: index, start: start, serial: serial, policy: policy)
             }
         } else {
@@ -653,6 +666,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
             case .failure(let error):
                 log.error("\(entry.path): cannot be played: \(error)")
                 lastFailure = (entry.path, "\(error)")
+                self.episode?.failure = "\(error)"
                 emit(.playerFailed(path: entry.path, code: (error as? PlayerFailure)?.code ?? "loading-failed", message: "\(error)"))
                 episodeFinished(serial)
             }
@@ -664,12 +678,17 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         guard let episode, episode.serial == serial else { return }
         self.episode = nil
         linearAd = nil
-        if scheduleRules { return scheduleNext() }
+        if scheduleRules {
+            if let failure = episode.failure { return scheduleItemFailed(episode.entry.path, failure) }
+            return scheduleNext()
+        }
         if queue.repeatMode == .one, let current, queue.contains(current), queue[current] == episode.entry, lastFailure?.path != episode.entry.path {
             // `repeat one`: the same episode again, from its start — a new viewing (R14).
             return play(current, start: 0, fresh: true, pass: episode.pass + 1)
         }
         guard let current, let next = queue.next(after: current) else {
+            // A person's own queue ran out on a schedule: the schedule plays again at once.
+            if scheduler != nil, personQueueDone() { return }
             log.info("the queue is done")
             queue.current = nil
             store.saveQueue(queue.entries, current: nil)
@@ -739,4 +758,6 @@ public struct HealthSnapshot: Sendable {
     public var output: PlayerOutput
     /// The display is off, and why (`schedule`, `override`); nil: on.
     public var displayOff: String? = nil
+    /// The schedule's trouble: items failing in a row, or a schedule file that does not load.
+    public var scheduleProblem: String? = nil
 }

@@ -219,6 +219,7 @@ public final class HealthMonitor: Sendable {
             // Deliberately off (operating hours, `display off`) is healthy: said, not judged.
             checks.append(display(snapshot))
             checks.append(playback(snapshot, now, history))
+            if let problem = snapshot.scheduleProblem { checks.append(Check("schedule", .degraded, problem)) }
             checks.append(frames(snapshot, now, history))
             checks.append(ads(snapshot.adsConfigured, now, history))
         } else {

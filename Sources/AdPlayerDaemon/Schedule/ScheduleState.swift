@@ -201,10 +201,15 @@ public final class ScheduleState {
         }
     }
 
-    /// An interrupt's item played `seconds` from `started`: the next is due a period after.
+    /// An interrupt's item played `seconds` from `started`: the next is due a period after the
+    /// instant this one was due — the wait for an item's end is made up, so the share holds
+    /// over the hour (starting a period after its start lost every wait) — and never sooner
+    /// than half a period after this one started (no two in a row).
     public func interruptPlayed(_ id: String, seconds: Double, startedAt started: Date) {
         guard let interrupt = schedule.interrupts.first(where: { $0.id == id }) else { return }
-        interruptDue[id] = started.addingTimeInterval(interrupt.share.gap(after: seconds))
+        let gap = interrupt.share.gap(after: seconds)
+        let due = min(interruptDue[id] ?? started, started)
+        interruptDue[id] = max(due.addingTimeInterval(gap), started.addingTimeInterval(gap / 2))
     }
 
     /// The playlist's next item: a cut one where it was (`resuming`, when the playlist
@@ -249,9 +254,11 @@ public final class ScheduleState {
         return candidates.min()
     }
 
-    /// A person's command (open, queue, next…): it rules until the schedule's next boundary.
-    public func manual(at now: Date) {
-        manualUntil = timeline.nextChange(after: now) ?? timeline.to
+    /// A person's command (open, queue, jump…): it rules until the schedule's next boundary —
+    /// the end of the slots that rule now — and never more than `atMost` seconds.
+    public func manual(at now: Date, atMost: Double) {
+        let limit = now.addingTimeInterval(atMost)
+        manualUntil = min(timeline.nextChange(after: now) ?? limit, limit)
     }
 
     /// `schedule auto`: the schedule rules again now.

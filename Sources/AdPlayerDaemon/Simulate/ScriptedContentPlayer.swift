@@ -7,8 +7,8 @@ import Foundation
 /// simulation sets each file's length as FFmpeg reads it).
 extension ScriptedPlayer: ContentPlayer {
     public func load(_ path: String, start: Double?, completion: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
-        let entry = load(path, start: start ?? 0)
-        loop.run { completion(.success(entry)) }
+        // A file that cannot be played fails as mpv's does: the load answers, then the entry fails.
+        load(path, start: start ?? 0) { entry in completion(.success(entry)) }
     }
 
     /// Played for `length` seconds when given (an image in a schedule), else the script's length.

@@ -109,6 +109,37 @@ public final class ScriptedPlayer: BreakablePlayer, @unchecked Sendable {
         }
     }
 
+    /// Loads `path` as `load(_:start:)` does, in the order mpv reports a load: the entry's id
+    /// answered first (`answer`, in a later turn of the loop), then — for a file the script
+    /// cannot play — the entry's failure, in the turn after (mpv: `loadfile` answers, then the
+    /// file's END_FILE with its error).
+    public func load(_ path: String, start: Double, answer: @escaping @Sendable (Int64) -> Void) {
+        let known: Double?? = (try? loop.sync { () -> Double?? in state.media[path] }) ?? .none
+        guard case .some(.none) = known else {
+            let entry = load(path, start: start)
+            loop.run { answer(entry) }
+            return
+        }
+        let entry: Int64 = mutate { state, _, emit -> Int64 in
+            let entry = state.nextEntry
+            state.nextEntry += 1
+            state.ended = nil
+            if state.item != nil {
+                state.item = nil
+                emit(.item(nil), state)
+            }
+            return entry
+        } ?? Int64(-1)
+        loop.run { [weak self] in
+            answer(entry)
+            self?.loop.run { [weak self] in
+                self?.mutate { state, _, emit in
+                    emit(.failed(PlayerFailure(entry: entry, path: path, code: "loading-failed", message: "loading failed")), state)
+                }
+            }
+        }
+    }
+
     /// The item's duration, when an item is in.
     public var itemDuration: Double? { (try? loop.sync { state.item == nil ? nil : state.duration }) ?? nil }
 
