@@ -78,6 +78,12 @@ extension BeaconOutbox {
         mark(id) { $0.display = display } update: { $0.display = display }
     }
 
+    /// Its impression was withheld (`pop-require-display`, not verified: `notUsed` went instead):
+    /// it counts no audience — `impressions` 0 in its row and every export (before it closes).
+    public func recordNoAudience(id: String) {
+        mark(id) { $0.impressions = 0 } update: { $0.impressions = 0 }
+    }
+
     /// Writes what was decided of an open play (`viewable`, `display`), or keeps it with the
     /// play or its waiting update while the disk refuses writes.
     private func mark(_ id: String, play: (inout Play) -> Void, update: (inout PlayUpdate) -> Void) {
@@ -90,7 +96,7 @@ extension BeaconOutbox {
                 guard state.pendingUpdates[id] == nil else { throw SQLiteError(code: 0, message: "an earlier update of this play waits") }
                 var marks = PlayUpdate()
                 update(&marks)
-                try Self.writeMarks(state.db, id: id, viewable: marks.viewable, display: marks.display)
+                try Self.writeMarks(state.db, id: id, viewable: marks.viewable, display: marks.display, impressions: marks.impressions)
             } catch {
                 // Kept, and the disk marked failing: written with the plays when it takes writes.
                 state.diskFailing = true
@@ -99,8 +105,11 @@ extension BeaconOutbox {
         }
     }
 
-    /// Sets an open play's viewability and display evidence (those given).
-    private static func writeMarks(_ db: SQLiteDatabase, id: String, viewable: String?, display: DisplayEvidence?) throws {
+    /// Sets an open play's viewability, display evidence and audience (those given).
+    private static func writeMarks(_ db: SQLiteDatabase, id: String, viewable: String?, display: DisplayEvidence?, impressions: Double? = nil) throws {
+        if let impressions {
+            try db.execute("UPDATE plays SET impressions = ? WHERE id = ? AND chain_pos IS NULL", [.real(impressions), .text(id)])
+        }
         if let viewable {
             try db.execute("UPDATE plays SET viewable = ? WHERE id = ? AND chain_pos IS NULL", [.text(viewable), .text(id)])
         }
@@ -123,7 +132,7 @@ extension BeaconOutbox {
                     try Self.writeMarks(state.db, id: play.id, viewable: play.viewable, display: play.display)
                 }
                 for (id, update) in updates {
-                    try Self.writeMarks(state.db, id: id, viewable: update.viewable, display: update.display)
+                    try Self.writeMarks(state.db, id: id, viewable: update.viewable, display: update.display, impressions: update.impressions)
                 }
                 // The ends, in the order they happened: the chain's order.
                 let ends = waiting.compactMap { play in play.ended.map { (play.id, $0) } } + updates.compactMap { id, update in update.ended.map { (id, $0) } }

@@ -123,11 +123,22 @@ extension BeaconOutbox {
             var event: OutboxEvent?
             state.withLock { state in
                 do {
+                    // Imported once: its name is recorded in the transaction that takes it in, so a
+                    // start that dies between that commit and the file's removal does not take
+                    // its beacons and plays a second time at the next.
+                    try state.db.execute("CREATE TABLE IF NOT EXISTS imported_side_files (name TEXT PRIMARY KEY, at REAL NOT NULL)")
+                    if try !state.db.execute("SELECT 1 FROM imported_side_files WHERE name = ?", [.text(name)]).isEmpty {
+                        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(side + suffix) }
+                        onWarning("\(side): already imported (a start died before it could remove it); removed")
+                        return
+                    }
                     let source = try SQLiteDatabase(path: side, readOnly: true)
                     let sideRun = (try source.execute("SELECT value FROM outbox_meta WHERE key = 'run_seconds'")).first?.first?.text.flatMap(Double.init) ?? 0
                     var ledger = state.ledger
                     let base = state.run.now()
                     let moved = try state.db.transaction {
+                        try state.db.execute("INSERT INTO imported_side_files (name, at) VALUES (?, ?)", [.text(name), .real(clock.wallNow().timeIntervalSince1970)])
+                        try state.db.execute("DELETE FROM imported_side_files WHERE name NOT IN (SELECT name FROM imported_side_files ORDER BY at DESC LIMIT 100)")
                         let moved = try Self.absorb(source, offset: base, into: state.db, ledger: &ledger)
                         try state.db.execute("INSERT OR REPLACE INTO outbox_meta (key, value) VALUES ('run_seconds', ?)",
                                              [.text(String(base + sideRun))])

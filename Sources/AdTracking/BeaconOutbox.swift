@@ -113,6 +113,8 @@ public final class BeaconOutbox: Sendable {
         var ended: PlayEnd?
         var viewable: String?
         var display: DisplayEvidence?
+        /// The audience it counts for, when it changed after the start (0: its impression withheld).
+        var impressions: Double?
     }
 
     let state: Locked<State>

@@ -238,6 +238,8 @@ public final class TrackingReporter: @unchecked Sendable {
         if evidence.verdict == .verified { return send(info, held) }
         send(info, ["notUsed"])
         ads[info.id]?.withheld = true
+        // No impression: no audience in the ad log (a DOOH buyer pays by `impressions`).
+        outbox.recordNoAudience(id: Self.playID(info))
     }
 
     /// The play's id: the ad's instance, as the socket names it.

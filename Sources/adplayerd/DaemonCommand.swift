@@ -236,7 +236,7 @@ struct DaemonCommand {
         let contentRecorder = recordContent
         func loadSchedule(_ configuration: Configuration) throws -> (ResolvedSchedule, ScheduleTimeline)? {
             guard let file = configuration.schedule else { return nil }
-            let resolved = try ScheduleLoader.load(path: file, library: configuration.library, timeZone: configuration.timeZone)
+            let resolved = try ScheduleLoader.load(path: file, library: configuration.library, timeZone: configuration.timeZone, measure: { MediaProbe.duration($0) })
             return (resolved, ScheduleTimeline.compute(resolved.schedule, from: Date()))
         }
         var startSchedule: (ResolvedSchedule, ScheduleTimeline)?

@@ -51,7 +51,7 @@ struct ScheduleCheckCommand {
         let resolved: ResolvedSchedule
         do {
             resolved = try ScheduleLoader.load(path: path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path,
-                                               library: configuration.library, timeZone: configuration.timeZone)
+                                               library: configuration.library, timeZone: configuration.timeZone, measure: { MediaProbe.duration($0) })
         } catch {
             FileHandle.standardError.write(Data(("adplayerd schedule-check: \(path):\n  " + error.problems.joined(separator: "\n  ") + "\n").utf8))
             return 1

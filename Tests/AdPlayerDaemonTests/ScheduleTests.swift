@@ -136,6 +136,41 @@ final class ScheduleTests: XCTestCase {
         XCTAssertEqual(share, 0.05, accuracy: 0.005)
     }
 
+    /// The declared share is met over the hour (issue 45, 11): a 5 % interrupt of 5 s items
+    /// between 30 s filler items — each wait for a filler's end is made up, not lost (it got 4.0 %).
+    /// Its first instant is half a period of its file's real length: a 2 s file of a 60 s/h
+    /// interrupt first plays at about 60 s (it was 900 s: 30 s assumed).
+    func testTheShareOfVoiceIsMetOverTheHourAndTheFirstInstantIsMeasured() throws {
+        let json = """
+            {"version": 1, "playlists": {"filler": {"items": ["f"]}, "spot": {"items": ["s"]}}, "default": "filler",
+             "interrupts": [{"id": "spot", "playlist": "spot", "share": "5%"}]}
+            """
+        let files: [String: (count: Int, seconds: Double)] = ["filler": (3, 30), "spot": (1, 5)]
+        let entries = run(try resolved(json, zone: "UTC", files: files), from: date("2026-12-07 00:00:00", "UTC"), days: 0.5, files)
+        let share = entries.filter { $0.pick.rule.kind == .interrupt }.reduce(0) { $0 + $1.end.timeIntervalSince($1.start) } / 43_200
+        XCTAssertEqual(share, 0.05, accuracy: 0.002, "the declared share over the hours")
+        let interrupts = entries.filter { $0.pick.rule.kind == .interrupt }
+        for (a, b) in zip(interrupts, interrupts.dropFirst()) {
+            XCTAssertGreaterThanOrEqual(b.start.timeIntervalSince(a.start), 50, "never two closer than half their interval (100 s)")
+        }
+
+        let perHour = json.replacingOccurrences(of: "5%", with: "60s/h")
+        let schedule = try Schedule.parse(Array(perHour.utf8), timeZone: TimeZone(identifier: "UTC")!)
+        let start = date("2026-12-07 00:00:00", "UTC")
+        for measured in [Double?.none, 2] {
+            let resolved = ResolvedSchedule(schedule: schedule, files: ["filler": (0..<3).map { .init(path: "/lib/filler-\($0).mp4", seconds: nil) },
+                                                                      "spot": [.init(path: "/lib/spot-0.mp4", seconds: nil, measured: measured)]])
+            let state = ScheduleState(resolved, timeline: ScheduleTimeline.compute(schedule, from: start), now: start)
+            let played = ScheduleSimulation.run(state, from: start, seconds: 3600) { $0.contains("spot") ? 2 : 10 }
+            let first = try XCTUnwrap(played.first { $0.pick.rule.kind == .interrupt }).start.timeIntervalSince(start)
+            if measured == nil {
+                XCTAssertEqual(first, 900, accuracy: 10, "a guess of 30 s: 30 × 3600 / 60 / 2")
+            } else {
+                XCTAssertEqual(first, 60, accuracy: 10, "half a period of 2 s: 2 × 3600 / 60 / 2")
+            }
+        }
+    }
+
     /// A long item cut by a higher slot resumes where it was when its slot returns (a playlist
     /// that resumes); one that does not resume goes on from its next item. A takeover rules
     /// above everything until its time runs out; one of a lower priority than the slot waits.
@@ -213,6 +248,33 @@ final class ScheduleTests: XCTestCase {
         }
         XCTAssertThrowsError(try Schedule.parse(Array("[]".utf8), timeZone: .current))
         XCTAssertThrowsError(try Schedule.parse(Array("{".utf8), timeZone: .current))
+    }
+
+    /// The loader names every problem at once (issue 45, 11): a missing file among other
+    /// problems too (it was left out: the files were checked only once the rest was right). A
+    /// schedule that expands to more files than the bound is refused (2,000 playlists of one
+    /// folder of 20,000 files was 40 million paths at start), each folder read once.
+    func testTheLoaderNamesAMissingFileAmongOtherProblemsAndBoundsTheExpansion() throws {
+        let library = FileManager.default.temporaryDirectory.appendingPathComponent("loader-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: library.appendingPathComponent("many"), withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: library) }
+        FileManager.default.createFile(atPath: library.appendingPathComponent("a.mp4").path, contents: Data([0]))
+        let file = library.appendingPathComponent("schedule.json").path
+        try Data("""
+            {"version": 1, "playlists": {"ok": {"items": ["a.mp4", "gone.mp4"]}}, "default": "ok",
+             "slots": [{"id": "s", "playlist": "ok", "hours": "mon 25:00-26:00"}]}
+            """.utf8).write(to: URL(fileURLWithPath: file))
+        XCTAssertThrowsError(try ScheduleLoader.load(path: file, library: [library.path], timeZone: TimeZone(identifier: "UTC")!)) { error in
+            let problems = (error as? ScheduleError)?.problems ?? []
+            XCTAssertTrue(problems.contains { $0.hasPrefix("$.slots[0].hours") }, "\(problems)")
+            XCTAssertTrue(problems.contains { $0.hasPrefix("$.playlists.ok.items[1]") && $0.contains("gone.mp4") }, "the missing file is named: \(problems)")
+        }
+        for n in 0..<2_000 { FileManager.default.createFile(atPath: library.appendingPathComponent("many/\(n).mp4").path, contents: Data([0])) }
+        let playlists = (0..<101).map { "\"p\($0)\": {\"items\": [\"many\"]}" }.joined(separator: ", ")
+        try Data("{\"version\": 1, \"playlists\": {\(playlists)}, \"default\": \"p0\"}".utf8).write(to: URL(fileURLWithPath: file))
+        XCTAssertThrowsError(try ScheduleLoader.load(path: file, library: [library.path], timeZone: TimeZone(identifier: "UTC")!)) { error in
+            XCTAssertTrue((error as? ScheduleError)?.problems.contains { $0.contains("more than \(Schedule.maxTotalFiles) files in all") } == true, "\(error)")
+        }
     }
 
     /// 10,000 slots and playlists of 10,000 items: the timeline is worked out (off the loop in

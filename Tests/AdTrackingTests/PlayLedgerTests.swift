@@ -209,13 +209,28 @@ final class PlayLedgerTests: XCTestCase {
         var sides = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains("-pending-") }
         XCTAssertEqual(sides.count, 1, "\(sides)")
         try holder.execute("COMMIT")
+        // A copy, to put back as a start that died between the import's commit and the removal leaves it.
+        let side = directory.appendingPathComponent(sides[0]).path
+        let copy = directory.appendingPathComponent("copy-of-the-side-file").path
+        try FileManager.default.copyItem(atPath: side, toPath: copy)
         let events = Locked<[OutboxEvent]>([])
-        let next = try outbox(events: events)
-        XCTAssertEqual(next.pendingCount(), 1)
-        XCTAssertEqual(next.plays(afterSequence: 0).map(\.id), ["before", "kept"])
-        XCTAssertTrue(events.withLock { $0 }.contains { if case .databaseOpened(1, 1, _) = $0 { true } else { false } })
-        sides = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains("-pending-") }
-        XCTAssertEqual(sides, [], "imported, then removed")
+        do {
+            let next = try outbox(events: events)
+            XCTAssertEqual(next.pendingCount(), 1)
+            XCTAssertEqual(next.plays(afterSequence: 0).map(\.id), ["before", "kept"])
+            XCTAssertTrue(events.withLock { $0 }.contains { if case .databaseOpened(1, 1, _) = $0 { true } else { false } })
+            sides = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains("-pending-") }
+            XCTAssertEqual(sides, [], "imported, then removed")
+            XCTAssertNil(try BeaconOutbox.verifyLedger(path: database).verdict.broken)
+        }
+        // Imported once (issue 45, 10): the file back as if the removal never happened.
+        try FileManager.default.moveItem(atPath: copy, toPath: side)
+        let warnings = Locked<[String]>([])
+        let again = try outbox(warnings: warnings)
+        XCTAssertEqual(again.pendingCount(), 1, "its beacon not taken twice")
+        XCTAssertEqual(again.plays(afterSequence: 0).map(\.id), ["before", "kept"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: side), "removed now")
+        XCTAssertTrue(warnings.withLock { $0 }.contains { $0.contains("already imported") }, "\(warnings.withLock { $0 })")
         XCTAssertNil(try BeaconOutbox.verifyLedger(path: database).verdict.broken)
     }
 

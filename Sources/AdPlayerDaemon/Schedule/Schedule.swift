@@ -82,6 +82,9 @@ public struct Schedule: Sendable {
     public static let maxSlots = 20_000
     public static let maxPlaylists = 2_000
     public static let maxItems = 20_000
+    /// Files across every playlist once their folders are read: 2,000 playlists of one folder of
+    /// 20,000 files would be 40 million paths at start.
+    public static let maxTotalFiles = 200_000
     public static let maxInterrupts = 100
 
     /// Whether `date` is inside `from`…`until` (local days).
@@ -93,6 +96,14 @@ public struct Schedule: Sendable {
 /// A schedule that cannot be read: every problem, with its JSON path.
 public struct ScheduleError: Error, CustomStringConvertible, Sendable {
     public let problems: [String]
+    /// What could be read of a document with problems (its good playlists): the loader checks
+    /// their files too, so that every problem is named at once, a missing file among them.
+    public var partial: Schedule?
+
+    public init(problems: [String], partial: Schedule? = nil) {
+        self.problems = problems
+        self.partial = partial
+    }
     public var description: String {
         problems.prefix(10).joined(separator: "; ") + (problems.count > 10 ? "; and \(problems.count - 10) more" : "")
     }
@@ -233,8 +244,9 @@ extension Schedule {
             let (from, until) = dates(fields, path)
             interrupts.append(Interrupt(id: id, playlist: list, share: share, hours: hours(fields, path), from: from, until: until))
         }
-        guard problems.isEmpty else { throw ScheduleError(problems: problems) }
-        return Schedule(version: 1, playlists: playlists, defaultPlaylist: defaultPlaylist, slots: slots, interrupts: interrupts, timeZone: timeZone)
+        let schedule = Schedule(version: 1, playlists: playlists, defaultPlaylist: defaultPlaylist, slots: slots, interrupts: interrupts, timeZone: timeZone)
+        guard problems.isEmpty else { throw ScheduleError(problems: problems, partial: schedule) }
+        return schedule
     }
 
     static func isName(_ text: String) -> Bool {

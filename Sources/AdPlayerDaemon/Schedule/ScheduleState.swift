@@ -8,9 +8,13 @@ public struct ResolvedSchedule: Sendable {
     public struct File: Sendable, Equatable {
         public var path: String
         public var seconds: Double?
-        public init(path: String, seconds: Double?) {
+        /// Its length as FFmpeg read it at load (an interrupt's files: the first instant of its
+        /// share is half a period of the real length, not of a guess); nil: not measured.
+        public var measured: Double?
+        public init(path: String, seconds: Double?, measured: Double? = nil) {
             self.path = path
             self.seconds = seconds
+            self.measured = measured
         }
     }
 
@@ -124,7 +128,8 @@ public final class ScheduleState {
     private func startInterrupts(_ now: Date) {
         for interrupt in schedule.interrupts where interruptDue[interrupt.id] == nil {
             // The first one half a period in: spread from the start, not a block at it.
-            let first = resolved.files[interrupt.playlist]?.first?.seconds ?? 30
+            let file = resolved.files[interrupt.playlist]?.first
+            let first = file?.seconds ?? file?.measured ?? 30
             interruptDue[interrupt.id] = now.addingTimeInterval(interrupt.share.gap(after: first) / 2)
         }
     }

@@ -185,7 +185,7 @@ public final class Simulation: @unchecked Sendable {
         // The content: the schedule's files, or every playable file of the library in order, looped.
         var schedule: (ResolvedSchedule, ScheduleTimeline)?
         if let file = configuration.schedule {
-            let resolved = try ScheduleLoader.load(path: file, library: configuration.library, timeZone: configuration.timeZone)
+            let resolved = try ScheduleLoader.load(path: file, library: configuration.library, timeZone: configuration.timeZone, measure: settings.probe)
             schedule = (resolved, ScheduleTimeline.compute(resolved.schedule, from: Date(timeIntervalSince1970: from)))
             if let setMedia = stage.setMedia {
                 for file in resolved.files.values.joined() { setMedia(file.path, file.seconds ?? settings.probe(file.path)) }
