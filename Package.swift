@@ -82,15 +82,25 @@ let package = Package(
         .target(name: "CSign", path: "Sources/CSign", linkerSettings: [.linkedLibrary("crypto")]),
         // `adplayerd mqtt`: the fleet bridge — the control protocol on one side, a broker on the other.
         .target(name: "AdPlayerFleet", dependencies: ["Bounds", "ControlProtocol", "ClientSupport", "ProcessSupport", "CMqtt"], swiftSettings: strict),
-        // The daemon as a library: controller, episode policy, state, control socket, desktop.
-        // It knows no mpv: the controller's virtual-time tests build without libmpv.
-        .target(name: "AdPlayerDaemon", dependencies: ["AdRuntime", "AdSources", "AdTracking", "CSystem", "CMpris", "ControlProtocol",
+        // What plays when: the library's files as the daemon checks them, and the schedule
+        // (parsed, resolved, its timeline and its decisions) — no player, no loop, no clock.
+        .target(name: "AdSchedule", dependencies: ["Bounds", "AdRuntime", "ControlProtocol"], swiftSettings: strict),
+        // The daemon as a library: controller, episode policy, state, control socket, desktop,
+        // and the one assembly of a box (`Box`) on a stage. It knows no mpv: the controller's
+        // virtual-time tests build without libmpv.
+        .target(name: "AdPlayerDaemon", dependencies: ["AdRuntime", "AdSources", "AdTracking", "AdSchedule", "CSystem", "CMpris", "ControlProtocol",
                                                             "ClientSupport", "ProcessSupport"],
                 swiftSettings: strict),
+        // `adplayerd simulate` and `schedule-check`: the box's own assembly on a virtual stage
+        // (virtual player, clock and screen; live, recorded or replayed network), the viewer,
+        // the rules, the reports.
+        .target(name: "AdPlayerSimulation", dependencies: ["AdPlayerDaemon", "AdSchedule", "AdRuntime", "AdSources", "AdTracking", "ControlProtocol",
+                                                                "ClientSupport", "ProcessSupport"],
+                swiftSettings: strict),
         // Where the daemon is assembled: mpv as its content player, mpv's log as its log.
-        .target(name: "AdPlayerMpv", dependencies: ["AdPlayerDaemon", "AdRuntime", "AdTracking", "MpvPlayerAdapter", "ControlProtocol"], swiftSettings: strict),
+        .target(name: "AdPlayerMpv", dependencies: ["AdPlayerDaemon", "AdRuntime", "AdSources", "AdTracking", "MpvPlayerAdapter", "ControlProtocol"], swiftSettings: strict),
         // main (the services in order) and the tool commands.
-        .executableTarget(name: "adplayerd", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdRuntime", "AdSources", "AdTracking",
+        .executableTarget(name: "adplayerd", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdPlayerSimulation", "AdSchedule", "AdRuntime", "AdSources", "AdTracking",
                                                             "MpvPlayerAdapter", "ControlProtocol", "ClientSupport", "ProcessSupport", "CSign"],
                           swiftSettings: strict, linkerSettings: staticRuntime(xml: true, networking: true)),
         // The operator's processes, apart from the player: they link the protocol and their own
@@ -102,7 +112,7 @@ let package = Package(
                           swiftSettings: strict, linkerSettings: staticRuntime()),
         // The developer's tools, out of the production executable: play, the benchmarks, the
         // loop-affinity probe.
-        .executableTarget(name: "adplayerd-dev", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdRuntime", "AdSources", "AdTracking",
+        .executableTarget(name: "adplayerd-dev", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdSchedule", "AdRuntime", "AdSources", "AdTracking",
                                                                 "MpvPlayerAdapter", "ControlProtocol"],
                           swiftSettings: strict, linkerSettings: staticRuntime(xml: true, networking: true)),
         // The control socket's client: the protocol only (docs/protocol.md).
@@ -114,8 +124,8 @@ let package = Package(
         .testTarget(name: "AdTrackingTests", dependencies: ["AdTracking", "AdRuntime", "AdSources", "AdTestSupport"],
                     swiftSettings: strict),
         // The daemon's controller, policy, state and protocol in process, on virtual time.
-        .testTarget(name: "AdPlayerDaemonTests", dependencies: ["AdPlayerDaemon", "ControlProtocol", "AdRuntime", "AdSources", "AdTestSupport",
-                                                               "AdTracking"],
+        .testTarget(name: "AdPlayerDaemonTests", dependencies: ["AdPlayerDaemon", "AdPlayerSimulation", "AdSchedule", "ControlProtocol", "AdRuntime",
+                                                               "AdSources", "AdTestSupport", "AdTracking"],
                     swiftSettings: strict),
         // The daemon and adplayerctl as processes, through the control socket.
         .testTarget(name: "DaemonTests", dependencies: ["AdRuntime", "AdTestSupport", "AdTracking", "Bounds"], swiftSettings: strict),

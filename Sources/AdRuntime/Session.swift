@@ -347,6 +347,12 @@ final class AdSession: @unchecked Sendable {
         }
     }
 
+    func playAtLanding(_ id: UInt64) {
+        loop.requireInLoop()
+        defer { flush() }
+        run(id) { lifecycle, context in (lifecycle as? LinearLifecycle)?.moveToLanding(context) ?? [] }
+    }
+
     /// An ad object was released: if it was never shown, nothing will ever refer to it.
     func forget(_ id: UInt64) {
         loop.requireInLoop()

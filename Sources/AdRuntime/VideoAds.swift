@@ -19,6 +19,8 @@ public struct VideoAdsConfiguration: Sendable {
     /// A pre- or mid-roll whose video has not started playing by then fails, and the content
     /// plays (R16): the viewer never waits longer for a stalled ad.
     public var linearStartTimeout = 8.0
+    /// The box's clocks and randomness (ads' instance ids): the system's, or a simulation's.
+    public var environment = AdEnvironment.system
 
     public init() {}
 }

@@ -71,6 +71,47 @@ public final class CreativeCache: Sendable {
     /// How often, at most, a creative held in memory is offered to the disk again.
     public let retryInterval: Double
     private let memory = Locked(Memory())
+    /// Files whose hash was checked, by path: what `stat` said then and when (monotonic s). A
+    /// file unchanged since (the same inode, size, change time) is not read again within
+    /// `reverifyInterval`: hashing a 30 MB video at every play was most of an ad's cost.
+    private let verified = Locked<[String: (identity: FileIdentity, at: Double)]>([:])
+    static let reverifyInterval = 86_400.0
+
+    struct FileIdentity: Equatable {
+        var device: UInt64, inode: UInt64, size: Int64, changed: Int64, changedNanos: Int64
+        init?(_ path: String) {
+            var info = stat()
+            guard lstat(path, &info) == 0 else { return nil }
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+            size = Int64(info.st_size)
+            changed = Int64(info.st_ctim.tv_sec)
+            changedNanos = Int64(info.st_ctim.tv_nsec)
+        }
+    }
+
+    /// Whether the file at `path` still hashes to `hash` — read again only when it changed, or
+    /// once a day.
+    private func intact(_ path: String, _ hash: String) -> Bool {
+        let now = Double(MonotonicTime.now()) / 1e9
+        guard let identity = FileIdentity(path) else { return false }
+        if let known = verified.withLock({ $0[path] }), known.identity == identity, now - known.at < Self.reverifyInterval { return true }
+        guard Self.sha256(file: path) == hash else {
+            _ = verified.withLock { $0.removeValue(forKey: path) }
+            return false
+        }
+        verified.withLock { map in
+            if map.count > 10_000 { map.removeAll() }   // bounded: a cache holds far fewer
+            map[path] = (identity, now)
+        }
+        return true
+    }
+
+    /// After its times were touched (`utimensat` changes the change time): known as checked.
+    private func stillVerified(_ path: String) {
+        guard let identity = FileIdentity(path) else { return }
+        verified.withLock { map in if map[path] != nil { map[path]!.identity = identity } }
+    }
     private let onProblem: @Sendable (String) -> Void
     private static let instances = Locked(0)
 
@@ -126,13 +167,14 @@ public final class CreativeCache: Sendable {
             return nil
         }
         let path = folder + "/objects/" + hash
-        guard index.withLock({ $0[hash] != nil }), Self.sha256(file: path) == hash else {
+        guard index.withLock({ $0[hash] != nil }), intact(path, hash) else {
             // Missing, or damaged since it was written: gone, to be fetched again.
             remove(hash)
             unlink(link)
             return nil
         }
         utimensat(AT_FDCWD, path, nil, 0)   // used now: its times are the clock's
+        stillVerified(path)
         let now = Date().timeIntervalSince1970
         index.withLock { $0[hash]?.used = now }
         return path
@@ -223,7 +265,7 @@ public final class CreativeCache: Sendable {
         }
         guard let found else { return nil }
         let hash = (found.path as NSString).lastPathComponent
-        guard Self.sha256(file: found.path) == hash else {
+        guard intact(found.path, hash) else {
             forget(url)
             return nil
         }
@@ -392,7 +434,7 @@ public final class CreativeCache: Sendable {
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         let hasher = SHA256()
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
         while true {
             let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             if n < 0, errno == EINTR { continue }
@@ -423,6 +465,6 @@ private final class SHA256 {
     func finish() -> String {
         var digest = [UInt8](repeating: 0, count: 32)
         av_sha_final(context, &digest)
-        return digest.map { String(format: "%02x", $0) }.joined()
+        return Digits.hex(digest)
     }
 }

@@ -76,8 +76,17 @@ public struct MacroPolicy: Sendable, Equatable {
     public var userAgent = UserAgent.string
     /// The screen's place, `lat,long` as configured (`latlong`).
     public var latLong: String?
+    /// Where `[TIMESTAMP]` (when no event time is given) and `[CACHEBUSTING]` come from: the
+    /// box's clocks and randomness (a simulation's are its own).
+    public var environment = AdEnvironment.system
 
     public init() {}
+
+    public static func == (a: MacroPolicy, b: MacroPolicy) -> Bool {
+        a.limitAdTracking == b.limitAdTracking && a.gdprConsent == b.gdprConsent && a.gppString == b.gppString
+            && a.gppSectionIDs == b.gppSectionIDs && a.ifa == b.ifa && a.ifaType == b.ifaType && a.appBundle == b.appBundle
+            && a.userAgent == b.userAgent && a.latLong == b.latLong && a.environment === b.environment
+    }
 }
 
 /// What is known about the request or the event a URL is filled for.
@@ -178,8 +187,8 @@ public enum Macros {
             }
         case .contentPlayhead, .mediaPlayhead: return known(c.contentPlayhead.map(playhead))
         case .adPlayhead: return known(c.adPlayhead.map(playhead))
-        case .timestamp: return .value(timestamp(c.timestamp ?? SimulatedTime.date()))
-        case .cacheBusting: return .value(String(format: "%08d", ProcessRandom.int(in: 0..<100_000_000)))
+        case .timestamp: return .value(timestamp(c.timestamp ?? p.environment.date()))
+        case .cacheBusting: return .value(Digits.padded(p.environment.int(in: 0..<100_000_000), 8))
         case .errorCode: return known(c.errorCode.map(String.init))
         case .adServingID: return known(c.adServingID)
         case .universalAdID: return known(c.universalAdID)
@@ -235,7 +244,7 @@ public enum Macros {
                      UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
                     out.unicodeScalars.append(Unicode.Scalar(byte))
                 default:
-                    out += String(format: "%%%02X", byte)
+                    out += "%" + Digits.hex(CollectionOfOne(byte), uppercase: true)
                 }
             }
             return out
@@ -245,7 +254,15 @@ public enum Macros {
     /// `HH:MM:SS.mmm`.
     public static func playhead(_ seconds: Double) -> String {
         let ms = Int((max(0, seconds.isFinite ? seconds : 0) * 1000).rounded())
-        return String(format: "%02d:%02d:%02d.%03d", ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000)
+        var bytes: [UInt8] = []
+        Digits.append(ms / 3_600_000, width: 2, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        Digits.append(ms / 60_000 % 60, width: 2, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        Digits.append(ms / 1000 % 60, width: 2, to: &bytes)
+        bytes.append(UInt8(ascii: "."))
+        Digits.append(ms % 1000, width: 3, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// ISO 8601 with milliseconds, UTC: `2026-12-01T05:30:00.123Z`.
@@ -257,8 +274,8 @@ public enum Macros {
         var parts = tm()
         gmtime_r(&time, &parts)
         let ms = min(999, Int(((seconds - whole) * 1000).rounded(.down)))
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
-                      Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), ms)
+        return Digits.timestamp(year: Int(parts.tm_year) + 1900, month: Int(parts.tm_mon) + 1, day: Int(parts.tm_mday), hour: Int(parts.tm_hour),
+                                minute: Int(parts.tm_min), second: Int(parts.tm_sec), millisecond: ms)
     }
 }
 

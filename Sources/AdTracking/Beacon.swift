@@ -6,6 +6,15 @@ import Foundation
 public protocol BeaconSender: Sendable {
     /// The HTTP status, or an error when no answer came. `url` is sent exactly as given.
     func send(_ url: String, timeout: Double) async -> Result<Int, any Error>
+    /// The same, knowing which beacon `url` is (its event, its play, when it was recorded): a
+    /// simulation's recorder keeps them. Default: `send(url, timeout:)`.
+    func send(_ beacon: Beacon, url: String, timeout: Double) async -> Result<Int, any Error>
+}
+
+extension BeaconSender {
+    public func send(_ beacon: Beacon, url: String, timeout: Double) async -> Result<Int, any Error> {
+        await send(url, timeout: timeout)
+    }
 }
 
 /// Beacons over HTTP(S) GET through the one bounded reader (64 KiB of answer at most).

@@ -91,7 +91,7 @@ extension BeaconOutbox {
             func start(_ pending: Pending) {
                 let url = Macros.fillTimestamp(pending.beacon.url, pending.beacon.recorded.corrected(clock)
                                                   .map { Date(timeIntervalSince1970: $0) } ?? Date(timeIntervalSince1970: pending.beacon.recorded.wall))
-                group.addTask { [sender, configuration] in (pending, url, await sender.send(url, timeout: configuration.requestTimeout)) }
+                group.addTask { [sender, configuration] in (pending, url, await sender.send(pending.beacon, url: url, timeout: configuration.requestTimeout)) }
             }
             for _ in 0..<max(1, configuration.concurrency) {
                 guard let pending = next.next() else { break }
@@ -255,38 +255,7 @@ extension BeaconOutbox {
     /// Exponential backoff with ±50 % jitter: base × 2^(attempts−1), capped.
     public func backoff(after attempts: Int) -> Double {
         let exponential = min(configuration.maxDelay, configuration.baseDelay * pow(2, Double(max(0, attempts - 1))))
-        return exponential * Double.random(in: 0.5...1.5)
-    }
-}
-
-extension BeaconOutbox {
-    /// Every beacon waiting, in the order recorded, with its `[TIMESTAMP]` filled as it would be
-    /// sent — taken out of the outbox. For `adplayerd simulate`, which records beacons rather
-    /// than sending them (or sends each once itself, `--send-beacons`): it drains the outbox
-    /// after every simulated step, so nothing waits, is retried or ages.
-    package func drainForSimulation() -> [(beacon: Beacon, url: String)] {
-        let taken = state.withLock { state -> [Pending] in
-            _ = flushMemory(&state)
-            var taken: [Pending] = []
-            if let rows = try? state.db.execute("""
-                SELECT id, url, event, play, billable, created_run, wall, mono, boot, synced, attempts, next_run, deadline_run
-                FROM beacons ORDER BY id
-                """) {
-                taken = rows.compactMap(Self.pending)
-            }
-            _ = try? state.db.execute("DELETE FROM beacons")
-            state.rows = 0
-            state.bytes = 0
-            state.delivered = []
-            state.schedule = [:]
-            taken += state.memory
-            state.memory = []
-            state.memoryBytes = 0
-            return taken
-        }
-        return taken.map { pending in
-            let when = pending.beacon.recorded.corrected(clock) ?? pending.beacon.recorded.wall
-            return (pending.beacon, Macros.fillTimestamp(pending.beacon.url, Date(timeIntervalSince1970: when)))
-        }
+        var random = AdEnvironment.Generator(configuration.environment)
+        return exponential * Double.random(in: 0.5...1.5, using: &random)
     }
 }

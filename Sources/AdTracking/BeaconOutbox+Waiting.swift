@@ -64,7 +64,7 @@ extension BeaconOutbox {
         }
         if let event {
             onEvent(event)
-            enqueued.withLock { $0 }?()   // what was kept is due on the file now
+            enqueued(())   // what was kept is due on the file now
         }
         return next
     }

@@ -54,6 +54,8 @@ public final class BeaconOutbox: Sendable {
         /// running daemon leave this off.
         public var ownsLedger = false
         public var heartbeat: Double = 5
+        /// The box's randomness (the ledger's id, retries' jitter): a simulation's is seeded.
+        public var environment = AdEnvironment.system
 
         public init() {}
     }
@@ -123,11 +125,11 @@ public final class BeaconOutbox: Sendable {
     let clock: any TrackingClock
     let onEvent: @Sendable (OutboxEvent) -> Void
     let onWarning: @Sendable (String) -> Void
-    let enqueued = Locked<(@Sendable () -> Void)?>(nil)
+    let enqueued = Hook<Void>()
 
     /// `action` runs (on the enqueuing thread, with no lock held) after each enqueue: a courier's
     /// wake-up.
-    public func onEnqueued(_ action: @escaping @Sendable () -> Void) { enqueued.withLock { $0 = action } }
+    public func onEnqueued(_ action: @escaping @Sendable () -> Void) { enqueued.set { _ in action() } }
 
     /// Opens the outbox in the database at `path`. A database that is not usable (corrupt,
     /// emptied) is moved aside with a warning (`onWarning`, naming both files), the beacons it
@@ -174,7 +176,8 @@ public final class BeaconOutbox: Sendable {
                         onWarning: @Sendable (String) -> Void) throws -> (saved: Double, ledger: LedgerHead) {
         try OutboxSchema.create(db)
         let saved = (try? db.execute("SELECT value FROM outbox_meta WHERE key = 'run_seconds'"))?.first?.first?.text.flatMap(Double.init) ?? 0
-        let (ledger, interrupted) = try OutboxSchema.openLedger(db, lastAlive: saved, closingLeftOpen: configuration.ownsLedger)
+        let (ledger, interrupted) = try OutboxSchema.openLedger(db, lastAlive: saved, closingLeftOpen: configuration.ownsLedger,
+                                                                 environment: configuration.environment)
         if interrupted > 0 {
             onWarning("proof of play: \(interrupted) play\(interrupted == 1 ? "" : "s") left open by the previous run (a kill, a power cut) "
                       + "closed as interrupted, ended at the last moment it was known on screen")
@@ -240,7 +243,7 @@ public final class BeaconOutbox: Sendable {
             events += state.withLock { state in store(accepted, &state) }
         }
         events.forEach(onEvent)
-        if !accepted.isEmpty { enqueued.withLock { $0 }?() }
+        if !accepted.isEmpty { enqueued(()) }
         return accepted.count
     }
 

@@ -314,7 +314,7 @@ struct LedgerHead: Sendable {
 
     /// The ledger of `db`, made (with a new id) when it has none; rows numbered before the
     /// ledger existed (by SQLite's rowid) get their sequence from it. Inside a transaction.
-    static func load(_ db: SQLiteDatabase) throws -> LedgerHead {
+    static func load(_ db: SQLiteDatabase, environment: AdEnvironment = .system) throws -> LedgerHead {
         var meta: [String: String] = [:]
         for row in try db.execute("SELECT key, value FROM outbox_meta WHERE key LIKE 'ledger_%' OR key LIKE 'chain_%'") {
             if let key = row[0].text, let value = row[1].text { meta[key] = value }
@@ -337,7 +337,7 @@ struct LedgerHead: Sendable {
                 head.segment = head.segment ?? "the ledger's head was behind its rows"
             }
         } else {
-            let id = ProcessRandom.uuid()
+            let id = environment.uuid()
             head = LedgerHead(id: id, lastSequence: rowsSequence, chainPosition: rowsChain, chainHash: PlayLedger.genesis(id), segment: nil)
             if rowsSequence > 0 { head.segment = "plays recorded before this ledger began (ledger \(id))" }
         }
@@ -505,9 +505,9 @@ extension OutboxSchema {
     /// each salvage not yet said (`repairs`, written by `SQLiteDatabase.openRepairing`: the
     /// rows it could not carry named); with `closingLeftOpen`, the plays a previous run left
     /// open closed `interrupted` at `lastAlive`. Returns the head and how many it closed.
-    static func openLedger(_ db: SQLiteDatabase, lastAlive: Double, closingLeftOpen: Bool) throws -> (LedgerHead, Int) {
+    static func openLedger(_ db: SQLiteDatabase, lastAlive: Double, closingLeftOpen: Bool, environment: AdEnvironment = .system) throws -> (LedgerHead, Int) {
         try db.transaction {
-            var head = try LedgerHead.load(db)
+            var head = try LedgerHead.load(db, environment: environment)
             let repairs = (try? db.execute("SELECT rowid, aside, summary FROM repairs WHERE seen = 0 ORDER BY rowid")) ?? []
             for repair in repairs {
                 let missing = try LedgerHead.missing(db, lastSequence: head.lastSequence)

@@ -138,6 +138,13 @@ extension PlayRecord {
         try SQLiteDatabase(path: path, readOnly: true).execute("SELECT value FROM outbox_meta WHERE key = 'ledger_id'").first?.first?.text
     }
 
+    /// A page of the chain: at most `limit` plays after chain position `position`, in chain order.
+    public static func readChain(path: String, afterChain position: Int64, limit: Int) throws -> [PlayRecord] {
+        try SQLiteDatabase(path: path, readOnly: true)
+            .execute("SELECT \(columns) FROM plays WHERE chain_pos > ? ORDER BY chain_pos LIMIT ?", [.integer(position), .integer(Int64(max(1, limit)))])
+            .map(PlayRecord.init(row:))
+    }
+
     public static func readChain(path: String, since: Double?, afterSequence: Int64?) throws -> [PlayRecord] {
         let db = try SQLiteDatabase(path: path, readOnly: true)
         var from: Int64 = 0

@@ -63,12 +63,14 @@ public final class TrackingReporter: @unchecked Sendable {
     private let policy: MacroPolicy
     private let clock: any TrackingClock
     private let metrics: Metrics?
-    private let writer = Workers(name: "adplayerd-track")
+    private let writer: Workers
     private var ads: [UInt64: Shown] = [:]
     private var playerSize: MacroContext.PlayerSize?
 
+    /// Its writer thread is of `policy`'s environment (a simulation's shares its one thread).
     public init(outbox: BeaconOutbox, policy: MacroPolicy = MacroPolicy(), clock: any TrackingClock = SystemTrackingClock(),
                 metrics: Metrics? = nil, placement: Placement = Placement()) {
+        writer = Workers(name: "adplayerd-track", environment: policy.environment)
         self.placement = placement
         self.outbox = outbox
         self.policy = policy

@@ -29,7 +29,7 @@ public enum ISO8601 {
         let fraction = Int(total - Int64(whole) * 1000)
         var parts = tm()
         gmtime_r(&whole, &parts)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", Int(parts.tm_year) + 1900, Int(parts.tm_mon) + 1, Int(parts.tm_mday),
-                      Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), fraction)
+        return Digits.timestamp(year: Int(parts.tm_year) + 1900, month: Int(parts.tm_mon) + 1, day: Int(parts.tm_mday), hour: Int(parts.tm_hour),
+                                minute: Int(parts.tm_min), second: Int(parts.tm_sec), millisecond: fraction)
     }
 }

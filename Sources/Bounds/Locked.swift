@@ -126,6 +126,9 @@ package final class BlockingQueue<Item>: Sendable {
         } ?? nil
     }
 
+    /// Items waiting to be taken.
+    package var count: Int { state.withLock { $0.items.count - $0.head } }
+
     /// No more items will come: waiting takers get nil once the rest is taken.
     package func close() {
         state.signal { $0.closed = true }
@@ -248,4 +251,29 @@ private func gateMain(_ context: UnsafeMutableRawPointer?) -> UnsafeMutableRawPo
     let gate = Unmanaged<ThreadGate>.fromOpaque(context).takeRetainedValue()
     while sem_wait(gate.semaphore) != 0 && errno == EINTR {}
     return nil
+}
+
+/// A callback set once (or now and then) and called from other threads: what `Locked<(F)?>`
+/// looks like it would be, without its trap. A closure kept as the whole value of a generic
+/// holder is stored at the generic's abstraction, so every `withLock { $0 }` wraps it in two
+/// more reabstraction thunks on the way out and back through the `inout` — a closure called
+/// once per beacon was 100,000 thunks deep after a busy box's month and overflowed the stack
+/// (issue 45; the courier's wake-up and the simulation's listeners). Here the closure lives in
+/// a struct field, whose abstraction is its own: calling it costs the same on the millionth day.
+package final class Hook<Argument>: @unchecked Sendable {
+    // @unchecked: `action` behind the lock.
+    private struct Action { let call: @Sendable (Argument) -> Void }
+    private let action = Locked<Action?>(nil)
+
+    package init() {}
+
+    /// Sets the callback (nil: none).
+    package func set(_ call: (@Sendable (Argument) -> Void)?) {
+        action.withLock { $0 = call.map(Action.init) }
+    }
+
+    /// Calls it, outside the lock; nothing when none is set.
+    package func callAsFunction(_ argument: Argument) {
+        action.withLock { $0 }?.call(argument)
+    }
 }

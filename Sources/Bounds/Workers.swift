@@ -27,21 +27,26 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
 
     fileprivate let inbox: BlockingQueue<Job>
     package let name: String
-    /// The simulation's one thread this shares (`simulationPool`), nil for threads of its own.
+    /// The simulation's one thread this shares, nil for threads of its own.
     private let pool: Workers?
-    /// While set, every `Workers` made runs its work on this one's thread (`adplayerd
-    /// simulate`: tracking's writer, the state store's writer and the ad tasks take their turns
-    /// in the order they were handed over, whatever the threads' timing, so that a run repeats).
-    package static let simulationPool = Locked<Workers?>(nil)
-    /// Jobs handed to any `Workers` and not finished yet, process-wide: a simulation moves its
-    /// clock only when nothing is in flight (docs/simulate.md), so that what a request answers
-    /// lands at the simulated instant it was asked, whatever the network's real time.
-    package static let inFlight = Atomic<Int>(0)
+    /// The environment whose work this is: its jobs are counted there (`AdEnvironment.settled`).
+    package let environment: AdEnvironment
+    /// The threads that run its jobs (a shared pool's: the pool's), for `isCurrentThread`.
+    private let threads = Locked<[pthread_t]>([])
 
-    /// `threads` threads named `name` (Linux keeps 15 bytes of a thread's name).
-    package init(name: String, threads: Int = 1) {
+    /// Whether the calling thread is one of those that run this one's jobs.
+    package var isCurrentThread: Bool {
+        if let pool { return pool.isCurrentThread }
+        let me = pthread_self()
+        return threads.withLock { $0.contains { pthread_equal($0, me) != 0 } }
+    }
+
+    /// `threads` threads named `name` (Linux keeps 15 bytes of a thread's name) — or, in a
+    /// simulation's environment, its one shared thread.
+    package init(name: String, threads: Int = 1, environment: AdEnvironment = .system) {
         self.name = name
-        if let pool = Self.simulationPool.withLock({ $0 }) {
+        self.environment = environment
+        if let pool = environment.sharedWorkers({ Workers(ownThreadNamed: "adplayerd-sim", environment: environment) }) {
             inbox = pool.inbox
             self.pool = pool
             return
@@ -49,22 +54,44 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
         inbox = BlockingQueue<Job>()
         pool = nil
         for _ in 0..<max(1, threads) {
-            let runner = Runner(inbox: inbox)
+            let runner = Runner(inbox: inbox, environment: environment)
             runner.executor = self   // before the thread starts: it reads it for tasks only
-            startThread(named: name) { runner.run() }
+            let ids = self.threads
+            startThread(named: name) {
+                ids.withLock { $0.append(pthread_self()) }
+                runner.run()
+            }
+        }
+    }
+
+    /// The simulation's shared thread itself.
+    private init(ownThreadNamed name: String, environment: AdEnvironment) {
+        self.name = name
+        self.environment = environment
+        inbox = BlockingQueue<Job>()
+        pool = nil
+        let runner = Runner(inbox: inbox, environment: environment)
+        runner.executor = self
+        let ids = threads
+        startThread(named: name) {
+            ids.withLock { $0.append(pthread_self()) }
+            runner.run()
         }
     }
 
     deinit { if pool == nil { inbox.close() } }
 
+    /// Jobs handed over and not yet taken.
+    package var waiting: Int { inbox.count }
+
     /// Runs `work` on the thread, after what was handed over before.
     package func execute(_ work: @escaping @Sendable () -> Void) {
-        Self.inFlight.add(1, ordering: .relaxed)
+        environment.began()
         inbox.put(.work(work))
     }
 
     package func enqueue(_ job: consuming ExecutorJob) {
-        Self.inFlight.add(1, ordering: .relaxed)
+        environment.began()
         inbox.put(.task(UnownedJob(job)))
     }
 
@@ -72,9 +99,13 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
     fileprivate final class Runner: @unchecked Sendable {
         // @unchecked: `executor` is set before the thread starts, then only read by it.
         let inbox: BlockingQueue<Job>
+        let environment: AdEnvironment
         weak var executor: Workers?
 
-        init(inbox: BlockingQueue<Job>) { self.inbox = inbox }
+        init(inbox: BlockingQueue<Job>, environment: AdEnvironment) {
+            self.inbox = inbox
+            self.environment = environment
+        }
 
         func run() {
             while let job = inbox.take() {
@@ -84,39 +115,34 @@ package final class Workers: TaskExecutor, @unchecked Sendable {
                     // A task preferring this executor keeps a reference to it while it runs.
                     if let executor { task.runSynchronously(on: executor.asUnownedTaskExecutor()) }
                 }
-                Workers.inFlight.subtract(1, ordering: .releasing)
+                environment.finished()
             }
         }
     }
 }
 
-extension Workers {
-    /// Where `Task.counted` runs its tasks: nil (the global executor), or, in a simulation, its
-    /// one thread — so that answers arriving together are taken in the order they were asked.
-    package static let tasksPreference = Locked<Workers?>(nil)
-}
-
 extension Task where Failure == any Error {
-    /// `Task { body }`, counted in `Workers.inFlight` from now until `body` returns: an
-    /// unstructured task runs on the global executor, not on a `Workers`, and a simulation
-    /// must still see it under way.
+    /// `Task { body }`, counted in `environment`'s work in flight from now until `body` returns:
+    /// an unstructured task runs on the global executor (or a simulation's one thread), not on
+    /// a `Workers`, and a simulation must still see it under way.
     @discardableResult
-    package static func counted(_ body: sending @escaping @isolated(any) () async throws -> Success) -> Task<Success, any Error> {
-        Workers.inFlight.add(1, ordering: .relaxed)
-        return Task(executorPreference: Workers.tasksPreference.withLock { $0 }) {
-            defer { Workers.inFlight.subtract(1, ordering: .releasing) }
+    package static func counted(in environment: AdEnvironment,
+                                _ body: sending @escaping @isolated(any) () async throws -> Success) -> Task<Success, any Error> {
+        environment.began()
+        return Task(executorPreference: environment.taskExecutor) {
+            defer { environment.finished() }
             return try await body()
         }
     }
 }
 
 extension Task where Failure == Never {
-    /// `Task { body }`, counted in `Workers.inFlight` until `body` returns (as above).
+    /// `Task { body }`, counted in `environment`'s work in flight until `body` returns (as above).
     @discardableResult
-    package static func counted(_ body: sending @escaping @isolated(any) () async -> Success) -> Task<Success, Never> {
-        Workers.inFlight.add(1, ordering: .relaxed)
-        return Task(executorPreference: Workers.tasksPreference.withLock { $0 }) {
-            defer { Workers.inFlight.subtract(1, ordering: .releasing) }
+    package static func counted(in environment: AdEnvironment, _ body: sending @escaping @isolated(any) () async -> Success) -> Task<Success, Never> {
+        environment.began()
+        return Task(executorPreference: environment.taskExecutor) {
+            defer { environment.finished() }
             return await body()
         }
     }

@@ -34,7 +34,7 @@ public enum ConfigurationFile {
                                         "display-hours", "timezone", "cec-command", "pause-ad-max", "pause-ad-rotate",
                                         "latlong", "venue-id", "impressions-per-play", "pop-deadline", "ad-separation",
                                         "pop-require-display", "pop-display-wait", "display-connector", "drm-sysfs-root",
-                                        "display-check-interval", "schedule", "record-content-plays"]
+                                        "display-check-interval", "schedule", "record-content-plays", "repeat"]
 
     /// Keys that take no value on the command line (`--mpris`); in a file they take yes/no.
     public static let switches: Set<String> = ["mpris", "loop", "limit-ad-tracking", "ad-loudnorm", "pause-ad-rotate", "pop-require-display", "record-content-plays"]

@@ -27,10 +27,15 @@ public enum ProcessSetup {
     /// Runs a command line: the tool named by the first word, else `otherwise` (the daemon;
     /// nil: the usage, exit 2); `-h`, `--help`, `help` print the usage. Errors become one line
     /// on stderr and an exit status: 2 for bad usage or configuration, 1 for anything else.
+    /// A tool gets the signals' default actions back (Ctrl-C stops it), but those in
+    /// `watchingSignals`, which take them on a thread of their own as the daemon does.
     public static func runTools(_ name: String, _ arguments: [String], tools: [String: ([String]) throws -> Int32], usage: String,
-                                otherwise: (([String]) throws -> Int32)?) -> Never {
+                                watchingSignals: Set<String> = [], otherwise: (([String]) throws -> Int32)?) -> Never {
         do {
-            if let first = arguments.first, let tool = tools[first] { exit(try tool(Array(arguments.dropFirst()))) }
+            if let first = arguments.first, let tool = tools[first] {
+                if !watchingSignals.contains(first) { Signals.unblockForTool() }
+                exit(try tool(Array(arguments.dropFirst())))
+            }
             if ["-h", "--help", "help"].contains(arguments.first ?? "") {
                 print(usage)
                 exit(0)

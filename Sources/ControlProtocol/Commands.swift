@@ -252,7 +252,8 @@ public struct Command: Sendable {
     let build: @Sendable (ArgumentValues) throws(ControlError) -> Request
     /// The inverse: a request of this command as it is sent (`args`), nil for another
     /// command's. A command without arguments needs none: its request is the one `build` makes.
-    let encode: @Sendable (Request) -> [String: JSONValue]?
+    /// A request as its `args` (nil: not this command's request).
+    public let encode: @Sendable (Request) -> [String: JSONValue]?
 
     /// `path, content_id?, start?` — what `usage` and the documentation show.
     public var arguments: String { parameters.signature }

@@ -165,9 +165,18 @@ public enum Request: Sendable, Equatable {
     /// what the page and the bridge say of the person or topic a command came from.
     public func audited(by who: String) -> Request {
         switch self {
-        case .takeover(let target, let seconds, let priority, _): .takeover(target: target, seconds: seconds, priority: priority, by: String(who.prefix(256)))
-        case .takeoverEnd: .takeoverEnd(by: String(who.prefix(256)))
+        case .takeover(let target, let seconds, let priority, _): .takeover(target: target, seconds: seconds, priority: priority, by: String(who.prefix(320)))
+        case .takeoverEnd: .takeoverEnd(by: String(who.prefix(320)))
         default: self
+        }
+    }
+
+    /// Who the request says sent it, for an audit (`takeover`, `takeover-end`); nil otherwise.
+    public var auditedBy: String? {
+        switch self {
+        case .takeover(_, _, _, let by): by
+        case .takeoverEnd(let by): by
+        default: nil
         }
     }
 

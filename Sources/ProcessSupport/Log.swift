@@ -59,18 +59,22 @@ public final class Logger: Sendable {
     private let journal: Bool
     /// Tests: every accepted line, as it is logged.
     private let tap: (@Sendable (LogLevel, String) -> Void)?
+    private let echo: Bool
 
     public init(level: LogLevel) {
         state = Locked(State(level: level))
         journal = csystem_stderr_is_journal() == 1
         tap = nil
+        echo = true
     }
 
-    /// Tests: a logger that also hands every line it accepts to `tap`.
-    package init(level: LogLevel, tap: @escaping @Sendable (LogLevel, String) -> Void) {
+    /// Tests: a logger that also hands every line it accepts to `tap`. Not `echo`ing: the
+    /// lines go to `tap` alone (a simulation keeps them in its timeline, not on stderr).
+    package init(level: LogLevel, echo: Bool = true, tap: @escaping @Sendable (LogLevel, String) -> Void) {
         state = Locked(State(level: level))
         journal = csystem_stderr_is_journal() == 1
         self.tap = tap
+        self.echo = echo
     }
 
     public var level: LogLevel {
@@ -102,6 +106,10 @@ public final class Logger: Sendable {
         }
         guard accepted else { return }
         tap?(level, message)
+        guard echo else {
+            state.withLock { $0.queued -= 1 }
+            return
+        }
         let escaped = Self.escape(message)
         ring.withLock { $0.append(LogLine(wall: Date().timeIntervalSince1970, level: level, text: escaped)) }
         let journal = self.journal

@@ -18,6 +18,17 @@ public enum Signals {
         signal(SIGPIPE, SIG_IGN)
     }
 
+    /// A tool that watches no signal (`simulate`, `schedule-check`, `plays export`…): SIGTERM and
+    /// Ctrl-C end it as they end any program. Called before the tool starts a thread (they
+    /// inherit the mask); without it, they were blocked for good and only SIGKILL stopped a
+    /// month-long simulation.
+    public static func unblockForTool() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for signal in handled { sigaddset(&set, signal) }
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+
     /// Starts the thread that hands each signal to `onSignal` (on that thread).
     public static func watch(_ onSignal: @escaping @Sendable (Int32) -> Void) {
         startThread(named: "adplayerd-sig") {

@@ -1,5 +1,6 @@
 import AdPlayerDaemon
 import AdRuntime
+import AdSchedule
 import ControlProtocol
 import Foundation
 

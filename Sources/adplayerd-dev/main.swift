@@ -23,4 +23,4 @@ let usage = [PlayCommand.usage, BenchCommand.usage, BenchCatalogCommand.usage, B
              OffLoopCommand.usage]
     .joined(separator: "\n")
 
-ProcessSetup.runTools("adplayerd-dev", arguments, tools: tools, usage: usage, otherwise: nil)
+ProcessSetup.runTools("adplayerd-dev", arguments, tools: tools, usage: usage, watchingSignals: ["play"], otherwise: nil)

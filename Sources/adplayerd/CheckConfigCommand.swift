@@ -1,6 +1,7 @@
 import AdPlayerDaemon
 import AdPlayerMpv
 import AdRuntime
+import AdSchedule
 import AdSources
 import ControlProtocol
 import Foundation

@@ -1,7 +1,9 @@
 import AdPlayerDaemon
 import AdPlayerMpv
+import AdPlayerSimulation
 import AdRuntime
 import AdSources
+import AdSchedule
 import AdTracking
 import ClientSupport
 import ControlProtocol
@@ -15,7 +17,8 @@ struct SimulateCommand {
     static let usage = """
         usage: adplayerd simulate [--config FILE] [--library DIR]... [--ads SOURCE]... [--schedule FILE]
                                   --from TIME --for DURATION [--viewer SCRIPT.json] [--seed N] [--virtual | --speed X]
-                                  [--send-beacons] [--replay FILE.har] [--expect FILE.json] --out DIR [--KEY VALUE]...
+                                  [--send-beacons] [--replay FILE.har] [--expect FILE.json] [--screen verified|unverified|off]
+                                  [--request-wait SECONDS] --out DIR [--KEY VALUE]...
           plays DURATION (24h, 90m, 3600s) from TIME (ISO 8601 or seconds since 1970) on simulated time; writes
           timeline.jsonl, requests.har, plays.csv, report.xml (JUnit) and summary.txt in DIR (docs/simulate.md)
         """
@@ -23,34 +26,12 @@ struct SimulateCommand {
     /// Our own flags; every other is a configuration key (docs/configuration.md).
     static let own: [String: CommandLineArguments.Kind] = ["from": .value, "for": .value, "viewer": .value, "seed": .value, "virtual": .flag,
                                                           "speed": .value, "send-beacons": .flag, "replay": .value, "out": .value,
-                                                          "expect": .value]
+                                                          "expect": .value, "screen": .value, "request-wait": .value]
 
     let arguments: [String]
 
     func run() throws -> Int32 {
-        // Split: ours, then the configuration's (flags with a value each).
-        var mine: [String] = []
-        var rest: [String] = []
-        var index = 0
-        while index < arguments.count {
-            let argument = arguments[index]
-            let key = argument.hasPrefix("--") ? String(argument.dropFirst(2).prefix { $0 != "=" }) : ""
-            if let kind = Self.own[key] {
-                mine.append(argument)
-                if kind == .value, !argument.contains("="), index + 1 < arguments.count {
-                    mine.append(arguments[index + 1])
-                    index += 1
-                }
-            } else {
-                rest.append(argument)
-                // A configuration switch (`--loop`) takes no value; every other key takes one.
-                if argument.hasPrefix("--"), !argument.contains("="), !ConfigurationFile.switches.contains(key), index + 1 < arguments.count {
-                    rest.append(arguments[index + 1])
-                    index += 1
-                }
-            }
-            index += 1
-        }
+        let (mine, rest) = Self.split(arguments, own: Self.own)
         let parsed = try CommandLineArguments(mine, spec: Self.own)
         guard parsed.positional.isEmpty else { throw UsageError(Self.usage) }
         var speed: Double?
@@ -99,41 +80,96 @@ struct SimulateCommand {
             for (id, cap) in try Self.expectations(try Self.read(file, "--expect"), timeZone: configuration.timeZone) { caps[id] = cap }
         }
 
-        // The outputs' folder, and a private one beside them for the run's state.
+        var screen = VirtualScreen.Verdict.verified
+        if let text = parsed.value("screen") {
+            guard let verdict = VirtualScreen.Verdict(rawValue: text) else { throw UsageError("--screen: verified, unverified or off") }
+            screen = verdict
+        }
+        var requestWait = 1.0
+        if let text = parsed.value("request-wait") {
+            guard let value = Double(text), value.isFinite, value >= 0.05, value <= 60 else { throw UsageError("--request-wait: seconds from 0.05 to 60") }
+            requestWait = value
+        }
+
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
-        // The run's state: on /dev/shm when there is one (a day of plays is thousands of synced
-        // ledger writes, free on tmpfs, seconds on a disk), else beside the outputs.
-        var shm = stat()
-        let base = stat("/dev/shm", &shm) == 0 && access("/dev/shm", W_OK) == 0 ? "/dev/shm" : out
-        let work = base + "/.adplayerd-simulate-\(getpid())"
-        try? FileManager.default.removeItem(atPath: work)
+        let work = try Self.privateFolder(besides: out)
         defer { try? FileManager.default.removeItem(atPath: work) }
-        var settings = Simulation.Settings(configuration: configuration, from: from, seconds: seconds, workFolder: work) { MediaProbe.duration($0) }
-        settings.seed = seed
+
+        let measure: @Sendable (String) -> Double? = { MediaProbe.duration($0) }
+        let network: SimulationHTTP.Source = replay.map { .replay($0) } ?? .live(BoundedHTTP(threads: 1))
+        let parts = SimulationStage.Parts(from: from, seed: seed, workFolder: work, network: network, sendBeacons: parsed.flag("send-beacons"),
+                                          screen: screen, measure: measure)
+        let stage = try speed.map { try Self.realStage(speed: $0, parts, requestWait: requestWait) } ?? SimulationStage.virtual(parts, requestWait: requestWait)
+        var settings = Simulation.Settings(configuration: Self.simulated(configuration), from: from, seconds: seconds, out: out)
         settings.viewer = viewer
-        settings.sendBeacons = parsed.flag("send-beacons")
-        settings.replay = replay
-
-        let stage = try speed.map { try Self.realStage(speed: $0) } ?? .virtual(probe: settings.probe)
+        settings.seed = seed
+        settings.caps = caps
         let outcome = try Simulation(settings, stage: stage).run()
-        let results = SimulationRules.check(outcome, caps: caps, sentBeacons: settings.sendBeacons)
-        let plays = try PlayRecord.readChain(path: outcome.statePath, since: nil, afterSequence: nil)
+        print(outcome.summary, terminator: "")
+        return outcome.passed ? 0 : 1
+    }
 
-        let timeline = outcome.timeline.map { $0.json.text + "\n" }.joined()
-        let har = HAR.document(outcome.exchanges, creator: Product.version).text + "\n"
-        let csv = PlayLedger.doohLog(plays, screen: "simulation", ledger: try PlayRecord.ledgerID(path: outcome.statePath) ?? "").map { $0 + "\n" }.joined()
-        let report = SimulationReport.junit(results, outcome: outcome)
-        let summary = SimulationReport.summary(results, outcome: outcome, plays: plays.count)
-        try AtomicFile.replace([(out + "/timeline.jsonl", Data(timeline.utf8)), (out + "/requests.har", Data(har.utf8)),
-                                (out + "/plays.csv", Data(csv.utf8)), (out + "/report.xml", Data(report.utf8)),
-                                (out + "/summary.txt", Data(summary.utf8))], mode: 0o644, durable: false)
-        print(summary, terminator: "")
-        return results.allSatisfy(\.passed) ? 0 : 1
+    /// The arguments split: ours (`own`), then the configuration's — every other flag a
+    /// configuration key with a value, but a switch (`--loop`).
+    static func split(_ arguments: [String], own: [String: CommandLineArguments.Kind]) -> (mine: [String], rest: [String]) {
+        var mine: [String] = []
+        var rest: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            let key = argument.hasPrefix("--") ? String(argument.dropFirst(2).prefix { $0 != "=" }) : ""
+            if let kind = own[key] {
+                mine.append(argument)
+                if kind == .value, !argument.contains("="), index + 1 < arguments.count {
+                    mine.append(arguments[index + 1])
+                    index += 1
+                }
+            } else if argument.hasPrefix("--") {
+                rest.append(argument)
+                if !argument.contains("="), !ConfigurationFile.switches.contains(key), index + 1 < arguments.count {
+                    rest.append(arguments[index + 1])
+                    index += 1
+                }
+            } else {
+                mine.append(argument)   // a positional argument
+            }
+            index += 1
+        }
+        return (mine, rest)
+    }
+
+    /// A run's state folder: on /dev/shm when there is one (a day of plays is thousands of
+    /// synced ledger writes, free on tmpfs, seconds on a disk), else in `folder`; private to the
+    /// run (the caller removes it at the end), and one a killed run left behind is removed by the next.
+    static func privateFolder(besides folder: String) throws -> String {
+        var shm = stat()
+        let base = stat("/dev/shm", &shm) == 0 && access("/dev/shm", W_OK) == 0 ? "/dev/shm" : folder
+        removeLeftovers(in: base)
+        let work = base + "/.adplayerd-simulate-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        return work
+    }
+
+    /// The configuration as a simulation plays it: the library with `repeat all` unless the
+    /// configuration says otherwise (docs/simulate.md); everything else as configured.
+    static func simulated(_ configuration: Configuration) -> Configuration {
+        var simulated = configuration
+        if simulated.repeatMode == nil, !simulated.loop { simulated.repeatMode = .all }
+        return simulated
+    }
+
+    /// A run killed before its end left its private state folder: removed by the next run
+    /// (one whose process is gone).
+    static func removeLeftovers(in folder: String) {
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? [] where name.hasPrefix(".adplayerd-simulate-") {
+            guard let pid = Int32(name.dropFirst(".adplayerd-simulate-".count).prefix { $0 != "-" }), pid != getpid() else { continue }
+            if kill(pid, 0) != 0, errno == ESRCH { try? FileManager.default.removeItem(atPath: folder + "/" + name) }
+        }
     }
 
     /// `--speed X`: libmpv on the real media, headless (`vo=null`, `ao=null`), its clock and its
-    /// speed X times real time.
-    static func realStage(speed: Double) throws -> SimulationStage {
+    /// speed X times real time; the rest as the virtual stage (the network, the beacons, the screen).
+    static func realStage(speed: Double, _ parts: SimulationStage.Parts, requestWait: Double) throws -> SimulationStage {
         var configuration = MpvPlayerConfiguration()
         configuration.timeScale = speed
         // mpv's errors are the run's problems (an ad's file that does not decode): the
@@ -143,10 +179,20 @@ struct SimulateCommand {
             guard message.isError, !message.isKnownHarmless else { return }
             errors.withLock { if $0.count < 100 { $0.append("mpv: \(message.description)") } }
         }
-        let surface = MpvAdSurface(player: player, hideAtOnce: true)
-        return SimulationStage(loop: player.loop, player: player, surface: surface, setMedia: nil, viewerPaused: nil, isVirtual: false,
-                               drive: SimulationStage.realTimeDrive(player.loop), shutdown: { player.shutdown() },
-                               problems: { errors.withLock { $0 } })
+        let loop = player.loop
+        let start = loop.now()
+        let from = parts.from
+        let environment = AdEnvironment(simulatedClock: { (from + Double(loop.now() &- start) / 1e9, Double(loop.now()) / 1e9) }, seed: parts.seed)
+        let surface = WatchedAdSurface(MpvAdSurface(player: player, hideAtOnce: true))
+        let http = SimulationHTTP(parts.network, environment: environment, realWait: requestWait)
+        let beacons = RecordingBeaconSender(environment: environment, send: parts.sendBeacons ? BoundedHTTP(threads: 1) : nil)
+        let screen = VirtualScreen(parts.screen, environment: environment)
+        let box = BoxStage(environment: environment, loop: loop, player: player, surface: surface, fetcher: http, beaconSender: beacons,
+                           trackingClock: SimulatedTrackingClock(environment), stateFolder: parts.workFolder,
+                           screen: ScreenStage(dark: { screen.dark }, witness: { record in screen.witness(record) }),
+                           measure: parts.measure, viewabilityMeasurable: true, courierThread: false, backgroundChecks: false, displayPower: nil)
+        return SimulationStage(box: box, http: http, beacons: beacons, surface: surface, start: start, isVirtual: false, virtualPlayer: nil,
+                               drive: SimulationStage.realTimeDrive(loop), shutdown: { player.shutdown() }, problems: { errors.withLock { $0 } })
     }
 
     static func read(_ file: String, _ flag: String) throws -> Data {

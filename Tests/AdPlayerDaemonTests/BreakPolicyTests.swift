@@ -6,7 +6,7 @@ import ControlProtocol
 import Foundation
 import XCTest
 
-/// The episode policy's linear breaks through the controller, on the scripted player and
+/// The episode policy's linear breaks through the controller, on the virtual player and
 /// virtual time: a catalog's pre-roll before the first frame, mid-rolls held at their time and
 /// resumed there, snapback, pods, the refusals and `skip`.
 final class BreakPolicyTests: XCTestCase {

@@ -3,6 +3,8 @@ import AdRuntime
 import AdTestSupport
 import Bounds
 import ControlProtocol
+import AdPlayerSimulation
+import AdSchedule
 import Foundation
 import XCTest
 

@@ -7,7 +7,7 @@ import ControlProtocol
 import Foundation
 import XCTest
 
-/// The daemon's controller and episode policy in process, on a scripted player and virtual
+/// The daemon's controller and episode policy in process, on a virtual player and virtual
 /// time: the queue, resume, status, the ad policy's requests, the loop-affinity checks.
 final class ControllerTests: XCTestCase {
     private var scratch: URL!
@@ -291,7 +291,7 @@ final class ControllerTests: XCTestCase {
 
     // MARK: Queue modes
 
-    /// Plays the queue through the scripted player for `episodes` episode ends and returns the
+    /// Plays the queue through the virtual player for `episodes` episode ends and returns the
     /// paths that came in, in order.
     private func playedPaths(_ h: ControllerHarness, episodes: Int) -> [String] {
         for _ in 0..<episodes {
@@ -450,7 +450,7 @@ final class ControllerTests: XCTestCase {
         let loop = h.loop
         let now: @Sendable () -> Date = { base.addingTimeInterval(Double(loop.now() - t0) / 1e9) }
         let cec = Locked<[Bool]>([])
-        ScriptedLabels.blanked.withLock { $0 = [] }
+        h.player.screenRecord.forget()
         h.onLoop { h.controller.configureDisplay(hours: try! WeeklyHours("daily 09:00-17:00", timeZone: paris),
                                                  cec: { on in cec.withLock { $0.append(on) } }, now: now) }
         XCTAssertEqual(cec.withLock { $0 }, [], "on already: nothing to switch")
@@ -463,7 +463,7 @@ final class ControllerTests: XCTestCase {
         XCTAssertEqual(h.events[off].fields["power"], "off")
         XCTAssertEqual(h.events[off].fields["reason"], "schedule")
         XCTAssertEqual(cec.withLock { $0 }, [false], "standby")
-        XCTAssertEqual(ScriptedLabels.blanked.withLock { $0 }, [true])
+        XCTAssertEqual(h.player.screenRecord.blanked, [true])
         XCTAssertFalse(h.player.snapshot().playing)
         let stoppedAt = h.player.snapshot().position
         XCTAssertEqual(stoppedAt, 10, accuracy: 0.01, "paused where it was at 17:00")
@@ -478,7 +478,7 @@ final class ControllerTests: XCTestCase {
         XCTAssertEqual(cec.withLock { $0 }, [false], "still night")
         h.advance(2)   // 09:00:01 CEST
         XCTAssertEqual(cec.withLock { $0 }, [false, true], "woken at 09:00 local")
-        XCTAssertEqual(ScriptedLabels.blanked.withLock { $0 }, [true, false])
+        XCTAssertEqual(h.player.screenRecord.blanked, [true, false])
         XCTAssertTrue(h.player.snapshot().playing, "the same episode plays on")
         XCTAssertEqual(h.player.snapshot().item?.path, "/lib/long.mp4")
         XCTAssertEqual(h.player.snapshot().position, stoppedAt, accuracy: 1.5, "from where it stopped")
@@ -572,7 +572,7 @@ final class ControllerTests: XCTestCase {
             h.player.setMedia("/lib/ep.mp4", duration: 600)
             h.start()
             h.onLoop { h.controller.pauseAdRotate = rotate }
-            ScriptedLabels.blanked.withLock { $0 = [] }
+            h.player.screenRecord.forget()
             _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/ep.mp4")]) }
             h.advance(2)
             _ = try h.onLoop { try h.controller.pause() }
@@ -585,16 +585,16 @@ final class ControllerTests: XCTestCase {
             if rotate {
                 h.wait(for: .adStarted) { _ in h.events.filter { $0.name == .adStarted }.count == 2 }
                 XCTAssertEqual(h.events.filter { $0.name == .adStarted }.count, 2, "the next pause ad in its place")
-                XCTAssertEqual(ScriptedLabels.blanked.withLock { $0 }, [], "no rest")
+                XCTAssertEqual(h.player.screenRecord.blanked, [], "no rest")
                 h.advance(5.1)
                 XCTAssertEqual(h.events.filter { $0.name == .adEnded }.map { $0.fields["reason"] }, ["limitReached", "limitReached"])
             } else {
-                XCTAssertEqual(ScriptedLabels.blanked.withLock { $0 }, [true], "the output rests")
+                XCTAssertEqual(h.player.screenRecord.blanked, [true], "the output rests")
                 h.advance(60)
                 h.onLoop {}
                 XCTAssertEqual(h.events.filter { $0.name == .adStarted }.count, 1, "no other pause ad this pause")
                 _ = try h.onLoop { try h.controller.play() }
-                XCTAssertEqual(ScriptedLabels.blanked.withLock { $0 }, [true, false], "the content plays: shown again")
+                XCTAssertEqual(h.player.screenRecord.blanked, [true, false], "the content plays: shown again")
             }
         }
     }

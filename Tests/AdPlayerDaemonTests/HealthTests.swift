@@ -7,7 +7,7 @@ import ControlProtocol
 import Foundation
 import XCTest
 
-/// The health verdict on a scripted player: each check's ok, degraded and failing, and the
+/// The health verdict on a virtual player: each check's ok, degraded and failing, and the
 /// worst of them as the verdict.
 final class HealthTests: XCTestCase {
     private func monitor(_ harness: ControllerHarness, loop: (any PlayerLoop)? = nil, folders: [(name: String, path: String)] = [],

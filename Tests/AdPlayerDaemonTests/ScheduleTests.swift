@@ -1,13 +1,15 @@
 import AdPlayerDaemon
 import AdRuntime
 import ControlProtocol
+import AdPlayerSimulation
+import AdSchedule
 import Foundation
 import XCTest
 
 /// The schedule's rules on virtual time (issue 37): slots at their local times across both DST
 /// changes, priorities, weights, interrupts at their share and spread, validity dates, the
 /// filler whenever nothing else, resume positions, takeovers — what `schedule-check` prints and
-/// the daemon plays, by the same code (`ScheduleState`, `ScheduleSimulation`).
+/// the daemon plays, by the same code (`ScheduleState`, walked by `ScheduleSimulation`).
 final class ScheduleTests: XCTestCase {
     /// A schedule of `json` whose playlists hold `count` files each of `seconds` (their names
     /// `/lib/PLAYLIST-N.mp4`), resolved as the loader would.

@@ -1,6 +1,8 @@
 import AdPlayerDaemon
 import AdTestSupport
 import ControlProtocol
+import AdPlayerSimulation
+import AdSchedule
 import Foundation
 import XCTest
 
@@ -252,7 +254,7 @@ final class SimulateTests: XCTestCase {
         let result = try runProcess(Executables.adplayerd, ["simulate", "--library", folder + "/library", "--from", "2026-12-07T05:00:00Z",
                                                             "--for", "1h", "--viewer", viewer, "--out", folder + "/bad"])
         XCTAssertEqual(result.status, 2)
-        XCTAssertTrue(String(decoding: result.output, as: UTF8.self).contains("steps[0].do: \"dance\" is not one of"))
+        XCTAssertTrue(String(decoding: result.output, as: UTF8.self).contains("steps[0]: unknown_command: \"dance\" is not a command"))
         XCTAssertFalse(FileManager.default.fileExists(atPath: folder + "/bad/report.xml"))
     }
 

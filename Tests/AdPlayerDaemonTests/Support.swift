@@ -4,16 +4,18 @@ import AdSources
 import AdTestSupport
 import AdTracking
 import ControlProtocol
+import AdPlayerSimulation
+import AdSchedule
 import Foundation
 import XCTest
 
-/// A controller on a scripted player and virtual time, with a recording surface: the daemon's
+/// A controller on a virtual player and virtual time, with a recording surface: the daemon's
 /// episode logic in process, in milliseconds. Loop-only calls off the loop are recorded.
 final class ControllerHarness: @unchecked Sendable {
     // @unchecked: used from the test's thread; what the loop hands back is behind locks.
     let offLoop = OffLoopCalls()
     let loop: VirtualLoop
-    let player: ScriptedPlayer
+    let player: VirtualPlayer
     let surface = RecordingAdSurface()
     let store: StateStore
     let log = Logger(level: .error)
@@ -36,7 +38,7 @@ final class ControllerHarness: @unchecked Sendable {
     init(statePath: String = ":memory:", pauseAdDelay: Double = 1, adsConfiguration: VideoAdsConfiguration = VideoAdsConfiguration(),
          videos: Bool = false, makeSource: (StateStore) throws -> (any AdSource)?) throws {
         loop = VirtualLoop(recordingOffLoopCallsIn: offLoop)
-        player = ScriptedPlayer(loop: loop)
+        player = VirtualPlayer(loop: loop)
         store = try StateStore(path: statePath, log: log)
         let source = try makeSource(store)
         let emitted = self.emitted, adEvents = self.adEvents, batches = self.batches

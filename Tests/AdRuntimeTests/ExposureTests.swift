@@ -4,7 +4,7 @@ import XCTest
 
 /// Time on a visible output and viewability (the MRC's times: 1 s on screen for an overlay or
 /// a pause ad, 2 s of a playing video for a post-roll, continuously), and overlays that load
-/// before the content plays — on a scripted player and virtual time.
+/// before the content plays — on a virtual player and virtual time.
 final class ExposureTests: XCTestCase {
     private func viewability(_ h: Harness, _ ad: Ad) -> [AdViewability] {
         h.settled.all.compactMap { if case .viewability(let info, let v) = $0, info.id == ad.id { v } else { nil } }

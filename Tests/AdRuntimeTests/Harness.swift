@@ -2,17 +2,17 @@ import AdRuntime
 import AdTestSupport
 import XCTest
 
-/// A VideoAds on a scripted player and virtual time, with a test source and surface.
+/// A VideoAds on a virtual player and virtual time, with a test source and surface.
 final class Harness: Sendable {
     let loop = VirtualLoop()
-    let player: ScriptedPlayer
+    let player: VirtualPlayer
     let source: TestAdSource
     let surface = RecordingAdSurface()
     let log = AdEventLog()
     let ads: VideoAds
 
     init(content: String = "episode-1", source: TestAdSource = TestAdSource(), configure: (inout VideoAdsConfiguration) -> Void = { _ in }) {
-        player = ScriptedPlayer(loop: loop)
+        player = VirtualPlayer(loop: loop)
         self.source = source
         var configuration = VideoAdsConfiguration()
         configure(&configuration)

@@ -2,7 +2,7 @@ import AdRuntime
 import AdTestSupport
 import XCTest
 
-/// Pre-rolls and mid-rolls on the scripted player and virtual time: the break holds the
+/// Pre-rolls and mid-rolls on the virtual player and virtual time: the break holds the
 /// content (not a pause), the same item resumes at the break's time, pods, pause, skip, and
 /// what fails or is left open lets the content play (R16).
 final class LinearBreakTests: XCTestCase {
@@ -274,7 +274,7 @@ final class LinearBreakTests: XCTestCase {
     /// A mid-roll asked of a player that cannot hold its content fails, and the content plays.
     func testAPlayerThatCannotHoldFailsTheMidroll() throws {
         let loop = VirtualLoop()
-        let player = PlainPlayer(ScriptedPlayer(loop: loop))
+        let player = PlainPlayer(VirtualPlayer(loop: loop))
         let log = AdEventLog()
         let surface = RecordingAdSurface()
         let ads = VideoAds(content: ContentInfo(id: "e"), source: TestAdSource([.midroll: .creative(Self.midroll())]),
@@ -300,8 +300,8 @@ final class PlayerEventRecorder: PlayerObserver, @unchecked Sendable {
 
 /// A player with no breaks: the scripted one seen only as a `TrackablePlayer`.
 private final class PlainPlayer: TrackablePlayer, @unchecked Sendable {
-    let base: ScriptedPlayer
-    init(_ base: ScriptedPlayer) { self.base = base }
+    let base: VirtualPlayer
+    init(_ base: VirtualPlayer) { self.base = base }
     var loop: any PlayerLoop { base.loop }
     func snapshot() -> PlayerSnapshot { base.snapshot() }
     func addObserver(_ observer: any PlayerObserver, phase: ObserverPhase) -> PlayerObservation { base.addObserver(observer, phase: phase) }

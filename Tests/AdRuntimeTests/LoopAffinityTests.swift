@@ -11,7 +11,7 @@ final class LoopAffinityTests: XCTestCase {
     func testTheSessionChecksItRunsOnTheLoop() {
         let offLoop = OffLoopCalls()
         let loop = VirtualLoop(recordingOffLoopCallsIn: offLoop)
-        let player = ScriptedPlayer(loop: loop)
+        let player = VirtualPlayer(loop: loop)
         let session = AdSession(content: ContentInfo(id: "ep"), source: TestAdSource(), surface: RecordingAdSurface(), loop: loop,
                                 configuration: VideoAdsConfiguration(), onEvent: { _ in })
         session.track(player)

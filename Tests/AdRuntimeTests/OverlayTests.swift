@@ -2,7 +2,7 @@ import AdRuntime
 import AdTestSupport
 import XCTest
 
-/// R6, R12, R13 on the scripted player and virtual time.
+/// R6, R12, R13 on the virtual player and virtual time.
 final class OverlayTests: XCTestCase {
     // R6: over playing content only; ends the moment the content stops playing.
     func testAnOverlayShowsOverPlayingContentAndEndsWithPausedOnPause() throws {

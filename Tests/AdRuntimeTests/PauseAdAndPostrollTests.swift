@@ -2,7 +2,7 @@ import AdRuntime
 import AdTestSupport
 import XCTest
 
-/// R7 and R8 on the scripted player and virtual time.
+/// R7 and R8 on the virtual player and virtual time.
 final class PauseAdTests: XCTestCase {
     func testAPauseAdShowsWhilePausedAndEndsWithPlayedWhenContentPlays() throws {
         let h = Harness()

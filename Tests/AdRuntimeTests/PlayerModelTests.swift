@@ -105,7 +105,7 @@ final class VirtualLoopTests: XCTestCase {
 final class PlayerChangeFeedTests: XCTestCase {
     /// Observers are held weakly (R9's other half: a player never keeps its observers alive).
     func testObserversAreHeldWeakly() {
-        let player = ScriptedPlayer(loop: VirtualLoop())
+        let player = VirtualPlayer(loop: VirtualLoop())
         var changes: Changes? = Changes()
         let observation = player.addObserver(changes!)
         weak let weakChanges = changes
@@ -117,7 +117,7 @@ final class PlayerChangeFeedTests: XCTestCase {
     }
 
     func testReleasingTheObservationEndsIt() {
-        let player = ScriptedPlayer(loop: VirtualLoop())
+        let player = VirtualPlayer(loop: VirtualLoop())
         let changes = Changes()
         var observation: PlayerObservation? = player.addObserver(changes)
         player.load("a", duration: 1)
@@ -130,9 +130,9 @@ final class PlayerChangeFeedTests: XCTestCase {
     /// A command issued from inside an observer is delivered after the current change, to
     /// every observer, in order — never nested inside it.
     func testChangesCausedByAnObserverComeAfterTheCurrentOne() {
-        let player = ScriptedPlayer(loop: VirtualLoop())
+        let player = VirtualPlayer(loop: VirtualLoop())
         let first = Changes { player, event in
-            if event.change.isPlayingChange { (player as? ScriptedPlayer)?.pause() }
+            if event.change.isPlayingChange { (player as? VirtualPlayer)?.pause() }
         }
         let second = Changes()
         let o1 = player.addObserver(first)
@@ -145,7 +145,7 @@ final class PlayerChangeFeedTests: XCTestCase {
 
     /// Many threads drive one player: every observer sees one total order.
     func testConcurrentProducersYieldOneOrderForAllObservers() {
-        let player = ScriptedPlayer(loop: VirtualLoop())
+        let player = VirtualPlayer(loop: VirtualLoop())
         let a = Changes(), b = Changes()
         let o1 = player.addObserver(a), o2 = player.addObserver(b)
         defer { o1.cancel(); o2.cancel() }

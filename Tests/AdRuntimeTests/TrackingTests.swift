@@ -2,12 +2,12 @@ import AdRuntime
 import AdTestSupport
 import XCTest
 
-/// R9, R10, R11, R14, R16 on the scripted player and virtual time.
+/// R9, R10, R11, R14, R16 on the virtual player and virtual time.
 final class TrackingTests: XCTestCase {
     // R9: held weakly.
     func testThePlayerIsHeldWeakly() throws {
         let h = Harness()
-        var player: ScriptedPlayer? = ScriptedPlayer(loop: h.loop)
+        var player: VirtualPlayer? = VirtualPlayer(loop: h.loop)
         player!.load("ep.mp4", duration: 10)
         h.ads.track(player!)
         weak let weakPlayer = player
@@ -23,7 +23,7 @@ final class TrackingTests: XCTestCase {
         let h = Harness()
         h.start()
         XCTAssertEqual(h.player.observerCount, 1)
-        let other = ScriptedPlayer(loop: h.loop)
+        let other = VirtualPlayer(loop: h.loop)
         other.load("other.mp4", duration: 10)
         h.ads.track(other)
         XCTAssertEqual(h.player.observerCount, 0, "the first player is let go")

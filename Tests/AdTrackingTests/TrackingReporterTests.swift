@@ -29,12 +29,12 @@ final class TrackingReporterTests: XCTestCase {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    /// A VideoAds on a scripted player whose events go to `reporter`.
+    /// A VideoAds on a virtual player whose events go to `reporter`.
     private func rig(_ behaviours: [AdKind: TestAdSource.Behaviour], reporter: TrackingReporter, content: String = "e",
                      surface: RecordingAdSurface = RecordingAdSurface())
-        -> (VirtualLoop, ScriptedPlayer, VideoAds, RecordingAdSurface) {
+        -> (VirtualLoop, VirtualPlayer, VideoAds, RecordingAdSurface) {
         let loop = VirtualLoop()
-        let player = ScriptedPlayer(loop: loop)
+        let player = VirtualPlayer(loop: loop)
         let ads = VideoAds(content: ContentInfo(id: content), source: TestAdSource(behaviours), surface: surface, loop: loop,
                            onEvent: { reporter.record($0) })
         player.load("e.mp4", duration: 10)
@@ -44,7 +44,7 @@ final class TrackingReporterTests: XCTestCase {
 
     /// Everything the ads did, recorded and delivered. `player` is kept alive until then (the
     /// ads hold it weakly, R9).
-    private func deliver(_ reporter: TrackingReporter, _ ads: VideoAds, _ player: ScriptedPlayer) async {
+    private func deliver(_ reporter: TrackingReporter, _ ads: VideoAds, _ player: VirtualPlayer) async {
         ads.waitForCallbacks()
         withExtendedLifetime(player) {}
         reporter.flush()
@@ -215,7 +215,7 @@ final class TrackingReporterTests: XCTestCase {
         let reporter = TrackingReporter(outbox: outbox, clock: clock, metrics: metrics, placement: placement)
         let started = Locked<[AdInfo]>([])
         let loop = VirtualLoop()
-        let player = ScriptedPlayer(loop: loop)
+        let player = VirtualPlayer(loop: loop)
         let tracking = ["impression": ["\(server.base)/b/imp"], "creativeView": ["\(server.base)/b/view"],
                         "notUsed": ["\(server.base)/b/not-used"], "close": ["\(server.base)/b/close"]]
         let ads = VideoAds(content: ContentInfo(id: "e"), source: TestAdSource([.overlay: .creative(AdCreative(
@@ -276,7 +276,7 @@ final class TrackingReporterTests: XCTestCase {
         let reporter = TrackingReporter(outbox: outbox, clock: clock)
         let commits = Locked<(before: Int, told: Int)?>(nil)
         let loop = VirtualLoop()
-        let player = ScriptedPlayer(loop: loop)
+        let player = VirtualPlayer(loop: loop)
         let tracking = ["impression": ["\(server.base)/b/imp-1", "\(server.base)/b/imp-2"],
                         "creativeView": ["\(server.base)/b/view-1", "\(server.base)/b/view-2"]]
         let source = TestAdSource([.overlay: .creative(AdCreative(id: "ov", kind: .overlay, content: .text("hi"), duration: 5, tracking: tracking))])

@@ -10,6 +10,8 @@ extension ControlServer {
         let id: UInt64
         /// What this client may run (from its credentials, at connection).
         let tier: Tier
+        /// Who it is, as the kernel says (SO_PEERCRED): what an audit names.
+        var uid: uid_t = 0
         var input = ByteQueue()
         var output = ByteQueue()
         /// A request is being answered: the next line waits.
@@ -96,7 +98,9 @@ extension ControlServer {
             }
             clients[fd]?.busy = true
             let id = client.id, requestID = decoded.id
-            onRequest(id, decoded.request) { [self] result in
+            // What an audit records is who the kernel says connected, beside what the client says.
+            let request = decoded.request.audited(by: Self.who(claimed: decoded.request.auditedBy, uid: client.uid))
+            onRequest(id, request) { [self] result in
                 let reply = switch result {
                 case .success(let value): Reply.ok(requestID, value)
                 case .failure(let error): Reply.error(requestID, error)

@@ -312,7 +312,9 @@ public final class ControlServer: @unchecked Sendable {
                 close(fd)
                 continue
             }
-            clients[fd] = Client(fd: fd, id: nextClient, tier: tier)
+            var pid: pid_t = 0, uid: uid_t = 0, gid: gid_t = 0
+            _ = csystem_peer_credentials(fd, &pid, &uid, &gid)
+            clients[fd] = Client(fd: fd, id: nextClient, tier: tier, uid: uid)
             byID[nextClient] = fd
             nextClient += 1
         }
@@ -325,6 +327,16 @@ public final class ControlServer: @unchecked Sendable {
         if uid == getuid() || uid == 0 { return .success(.admin) }
         if let group, Self.isMember(pid: pid, gid: gid, of: group) { return .success(groupTier) }
         return .failure(SocketError(message: "uid \(uid) is not allowed"))
+    }
+
+    /// An audit's "by": what the client says it is (`adplayerctl (user NAME)`, `web page (admin
+    /// role)`), and the uid the kernel says connected — the client's word alone proves nothing.
+    static func who(claimed: String?, uid: uid_t) -> String {
+        var entry = passwd(), result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let name = getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0 && result != nil ? String(cString: entry.pw_name) : nil
+        let peer = "uid \(uid)" + (name.map { " \($0)" } ?? "")
+        return "\(String((claimed ?? "a control-socket client").prefix(200))) [\(peer)]"
     }
 
     static func isMember(pid: pid_t, gid: gid_t, of group: gid_t) -> Bool {

@@ -37,6 +37,8 @@ public enum AdSourceFactory {
         /// The box's time zone (catalog dayparts and local flight times), competitive
         /// separation across every source, and who hears why a request found nothing.
         public var timeZone = TimeZone.current
+        /// The box's clocks, for the catalog's flights, dayparts and caps (a simulation's are its own).
+        public var clock: any ScheduleClock = SystemScheduleClock()
         public var separation: AdSeparation?
         public var onPassedOver: @Sendable (AdKind, String) -> Void = { _, _ in }
         /// A VAST ad fetched and never handed out: its `notUsed` URLs to queue.
@@ -158,7 +160,7 @@ public enum AdSourceFactory {
             return (client, "VAST \(spec) (creatives in \(client.cache.folder))")
         }
         let catalog = try LocalCatalog(folder: URL(fileURLWithPath: spec), counters: options.counters, timeZone: options.timeZone,
-                                       separation: options.separation, onIneligible: options.onPassedOver)
+                                       clock: options.clock, separation: options.separation, onIneligible: options.onPassedOver)
         return (catalog, "catalog \(spec)" + (catalog.version == 2 ? " (version 2: schedules)" : ""))
     }
 }

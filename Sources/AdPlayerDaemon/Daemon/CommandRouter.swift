@@ -1,4 +1,5 @@
 import AdRuntime
+import AdSchedule
 import AdTracking
 import ControlProtocol
 import Foundation
@@ -16,7 +17,7 @@ public final class CommandRouter: Sendable {
     private let loop: any PlayerLoop
     private let controller: Controller
     private let library: Locked<[String]>
-    private let files = Workers(name: "adplayerd-files")
+    private let files: Workers
     private let metrics: Metrics?
     private let outbox: BeaconOutbox?
     private let screenshots: String?
@@ -42,7 +43,8 @@ public final class CommandRouter: Sendable {
     /// `metrics` and `outbox` answer `metrics` and `plays` off the loop (nil: nothing recorded).
     /// `screenshots`: the daemon's folder for them (under the state folder).
     public init(loop: any PlayerLoop, controller: Controller, library: [String], metrics: Metrics? = nil, outbox: BeaconOutbox? = nil,
-                screenshots: String? = nil, extras: Extras = Extras()) {
+                screenshots: String? = nil, extras: Extras = Extras(), environment: AdEnvironment = .system) {
+        files = Workers(name: "adplayerd-files", environment: environment)
         self.screenshots = screenshots
         self.extras = extras
         self.loop = loop
@@ -150,7 +152,7 @@ public final class CommandRouter: Sendable {
             }
             let folders = library.withLock { $0 }
             files.execute { [self] in
-                switch Self.resolveFiles([target], under: folders, extensions: Self.playableExtensions.union(Self.imageExtensions)) {
+                switch Library.resolveFiles([target], under: folders, extensions: Library.playableExtensions.union(Library.imageExtensions)) {
                 case .success(let checked):
                     let files = checked.paths.map { ScheduleLoader.file($0, seconds: nil) }
                     onLoop(reply) {
@@ -243,13 +245,6 @@ public final class CommandRouter: Sendable {
         return folder + "/screenshot-\(stamp)-\(UInt32.random(in: 0...UInt32.max)).png"
     }
 
-    /// The playable files of a folder, in name order (natural: `ep2` before `ep10`): the
-    /// extensions of video and audio files mpv plays. Not recursive.
-    static let playableExtensions: Set<String> = ["mp4", "m4v", "mkv", "webm", "mov", "avi", "ts", "m2ts", "mpg", "mpeg", "flv", "ogv",
-                                                  "wmv", "3gp", "mp3", "m4a", "aac", "flac", "ogg", "opus", "wav", "mka"]
-    /// And the still images a schedule shows as content (for their `seconds`).
-    static let imageExtensions: Set<String> = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
-
     /// The metrics as samples and as Prometheus text (what `metrics-file` holds), and the ads'
     /// counters by kind (what `adplayerctl metrics` prints).
     static func describe(_ metrics: Metrics?) -> JSONValue {
@@ -301,103 +296,8 @@ public final class CommandRouter: Sendable {
     /// `..`, no symlink escape); the answer carries the resolved paths. Off the socket thread.
     private func checkFiles(_ paths: [String], _ done: @escaping @Sendable (Result<CheckedFiles, ControlError>) -> Void) {
         let folders = library.withLock { $0 }
-        files.execute { done(Self.resolveFiles(paths, under: folders)) }
+        files.execute { done(Library.resolveFiles(paths, under: folders)) }
     }
-
-    /// `paths` as files under the library `folders` (a folder: its files of `extensions`, in
-    /// name order), each checked (`SafeFile`); the first refusal is the answer. Blocking: a
-    /// worker's, never the loop's.
-    static func resolveFiles(_ paths: [String], under folders: [String], extensions: Set<String> = playableExtensions) -> Result<CheckedFiles, ControlError> {
-        guard !folders.isEmpty else {
-            return .failure(ControlError(.noLibrary, "no library folder is configured (--library)"))
-        }
-        var resolved: [String] = []
-        resolved.reserveCapacity(paths.count)
-        var expanded: [String] = []
-        var skipped: [Skipped] = []
-        for path in paths {
-            // A library folder (or one inside it): its playable files, in name order; what
-            // it holds that cannot be played is reported, not a reason to refuse the rest.
-            guard let folder = folderFiles(path, under: folders, extensions: extensions) else {
-                expanded.append(path)
-                continue
-            }
-            skipped += folder.skipped
-            guard !folder.files.isEmpty else {
-                let more = folder.skipped.isEmpty ? "" : " (\(folder.skipped.count) entries skipped: "
-                    + folder.skipped.prefix(3).map { "\($0.name): \($0.reason)" }.joined(separator: "; ") + ")"
-                return .failure(ControlError(.notAFile, "\(path): is a folder with no playable file in it (it is not a file)" + more))
-            }
-            expanded += folder.files
-        }
-        for path in expanded {
-            var refusal: FileRefusal?
-            var found: String?
-            for folder in folders {
-                do {
-                    found = try SafeFile.check(path, inside: folder).path
-                    break
-                } catch let error as FileRefusal {
-                    // The most telling refusal: a real problem with the file beats "outside".
-                    if refusal == nil || refusal!.kind == .outside { refusal = error }
-                } catch {}
-            }
-            guard let found else {
-                let error = refusal ?? FileRefusal(path: path, kind: .outside, reason: "is not in a library folder")
-                let reason = error.kind == .outside ? "is not under a library folder (\(folders.joined(separator: ", ")))" : error.reason
-                return .failure(ControlError(ErrorCode(rawValue: error.kind.rawValue) ?? .badArgs, "\(path): \(reason)"))
-            }
-            resolved.append(found)
-        }
-        return .success(CheckedFiles(paths: resolved, skipped: skipped))
-    }
-}
-
-extension CommandRouter {
-    /// The playable files of `path` if it is a folder under one of `folders` (symlinks
-    /// resolved), in name order, and what it holds that looks playable but is not (a folder or
-    /// a FIFO named `*.mp4`, a name that is not UTF-8); nil if it is not such a folder. Names
-    /// are read as bytes (readdir): one that is not UTF-8 cannot be named in the protocol, so it
-    /// is reported (escaped), never turned into another name.
-    static func folderFiles(_ path: String, under folders: [String], extensions: Set<String> = playableExtensions) -> (files: [String], skipped: [Skipped])? {
-        var info = stat()
-        guard let real = SafeFile.realPath(path), stat(real, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else { return nil }
-        let inside = folders.contains { folder in
-            guard let base = SafeFile.realPath(folder) else { return false }
-            return SafeFile.isInside(real, base, orEqual: true)
-        }
-        guard inside, let directory = opendir(real) else { return nil }
-        defer { closedir(directory) }
-        var names: [String] = []
-        var skipped: [Skipped] = []
-        while let entry = readdir(directory) {
-            let bytes = withUnsafeBytes(of: entry.pointee.d_name) { raw in Array(raw.prefix { $0 != 0 }) }
-            guard bytes.first != UInt8(ascii: ".") else { continue }   // hidden, `.` and `..`
-            guard let name = String(validating: bytes, as: UTF8.self) else {
-                if skipped.count < maxSkipped {
-                    skipped.append(Skipped(name: bytes.map { $0 < 0x80 ? String(UnicodeScalar($0)) : String(format: "\\x%02x", $0) }.joined(),
-                                           reason: "its name is not UTF-8, so it cannot be named here (rename it)"))
-                }
-                continue
-            }
-            guard extensions.contains((name as NSString).pathExtension.lowercased()) else { continue }
-            var file = stat()
-            guard stat(real + "/" + name, &file) == 0, (file.st_mode & S_IFMT) == S_IFREG else {
-                if skipped.count < maxSkipped {
-                    let what = (file.st_mode & S_IFMT) == S_IFDIR ? "is a folder" : (file.st_mode & S_IFMT) == S_IFIFO ? "is a FIFO" : "is not a regular file"
-                    skipped.append(Skipped(name: name, reason: what))
-                }
-                continue
-            }
-            names.append(name)
-            if names.count > ControlProtocol.maxQueueEntries * 2 { break }   // a folder that is a bomb: bounded
-        }
-        let sorted = names.sorted { (a: String, b: String) -> Bool in a.localizedStandardCompare(b) == .orderedAscending }
-        return (sorted.prefix(ControlProtocol.maxQueueEntries).map { real + "/" + $0 }, skipped)
-    }
-
-    /// Most skipped entries a reply names.
-    static let maxSkipped = 100
 }
 
 extension ControlError {
@@ -407,23 +307,3 @@ extension ControlError {
     }
 }
 
-/// An entry of a folder that was not queued, and why.
-struct Skipped: Sendable {
-    let name: String
-    let reason: String
-
-    var json: JSONValue { ["name": .string(name), "reason": .string(reason)] }
-}
-
-/// Files checked for `open`/`queue`: the resolved paths, and a folder's entries left out.
-struct CheckedFiles: Sendable {
-    let paths: [String]
-    let skipped: [Skipped]
-
-    /// `result` with `skipped` added when anything was.
-    func adding(to result: JSONValue) -> JSONValue {
-        guard !skipped.isEmpty, case .object(var fields) = result else { return result }
-        fields["skipped"] = .array(skipped.map(\.json))
-        return .object(fields)
-    }
-}

@@ -46,6 +46,12 @@ public struct Configuration: Sendable {
     public var mpris = false
     /// Loop the episode that plays (R14).
     public var loop = false
+    /// `repeat`: what the queue does at its end from the start (`off`, `one`, `all`); nil: as
+    /// the viewer left it (the state folder). `loop = yes` is `repeat = one`.
+    public var repeatMode: RepeatMode?
+    /// The command line this was read from: the health verdict reads the file again with it
+    /// (its `configuration` check); nil: made by hand (a test), nothing to read again.
+    public var rereadArguments: [String]?
     /// Privacy and identity for the macros of every ad request and tracking URL (docs/ads.md).
     public var macroPolicy = MacroPolicy()
     /// The outbox's and proof of play's bounds, and how beacons wait for the clock.
@@ -158,7 +164,7 @@ public struct Configuration: Sendable {
         "mqtt-commands": "none|read|control|admin", "mqtt-events": "NAMES",
         "display-hours": "HOURS", "timezone": "ZONE", "cec-command": "COMMAND", "pause-ad-max": "S|none", "latlong": "LAT,LONG", "venue-id": "ID", "impressions-per-play": "N",
         "pop-deadline": "S", "pop-display-wait": "S", "display-connector": "NAME|auto|none", "drm-sysfs-root": "DIR",
-        "display-check-interval": "S", "schedule": "FILE",
+        "display-check-interval": "S", "schedule": "FILE", "repeat": "off|one|all",
     ]
     /// Keys that may be given more than once.
     static let repeatable: Set<String> = ["library", "ads", "mpv-option"]
@@ -346,6 +352,9 @@ public struct Configuration: Sendable {
                 throw fail("schedule: an absolute path of a schedule file (docs/schedule.md), or none")
             }
             schedule = value == "none" ? nil : value
+        case "repeat":
+            guard let mode = RepeatMode(rawValue: value) else { throw fail("repeat: off, one or all") }
+            repeatMode = mode
         case "drm-sysfs-root":
             guard value.hasPrefix("/"), value.utf8.count <= 1024, !value.contains("\0") else { throw fail("drm-sysfs-root: an absolute path") }
             drmSysfsRoot = value
@@ -452,6 +461,7 @@ public struct Configuration: Sendable {
                             problems: inout [ConfigurationError]) throws(ConfigurationError) -> Configuration {
         let (file, options, given) = try ConfigurationFile.parse(arguments: arguments)
         var configuration = Configuration(environment: environment)
+        configuration.rereadArguments = arguments
         if let file {
             configuration.configFile = file
             try configuration.read(file: file, problems: &problems)

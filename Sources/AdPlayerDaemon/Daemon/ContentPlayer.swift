@@ -2,7 +2,7 @@ import AdRuntime
 
 /// What the daemon's controller asks of the content player, beyond the player model the ads
 /// follow: load an episode, the transport, speed, loop, stop. `MpvPlayer` in the daemon;
-/// `ScriptedPlayer` on virtual time in the controller's tests.
+/// `VirtualPlayer` on virtual time in the controller's tests.
 ///
 /// Threading: like `TrackablePlayer`. The controller calls these on the player's loop, where
 /// each runs inline and costs microseconds (an mpv command handed over, not waited for).

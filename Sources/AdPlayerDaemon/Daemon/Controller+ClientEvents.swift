@@ -1,4 +1,5 @@
 import AdRuntime
+import AdSchedule
 import AdTracking
 import ControlProtocol
 import Foundation

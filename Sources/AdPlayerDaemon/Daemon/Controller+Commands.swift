@@ -1,4 +1,5 @@
 import AdRuntime
+import AdSchedule
 import ControlProtocol
 
 extension Controller {

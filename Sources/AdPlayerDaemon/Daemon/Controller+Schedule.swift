@@ -1,4 +1,5 @@
 import AdRuntime
+import AdSchedule
 import ControlProtocol
 import Foundation
 
@@ -38,8 +39,11 @@ struct Scheduler {
     var linearWaitStarted: Date?
     /// Content plays recorded like ad plays (`record-content-plays`): told each item's start and end.
     var onContent: (@Sendable (ContentPlay) -> Void)?
+    /// Keeps the takeover (JSON, nil: none) and the audit (a JSON array) where a restart finds
+    /// them (the state store, off the loop).
+    var persist: (@Sendable (String?, String) -> Void)?
     /// This run's prefix of content plays' ids (unique across restarts).
-    let run = String(ProcessRandom.uint64(in: 1...UInt64.max), radix: 16)
+    let run: String
     /// The content play of the item that plays: its id, fixed when it starts.
     var playID: String?
     /// The items the schedule started, the last one the one that plays (`previous`).
@@ -78,6 +82,8 @@ public struct ContentPlay: Sendable {
     public var path: String
     public var contentID: String
     public var rule: ScheduleRule
+    /// Where in the file it started (a cut item resumed), nil: from its start.
+    public var from: Double?
     public var startedWall: Double
     /// Set at its end.
     public var endedWall: Double?
@@ -86,11 +92,17 @@ public struct ContentPlay: Sendable {
 }
 
 extension Controller {
+    /// The longest a person's override of the schedule lasts when no boundary comes sooner.
+    public static let scheduleOverrideMax = Scheduler.overrideMax
+
     /// Starts (or replaces, at a reload) the schedule. On the loop, after `start`.
     /// `timeline`: how a new timeline is worked out off the loop (the daemon's worker).
+    /// `restoring`: a takeover the last run left on (and its `audit`), which goes on; `persist`
+    /// keeps each change of them where the next start finds them.
     public func configureSchedule(_ resolved: ResolvedSchedule, timeline: ScheduleTimeline, now: @escaping @Sendable () -> Date = { Date() },
                                   compute: @escaping @Sendable (Schedule, Date, @escaping @Sendable (ScheduleTimeline) -> Void) -> Void,
-                                  onContent: (@Sendable (ContentPlay) -> Void)? = nil) {
+                                  onContent: (@Sendable (ContentPlay) -> Void)? = nil, restoring takeover: ScheduleTakeover? = nil,
+                                  audit: [JSONValue] = [], persist: (@Sendable (String?, String) -> Void)? = nil) {
         player.loop.requireInLoop()
         let at = now()
         if var scheduler {
@@ -101,7 +113,10 @@ extension Controller {
             scheduleBoundary()
             return
         }
-        scheduler = Scheduler(state: ScheduleState(resolved, timeline: timeline, now: at), now: now, timeline: compute, onContent: onContent)
+        scheduler = Scheduler(state: ScheduleState(resolved, timeline: timeline, now: at), now: now, timeline: compute, onContent: onContent,
+                              persist: persist, run: String(adsConfiguration.environment.uint64(in: 1...UInt64.max), radix: 16))
+        scheduler?.audit = Array(audit.suffix(100))
+        if let takeover { scheduler?.state.startTakeover(takeover) }
         log.notice("schedule: \(resolved.schedule.slots.count) slots, \(resolved.schedule.playlists.count) playlists, default \(resolved.schedule.defaultPlaylist)")
         scheduleNext()
     }
@@ -154,7 +169,8 @@ extension Controller {
         play(0, start: pick.start, fresh: pick.start == nil, preroll: !cutSoon)
         queueChanged()
         if let onContent = scheduler.onContent, let id = scheduler.playID {
-            onContent(ContentPlay(id: id, path: pick.path, contentID: FilePath.stem(pick.path), rule: pick.rule, startedWall: now.timeIntervalSince1970))
+            onContent(ContentPlay(id: id, path: pick.path, contentID: FilePath.stem(pick.path), rule: pick.rule, from: pick.start,
+                                  startedWall: now.timeIntervalSince1970))
         }
         armScheduleTimer()
     }
@@ -284,7 +300,7 @@ extension Controller {
         guard let scheduler, let onContent = scheduler.onContent, let playing = scheduler.playing, let started = scheduler.startedAt,
               let id = scheduler.playID else { return }
         self.scheduler?.playID = nil   // once: a content play ends once
-        onContent(ContentPlay(id: id, path: playing.path, contentID: FilePath.stem(playing.path), rule: playing.rule,
+        onContent(ContentPlay(id: id, path: playing.path, contentID: FilePath.stem(playing.path), rule: playing.rule, from: playing.start,
                               startedWall: started.timeIntervalSince1970, endedWall: now.timeIntervalSince1970,
                               seconds: max(0, now.timeIntervalSince(started)), reason: reason))
     }
@@ -453,6 +469,11 @@ extension Controller {
 
 extension Scheduler {
     /// A takeover's start or end, kept (the last 100) and logged: who, when, what, until.
+    /// The takeover now and the audit, handed to `persist` (a restart finds them).
+    func persisted() {
+        persist?(state.takeover.map { $0.json.text }, JSONValue.array(audit).text)
+    }
+
     mutating func audit(_ takeover: ScheduleTakeover, _ what: String, at now: Date, log: Logger) {
         let until = takeover.until.map { ISO8601.format($0.timeIntervalSince1970) } ?? "takeover end"
         log.notice("schedule: takeover of \(takeover.target) \(what) (by \(takeover.who), priority \(takeover.priority), until \(until))")
@@ -460,6 +481,7 @@ extension Scheduler {
                       "at": .string(ISO8601.format(now.timeIntervalSince1970)), "until": takeover.until.map { .string(ISO8601.format($0.timeIntervalSince1970)) } ?? .null,
                       "priority": .int(Int64(takeover.priority))])
         if audit.count > 100 { audit.removeFirst(audit.count - 100) }
+        persisted()
     }
 }
 

@@ -1,4 +1,5 @@
 import AdRuntime
+import AdSchedule
 import AdTracking
 import ControlProtocol
 import Foundation
@@ -66,7 +67,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     public var separation: AdSeparation?
     /// Gathers each ad's display evidence (issue 36): told of every ad's start and end, the
     /// end before tracking records it.
-    public var displayWitness: DisplayWitness?
+    public var displayWitness: (any ScreenWitness)?
     /// What plays when (`schedule = FILE`), nil without one (Controller+Schedule.swift).
     var scheduler: Scheduler?
     /// The configured schedule does not load (at start, or at a reload): why, and what plays
@@ -150,7 +151,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         player.loop.requireInLoop()
         // Last: the ads react to a change (an overlay comes down) before clients hear of it.
         observation = player.addObserver(self, phase: .report)
-        queue = PlayQueue(entries: saved.queue, current: saved.current, repeatMode: saved.repeatMode, shuffle: saved.shuffle)
+        queue = PlayQueue(entries: saved.queue, current: saved.current, repeatMode: saved.repeatMode, shuffle: saved.shuffle,
+                          environment: adsConfiguration.environment)
         positions = RecentPositions(saved.positions)
         try? player.setLoop(false)
         volume = saved.volume

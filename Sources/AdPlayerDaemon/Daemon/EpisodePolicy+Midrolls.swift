@@ -94,6 +94,13 @@ extension EpisodePolicy {
         let passed = ads.midrollTimes().filter { $0 > from + 0.001 && $0 <= to + 0.001 && !midrolls.played.contains(Self.key($0)) }
         guard let last = passed.last, !midrolls.on, !midrolls.requestOut else { return scheduleNextBreak() }
         passed.forEach { midrolls.played.insert(Self.key($0)) }
+        if let waiting = midrolls.waiting, Self.key(waiting.at) == Self.key(last), let ad = shown[waiting.id] {
+            // The ad loaded for that very break plays at the landing: not asked for again (a
+            // VMAP break is served once a viewing), nothing withdrawn.
+            midrolls.waiting = (waiting.id, to)
+            ad.playAtLanding()
+            return
+        }
         midrolls.requestOut = true   // before the withdrawal below: its end looks for no other break meanwhile
         if let waiting = midrolls.waiting {   // the first of those passed
             midrolls.waiting = nil

@@ -16,8 +16,16 @@ public struct PlayQueue: Sendable, Equatable {
     public private(set) var shuffle = false
     /// The play order while shuffled: indices of `entries`.
     private var order: [Int] = []
+    /// Where the shuffles' randomness comes from (a simulation's is seeded).
+    public var environment = AdEnvironment.system
 
-    public init(entries: [QueueEntry] = [], current: Int? = nil, repeatMode: RepeatMode = .off, shuffle: Bool = false) {
+    public static func == (a: PlayQueue, b: PlayQueue) -> Bool {
+        a.entries == b.entries && a.current == b.current && a.repeatMode == b.repeatMode && a.shuffle == b.shuffle && a.order == b.order
+    }
+
+    public init(entries: [QueueEntry] = [], current: Int? = nil, repeatMode: RepeatMode = .off, shuffle: Bool = false,
+                environment: AdEnvironment = .system) {
+        self.environment = environment
         self.entries = entries
         self.current = current.flatMap { entries.indices.contains($0) ? $0 : nil }
         self.repeatMode = repeatMode
@@ -154,9 +162,9 @@ public struct PlayQueue: Sendable, Equatable {
     /// A new play order: `first` (the episode that plays) first, the others in a random order;
     /// or, for a new pass, not beginning with `notFirst` (just played).
     private mutating func reshuffle(first: Int? = nil, notFirst: Int? = nil) {
-        var generator = ProcessRandom.Generator()
+        var generator = AdEnvironment.Generator(environment)
         var rest = entries.indices.filter { $0 != first }.shuffled(using: &generator)
-        if let notFirst, rest.count > 1, rest.first == notFirst { rest.swapAt(0, ProcessRandom.int(in: 1..<rest.count)) }
+        if let notFirst, rest.count > 1, rest.first == notFirst { rest.swapAt(0, environment.int(in: 1..<rest.count)) }
         order = (first.map { [$0] } ?? []) + rest
     }
 

@@ -65,6 +65,10 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
         /// The content's volume (0–100) and mute, as the viewer left them.
         public var volume = 100.0
         public var mute = false
+        /// A takeover on when the last run stopped (JSON), and the schedule's audit (a JSON
+        /// array, the last 100): a takeover and its audit survive a restart until its end.
+        public var takeover: String?
+        public var scheduleAudit: String?
 
         public init() {}
 
@@ -76,12 +80,14 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
     public static let maxPositions = 10_000
 
     private let database: SQLiteDatabase
-    private let writer = Workers(name: "adplayerd-state")
+    private let writer: Workers
     private let counters = Locked<[String: Int]>([:])
     private let showLog = Locked<[String: [ShowTime]]>([:])
     private let log: Logger
 
-    public init(path: String, log: Logger) throws {
+    /// Its writer thread is of `environment` (a simulation's shares its one thread).
+    public init(path: String, log: Logger, environment: AdEnvironment = .system) throws {
+        writer = Workers(name: "adplayerd-state", environment: environment)
         self.log = log
         database = try SQLiteDatabase.openRepairing(path: path, onWarning: { log.warning("state: \($0)") })
         try database.execute("CREATE TABLE IF NOT EXISTS queue (position INTEGER PRIMARY KEY, path TEXT NOT NULL, content_id TEXT NOT NULL)")
@@ -124,6 +130,8 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
         saved.shuffle = values["shuffle"] == "yes"
         if let text = values["volume"], let volume = Double(text), volume.isFinite, (0...100).contains(volume) { saved.volume = volume }
         saved.mute = values["mute"] == "yes"
+        saved.takeover = values["takeover"].flatMap { $0.isEmpty ? nil : $0 }
+        saved.scheduleAudit = values["schedule-audit"].flatMap { $0.isEmpty ? nil : $0 }
         // INSERT OR REPLACE gives a saved position a new rowid: the highest are the most recent.
         _ = try? database.execute("DELETE FROM positions WHERE rowid NOT IN (SELECT rowid FROM positions ORDER BY rowid DESC LIMIT ?)",
                                   [.integer(Int64(Self.maxPositions))])

@@ -13,7 +13,7 @@ public final class Ad: Sendable {
     init(kind: AdKind, creative: AdCreative, session: AdSession) {
         // Random rather than counted: no process-wide counter, and a collision of two
         // live ads in 2^64 is not a concern.
-        self.id = ProcessRandom.uint64(in: 1...UInt64.max)
+        self.id = session.configuration.environment.uint64(in: 1...UInt64.max)
         self.kind = kind
         self.creative = creative
         self.session = session
@@ -51,6 +51,17 @@ public final class Ad: Sendable {
     /// time starts the wait again (R7). Ends as `played`, unseen, if the content plays first.
     public func show(afterPausedFor seconds: Double, didEnd: @escaping @Sendable (AdEndReason) -> Void) throws(AdError) {
         try show(.afterPausedFor(seconds), didEnd)
+    }
+
+    /// A mid-roll still waiting for its time, which a seek has just jumped past — the last
+    /// break the seek passed (R19's snapback): it plays at the landing instead, holding the
+    /// content there, now if playback plays, else when it does. The ad already loaded for the
+    /// break is the one that plays (its server is not asked again, nothing is withdrawn). Any
+    /// other ad is left alone. Any thread.
+    public func playAtLanding() {
+        guard let session else { return }
+        let id = self.id
+        session.loop.run { [weak session] in session?.playAtLanding(id) }
     }
 
     /// An overlay still waiting for its slot — playback has not played across its start —

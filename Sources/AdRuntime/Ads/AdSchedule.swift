@@ -21,19 +21,10 @@ public struct ShowTime: Sendable, Equatable, Codable {
         max(0, boot == now.boot ? now.monotonic - monotonic : now.wall - wall)
     }
 
-    /// The system's clocks now (`CLOCK_MONOTONIC`, the kernel's boot id).
-    public static func now() -> ShowTime {
-        ShowTime(wall: SimulatedTime.wall(), monotonic: SimulatedTime.monotonic(), boot: SimulatedTime.isActive ? "simulation" : bootID)
+    /// `environment`'s clocks now (the system's: `CLOCK_MONOTONIC`, the kernel's boot id).
+    public static func now(_ environment: AdEnvironment = .system) -> ShowTime {
+        ShowTime(wall: environment.wall(), monotonic: environment.monotonic(), boot: environment.bootID)
     }
-
-    private static let bootID: String = {
-        let fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return "" }
-        defer { close(fd) }
-        var buffer = [UInt8](repeating: 0, count: 64)
-        let n = read(fd, &buffer, buffer.count)
-        return n > 0 ? String(decoding: buffer.prefix(n), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : ""
-    }()
 }
 
 /// Where the time comes from for scheduling (flights, dayparts, caps, separation): the system's
@@ -42,9 +33,11 @@ public protocol ScheduleClock: Sendable {
     func now() -> ShowTime
 }
 
+/// The clocks of a box's environment (the system's, or a simulation's).
 public struct SystemScheduleClock: ScheduleClock {
-    public init() {}
-    public func now() -> ShowTime { ShowTime.now() }
+    public let environment: AdEnvironment
+    public init(_ environment: AdEnvironment = .system) { self.environment = environment }
+    public func now() -> ShowTime { ShowTime.now(environment) }
 }
 
 /// Competitive separation (`ad-separation`): two ads of the same advertiser, or sharing a

@@ -7,6 +7,7 @@
 /// ready ──show(), mid-roll: the content held where it is──▶ playing
 /// ready ──show(atContentTime: T), mid-roll──▶ waiting(T) ──playback plays across T──▶ playing (the content held at T)
 /// waiting ──a seek that lands past T──▶ waiting (R12: landing is no crossing; the policy's snapback shows one at the landing)
+/// waiting ──moveToLanding (the snapback: T was the last break passed)──▶ waiting(L), L the landing ──plays there──▶ playing (held at L)
 /// playing ──paused by the viewer──▶ playing (its budget stops) ──resumed──▶ playing
 /// playing ──skip(), past its skip offset──▶ ended(skipped)
 /// playing ──the video fails, or (pre/mid-roll) does not start within the start timeout──▶ ended(failed)
@@ -102,6 +103,16 @@ final class LinearLifecycle: AdLifecycle {
         if abs(position - at) <= 0.001 { return startPlaying(holdAt: at, context) }
         guard position < at else { return [.cancelTimer] }   // already past: not by playing across
         return [.setTimer((at - position) / context.rate)]
+    }
+
+    /// A seek landed past its time and it is the last break passed (the snapback): it waits for
+    /// the landing instead, and plays at once if playback plays there.
+    func moveToLanding(_ context: LifecycleContext) -> [AdEffect] {
+        guard case .waiting = state else { return [] }
+        let landing = context.position()
+        state = .waiting(at: landing)
+        breakTime = landing
+        return armCrossing(context)
     }
 
     /// The viewer paused (true) or resumed the video: its budget stops and goes on.

@@ -59,33 +59,57 @@ package final class OfflineAds: Sendable {
     private struct State {
         var entries: [Entry]
         var turn: [String: Int] = [:]
+        /// When the list was last written (the environment's wall clock), and whether what is
+        /// kept now differs from it.
+        var saved = -Double.infinity
+        var unsaved = false
     }
+
+    /// A list whose ads are the same as written (an ad served again: its new expiry, its place
+    /// first) is written again at most this often; a new ad is written at once. An ad served
+    /// every minute cost a durable write (two fsyncs) a minute for no gain: a restart that
+    /// finds the older expiry keeps the ad a little less long, nothing more.
+    static let rewriteInterval = 300.0
 
     static let maxPerKind = 16
     private static let maxFileBytes = 8 << 20
-    private let path: String
+    let path: String
     private let cache: CreativeCache
     private let state: Locked<State>
+    private let environment: AdEnvironment
 
-    package init(cache: CreativeCache, tag: String) {
+    package init(cache: CreativeCache, tag: String, environment: AdEnvironment = .system) {
         self.cache = cache
-        path = cache.folder + "/offline-" + CreativeCache.sha256(Data(tag.utf8)).prefix(16) + ".json"
+        self.environment = environment
+        path = Self.path(cache: cache, tag: tag)
         let saved = (try? SafeFile.read(path, maxBytes: Self.maxFileBytes)).flatMap { try? JSONDecoder().decode([Entry].self, from: $0) } ?? []
         state = Locked(State(entries: saved))
     }
 
-    /// Keeps `entry` (replacing an older serving of the same creative) and saves the list, on
-    /// disk when this returns.
+    static func path(cache: CreativeCache, tag: String) -> String {
+        cache.folder + "/offline-" + CreativeCache.sha256(Data(tag.utf8)).prefix(16) + ".json"
+    }
+
+    /// Keeps `entry` (replacing an older serving of the same creative). A new ad is on disk
+    /// when this returns; an ad kept already is written again at most every `rewriteInterval`.
     package func remember(_ entry: Entry) {
         state.withLock { state in
-            state.entries.removeAll { ($0.kind == entry.kind && $0.id == entry.id && $0.media == entry.media) || $0.expires <= SimulatedTime.wall() }
+            let count = state.entries.count
+            let wasKept = state.entries.contains { $0.kind == entry.kind && $0.id == entry.id && $0.media == entry.media }
+            state.entries.removeAll { ($0.kind == entry.kind && $0.id == entry.id && $0.media == entry.media) || $0.expires <= environment.wall() }
+            // Expired ones went: the list on disk no longer says what is kept.
+            if state.entries.count < count - (wasKept ? 1 : 0) { state.unsaved = true }
             state.entries.insert(entry, at: 0)
             var counts: [String: Int] = [:]
             state.entries = state.entries.filter { e in
                 counts[e.kind, default: 0] += 1
                 return counts[e.kind]! <= Self.maxPerKind
             }
+            let now = environment.wall()
+            guard !wasKept || state.unsaved || now - state.saved >= Self.rewriteInterval else { return }
             save(state.entries)
+            state.saved = now
+            state.unsaved = false
         }
     }
 
@@ -95,7 +119,7 @@ package final class OfflineAds: Sendable {
     /// An ad of `kind` that has not expired and whose file is in the cache (checked), in turn;
     /// nil if none.
     package func take(_ kind: AdKind) -> AdCreative? {
-        let now = SimulatedTime.wall()
+        let now = environment.wall()
         let candidates = state.withLock { $0.entries.filter { $0.kind == kind.rawValue && $0.expires > now } }
         guard !candidates.isEmpty else { return nil }
         let start = state.withLock { state -> Int in
@@ -123,5 +147,26 @@ package final class OfflineAds: Sendable {
     private func save(_ entries: [Entry]) {
         guard let data = try? JSONEncoder().encode(entries) else { return }
         try? AtomicFile.write(data, to: path, durable: true)
+    }
+}
+
+/// The offline lists of one box, one per file: a reload makes a new VAST source for the same tag
+/// while the episode that plays still uses the old one — both write through the one list, so
+/// neither renames an older list over the other's newer one.
+///
+/// Threading: any thread.
+public final class OfflineLists: Sendable {
+    private let lists = Locked<[String: OfflineAds]>([:])
+
+    public init() {}
+
+    func list(cache: CreativeCache, tag: String, environment: AdEnvironment) -> OfflineAds {
+        let path = OfflineAds.path(cache: cache, tag: tag)
+        return lists.withLock { lists in
+            if let list = lists[path] { return list }
+            let list = OfflineAds(cache: cache, tag: tag, environment: environment)
+            lists[path] = list
+            return list
+        }
     }
 }

@@ -57,6 +57,8 @@ public final class VASTClient: AdSource {
         /// Gets the `notUsed` URLs (macros not yet filled) of an ad fetched and never handed
         /// out — a prefetched answer for another episode, expired, or separated — to queue.
         public var onNotUsed: (@Sendable ([String], MacroContext) -> Void)?
+        /// The box's offline lists (one per file across reloads); nil: a list of this source's own.
+        public var offlineLists: OfflineLists?
         public init() {}
     }
 
@@ -96,6 +98,8 @@ public final class VASTClient: AdSource {
 
     public let tag: String
     let configuration: Configuration
+    /// The box's clocks, randomness and work (the macro policy's): a simulation's are its own.
+    var environment: AdEnvironment { policy.environment }
     let fetcher: any BoundedFetcher
     public let cache: CreativeCache
     private let offline: OfflineAds
@@ -154,7 +158,8 @@ public final class VASTClient: AdSource {
         self.outputSize = outputSize
         self.tag = tag
         self.cache = cache
-        self.offline = OfflineAds(cache: cache, tag: tag)
+        self.offline = configuration.offlineLists?.list(cache: cache, tag: tag, environment: policy.environment)
+            ?? OfflineAds(cache: cache, tag: tag, environment: policy.environment)
         self.configuration = configuration
         self.fetcher = fetcher
         self.policy = policy
@@ -218,10 +223,10 @@ public final class VASTClient: AdSource {
 
     public func prefetch(_ request: AdRequest) {
         guard request.podPosition == 0, !schedules.withLock({ $0[request.content.viewingKey] != nil }) else { return }
-        let now = SimulatedTime.wall()
+        let now = environment.wall()
         prefetched.withLock { kept in
             if let current = kept[request.kind], current.content == request.content.id, current.until > now { return }
-            let task = Task.counted { [self] in try await resolve(request, prefetching: true) }
+            let task = Task.counted(in: environment) { [self] in try await resolve(request, prefetching: true) }
             kept[request.kind] = Prefetched(content: request.content.id, task: task,
                                             until: now + min(configuration.prefetchLifetime, configuration.popDeadline ?? .infinity))
         }
@@ -231,7 +236,7 @@ public final class VASTClient: AdSource {
     /// fetch still under way is cancelled and has none).
     private func notUsed(_ task: Task<Resolution?, any Error>) {
         guard let onNotUsed = configuration.onNotUsed else { return task.cancel() }
-        Task.counted {
+        Task.counted(in: environment) {
             guard let resolution = try? await task.value else { return }
             let creative = resolution.creative
             guard let urls = creative.tracking["notUsed"], !urls.isEmpty else { return }
@@ -245,7 +250,7 @@ public final class VASTClient: AdSource {
     private func takePrefetched(_ request: AdRequest) -> Task<Resolution?, any Error>? {
         prefetched.withLock { kept in
             guard let current = kept.removeValue(forKey: request.kind) else { return nil }
-            guard current.content == request.content.id, current.until > SimulatedTime.wall() else {
+            guard current.content == request.content.id, current.until > environment.wall() else {
                 notUsed(current.task)
                 return nil
             }
@@ -257,14 +262,14 @@ public final class VASTClient: AdSource {
     public func resolve(_ request: AdRequest, document: Data? = nil, prefetching: Bool = false) async throws -> Resolution? {
         // One id for the chain: this request, its wrappers, the ad's tracking URLs.
         var values = MacroContext(contentID: request.content.viewingKey, kind: request.kind, contentPlayhead: request.position,
-                                  playerSize: outputSize?.current, transactionID: ProcessRandom.uuid(), adCount: 1)
+                                  playerSize: outputSize?.current, transactionID: environment.uuid(), adCount: 1)
         let url = Macros.expand(tag, values, policy)
         if document == nil, answersVMAP.withLock({ $0 }) {
             // One request of the schedule an episode, whatever asks first.
             let loadValues = values
             let load: Task<Void, any Error> = scheduleLoads.withLock { loads in
                 if let running = loads[request.content.viewingKey] { return running }
-                let task = Task.counted { [self, loadValues, request, url] in
+                let task = Task.counted(in: environment) { [self, loadValues, request, url] in
                     let data = try await fetchTag(url)
                     guard VMAPDocument.looksLikeVMAP(data) else { throw VASTError(code: .schemaValidation, message: "the tag no longer answers VMAP") }
                     do {
@@ -305,7 +310,7 @@ public final class VASTClient: AdSource {
         defer {
             if let opened {
                 firstFetches.withLock { fetches in if fetches[request.content.viewingKey] === opened { fetches[request.content.viewingKey] = nil } }
-                Task.counted { await opened.open() }
+                Task.counted(in: environment) { await opened.open() }
             }
         }
         let data: Data
@@ -450,13 +455,13 @@ public final class VASTClient: AdSource {
             creative.adServingID = ad.adServingID
             creative.universalAdID = ad.creatives.compactMap(\.universalAdID).first
             creative.source = "vast"
-            creative.expires = ad.expires.flatMap { Double($0) }.flatMap { $0 > 0 && $0 < 366 * 86_400 ? SimulatedTime.date().addingTimeInterval($0) : nil }
+            creative.expires = ad.expires.flatMap { Double($0) }.flatMap { $0 > 0 && $0 < 366 * 86_400 ? environment.date().addingTimeInterval($0) : nil }
             creative.transactionID = values.transactionID
             creative.adCount = values.adCount
             if let deadline = configuration.popDeadline {
                 creative.popDeadline = deadline
                 // Fetched now: not to be shown once the deadline has passed since.
-                let limit = SimulatedTime.date().addingTimeInterval(deadline)
+                let limit = environment.date().addingTimeInterval(deadline)
                 creative.expires = min(creative.expires ?? limit, limit)
             }
             return Resolution(creative: creative, chain: inherited.chain, media: media)
@@ -472,7 +477,7 @@ public final class VASTClient: AdSource {
         let creative = resolution.creative
         guard let media = resolution.media else { return }
         var expires = creative.expires?.timeIntervalSince1970
-            ?? (configuration.offlineLifetime > 0 ? SimulatedTime.wall() + configuration.offlineLifetime : nil)
+            ?? (configuration.offlineLifetime > 0 ? environment.wall() + configuration.offlineLifetime : nil)
         if configuration.popDeadline != nil, let limit = creative.expires?.timeIntervalSince1970 { expires = min(expires ?? limit, limit) }
         guard let expires else { return }
         var size: (Int?, Int?) = (nil, nil)
@@ -579,7 +584,7 @@ public final class VASTClient: AdSource {
     /// time a URL; a failure only means it streams again next time).
     private func cacheInBackground(_ url: String) {
         guard downloads.withLock({ $0.insert(url).inserted }) else { return }
-        Task.counted { [self] in
+        Task.counted(in: environment) { [self] in
             _ = try? await cache.fetch(url, with: fetcher, limits: videoLimits)
             downloads.withLock { _ = $0.remove(url) }
         }

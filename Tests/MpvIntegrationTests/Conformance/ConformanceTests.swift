@@ -5,16 +5,16 @@ import Foundation
 import XCTest
 
 /// The player-model conformance suite on the test double, on virtual time.
-final class ScriptedPlayerConformanceTests: XCTestCase {
+final class VirtualPlayerConformanceTests: XCTestCase {
     private final class Driver: PlayerDriver {
         let loop = VirtualLoop()
-        let scripted: ScriptedPlayer
+        let scripted: VirtualPlayer
         let events = ConformanceRecorder()
         private var observation: PlayerObservation?
         private var replays = false
 
         init() {
-            scripted = ScriptedPlayer(loop: loop)
+            scripted = VirtualPlayer(loop: loop)
             observation = scripted.addObserver(events)
         }
 

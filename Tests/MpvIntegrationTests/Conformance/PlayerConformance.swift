@@ -6,8 +6,8 @@ import XCTest
 
 /// One suite of the player model (SPEC §2) for every player: the test double and the real
 /// thing answer to the same tests (as SwiftNIO checks its EmbeddedChannel against a real
-/// one), so that `ScriptedPlayer` cannot drift from `MpvPlayer` again. Each test is written
-/// once here; `ScriptedPlayerConformanceTests` and `MpvPlayerConformanceTests` run them.
+/// one), so that `VirtualPlayer` cannot drift from `MpvPlayer` again. Each test is written
+/// once here; `VirtualPlayerConformanceTests` and `MpvPlayerConformanceTests` run them.
 protocol PlayerDriver {
     var player: any TrackablePlayer { get }
     var events: ConformanceRecorder { get }

@@ -2,10 +2,10 @@ import AdRuntime
 import ControlProtocol
 import Foundation
 
-/// The scripted player as the controller's content player, on virtual time: the controller's
-/// tests and `adplayerd simulate` (docs/simulate.md). Loads take the script's media (the
-/// simulation sets each file's length as FFmpeg reads it).
-extension ScriptedPlayer: ContentPlayer {
+/// The virtual player as the box's content player, on virtual time: `adplayerd simulate`,
+/// `schedule-check` (docs/simulate.md) and the controller's tests. Loads take its media (each
+/// file's length as FFmpeg reads it).
+extension VirtualPlayer: ContentPlayer {
     public func load(_ path: String, start: Double?, completion: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
         // A file that cannot be played fails as mpv's does: the load answers, then the entry fails.
         load(path, start: start ?? 0) { entry in completion(.success(entry)) }
@@ -13,7 +13,8 @@ extension ScriptedPlayer: ContentPlayer {
 
     /// Played for `length` seconds when given (an image in a schedule), else the script's length.
     public func load(_ path: String, start: Double?, length: Double?, completion: @escaping @Sendable (Result<Int64, any Error>) -> Void) {
-        guard let length else { return load(path, start: start, completion: completion) }
+        // A file that cannot be played fails however long it was to play.
+        guard let length, playable(path) else { return load(path, start: start, completion: completion) }
         let entry = load(path, duration: length, start: start ?? 0).entry
         loop.run { completion(.success(entry)) }
     }
@@ -42,15 +43,7 @@ extension ScriptedPlayer: ContentPlayer {
         return !["m4a", "mp3", "wav", "flac", "ogg", "opus"].contains((path as NSString).pathExtension)
     }
     public func output() -> PlayerOutput { PlayerOutput(vo: "scripted", hwdecRequested: "no", hwdecCurrent: "no", droppedByDecoder: 0, droppedByOutput: 0) }
-    public func showLabel(_ text: String, seconds: Double) throws { ScriptedLabels.shown.withLock { $0.append((text, seconds)) } }
-    public func setBlanked(_ blanked: Bool) throws { ScriptedLabels.blanked.withLock { $0.append(blanked) } }
+    public func showLabel(_ text: String, seconds: Double) throws { screenRecord.label(text, seconds: seconds) }
+    public func setBlanked(_ blanked: Bool) throws { screenRecord.blank(blanked) }
     public func onDetailChange(_ handler: @escaping @Sendable (PlayerDetailChange) -> Void) {}
 }
-
-/// The labels `identify` put on the scripted player's screen.
-package enum ScriptedLabels {
-    package static let shown = Locked<[(text: String, seconds: Double)]>([])
-    /// Each `setBlanked` call, in order.
-    package static let blanked = Locked<[Bool]>([])
-}
-

@@ -1,3 +1,4 @@
+import AdPlayerDaemon
 import ControlProtocol
 import Foundation
 
@@ -6,16 +7,16 @@ import Foundation
 public enum SimulationReport {
     /// The JUnit XML of `results` (the common schema of Jenkins, GitLab, GitHub's reporters and
     /// `junitparser`). Deterministic: no wall-clock time, no host name.
-    public static func junit(_ results: [SimulationRules.Result], outcome: Simulation.Outcome) -> String {
+    public static func junit(_ results: [SimulationRules.Result], from: Double, seconds: Double, configuration: Configuration) -> String {
         let failed = results.filter { !$0.passed }.count
         var xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
         xml += "<testsuites name=\"adplayerd simulate\" tests=\"\(results.count)\" failures=\"\(failed)\" errors=\"0\" time=\"0\">\n"
         xml += "  <testsuite name=\"rules\" tests=\"\(results.count)\" failures=\"\(failed)\" errors=\"0\" skipped=\"0\" time=\"0\" "
-            + "timestamp=\"\(escape(ISO8601.format(outcome.from)))\">\n"
+            + "timestamp=\"\(escape(ISO8601.format(from)))\">\n"
         xml += "    <properties>\n"
-        for (name, value) in [("from", ISO8601.format(outcome.from)), ("for", String(format: "%g s", outcome.seconds)),
-                              ("ads", outcome.configuration.ads.joined(separator: " ")),
-                              ("library", outcome.configuration.library.joined(separator: " "))] {
+        for (name, value) in [("from", ISO8601.format(from)), ("for", String(format: "%g s", seconds)),
+                              ("ads", configuration.ads.joined(separator: " ")),
+                              ("library", configuration.library.joined(separator: " "))] {
             xml += "      <property name=\"\(escape(name))\" value=\"\(escape(value))\"/>\n"
         }
         xml += "    </properties>\n"
@@ -23,9 +24,9 @@ public enum SimulationReport {
             xml += "    <testcase classname=\"adplayerd.simulate\" name=\"\(escape(result.name))\" time=\"0\">\n"
             if !result.passed {
                 let first = result.failures[0]
-                let details = result.failures.prefix(1000).map { "\(ISO8601.format($0.at)) \($0.message)" }.joined(separator: "\n")
-                    + (result.failures.count > 1000 ? "\n… and \(result.failures.count - 1000) more" : "")
-                xml += "      <failure type=\"rule\" message=\"\(escape("\(result.failures.count) failure\(result.failures.count == 1 ? "" : "s"); first: \(first.message)"))\">"
+                let details = result.failures.map { "\(ISO8601.format($0.at)) \($0.message)" }.joined(separator: "\n")
+                    + (result.failureCount > result.failures.count ? "\n… and \(result.failureCount - result.failures.count) more" : "")
+                xml += "      <failure type=\"rule\" message=\"\(escape("\(result.failureCount) failure\(result.failureCount == 1 ? "" : "s"); first: \(first.message)"))\">"
                     + escape(details) + "</failure>\n"
             }
             xml += "      <system-out>\(escape(result.checked))</system-out>\n"
@@ -58,17 +59,14 @@ public enum SimulationReport {
         return out
     }
 
-    public static func summary(_ results: [SimulationRules.Result], outcome: Simulation.Outcome, plays: Int) -> String {
-        let requests = outcome.exchanges.filter { $0.kind == .request }.count
-        let beacons = outcome.exchanges.filter { $0.kind == .beacon }.count
-        let started = outcome.adEvents.filter { if case .started = $0.event { true } else { false } }.count
-        var lines = ["adplayerd simulate: \(ISO8601.format(outcome.from)) + \(String(format: "%g", outcome.seconds)) s: "
-                     + "\(started) ads started, \(plays) plays in the ledger, \(requests) ad requests, \(beacons) beacons"]
+    public static func summary(_ results: [SimulationRules.Result], from: Double, seconds: Double, ads: Int, plays: Int, requests: Int, beacons: Int) -> String {
+        var lines = ["adplayerd simulate: \(ISO8601.format(from)) + \(String(format: "%g", seconds)) s: "
+                     + "\(ads) ads started, \(plays) plays in the ledger, \(requests) ad requests, \(beacons) beacons"]
         for result in results {
             lines.append("  \(result.passed ? "PASS" : "FAIL") \(result.name): \(result.checked)"
-                         + (result.passed ? "" : ", \(result.failures.count) failure\(result.failures.count == 1 ? "" : "s")"))
+                         + (result.passed ? "" : ", \(result.failureCount) failure\(result.failureCount == 1 ? "" : "s")"))
             for failure in result.failures.prefix(5) { lines.append("       \(ISO8601.format(failure.at)) \(OneLine.escape(failure.message))") }
-            if result.failures.count > 5 { lines.append("       … \(result.failures.count - 5) more in report.xml") }
+            if result.failureCount > 5 { lines.append("       … \(result.failureCount - 5) more in report.xml") }
         }
         let failed = results.filter { !$0.passed }.count
         lines.append(failed == 0 ? "every rule held" : "\(failed) rule\(failed == 1 ? "" : "s") failed")

@@ -46,7 +46,7 @@ public enum ScheduleLoader {
     public static func resolve(_ schedule: Schedule, library: [String]) throws(ScheduleError) -> ResolvedSchedule {
         var problems: [String] = []
         var files: [String: [ResolvedSchedule.File]] = [:]
-        let extensions = CommandRouter.playableExtensions.union(CommandRouter.imageExtensions)
+        let extensions = Library.playableExtensions.union(Library.imageExtensions)
         // A folder named by many playlists is read once.
         var read: [String: Result<[String], ControlError>] = [:]
         var total = 0
@@ -54,7 +54,7 @@ public enum ScheduleLoader {
             var resolved: [ResolvedSchedule.File] = []
             for (index, item) in playlist.items.enumerated() {
                 let absolute = item.path.hasPrefix("/") ? item.path : (library.first.map { $0 + "/" + item.path } ?? item.path)
-                let result = read[absolute] ?? CommandRouter.resolveFiles([absolute], under: library, extensions: extensions).map(\.paths)
+                let result = read[absolute] ?? Library.resolveFiles([absolute], under: library, extensions: extensions).map(\.paths)
                 read[absolute] = result
                 switch result {
                 case .success(let paths):
@@ -80,7 +80,7 @@ public enum ScheduleLoader {
 
     /// A file with its length cap: an image's default when none is given.
     public static func file(_ path: String, seconds: Double?) -> ResolvedSchedule.File {
-        let image = CommandRouter.imageExtensions.contains((path as NSString).pathExtension.lowercased())
+        let image = Library.imageExtensions.contains((path as NSString).pathExtension.lowercased())
         return ResolvedSchedule.File(path: path, seconds: seconds ?? (image ? defaultImageSeconds : nil))
     }
 }

@@ -1,13 +1,14 @@
 import AdRuntime
+import AdPlayerSimulation
+import AdSchedule
 import Foundation
 
-/// The schedule played on virtual time (issue 37): what `adplayerd schedule-check` prints and
-/// the tests check — the decisions of `ScheduleState`, taken as the controller takes them: at
-/// each item's end the next pick; at each boundary of the schedule, the item that no longer
-/// rules is cut (kept for its playlist to resume) and the next pick plays; an interrupt's item
-/// counts for its share when it ends. Items last what `duration` says (a file's length, or
-/// its cap), as the player would play them.
-public enum ScheduleSimulation {
+/// A walk over `ScheduleState`'s decisions alone, for the tests of the schedule's rules over
+/// days and time zones: at each item's end the next pick; at each boundary the item that no
+/// longer rules is cut; an interrupt counts its share when it ends — no ads, no player, no
+/// controller. What the box plays (ads included) is `adplayerd schedule-check`, the box itself
+/// on simulated time (ScheduleCheckTests); this is not it.
+enum ScheduleSimulation {
     public struct Entry: Sendable, Equatable {
         public var start: Date
         public var end: Date

@@ -1,5 +1,7 @@
-/// A player driven by a test script on a loop (usually a `VirtualLoop`): the player model
-/// with nothing behind it, so that lifecycles run in microseconds and deterministically. It
+/// The virtual player: the player model on a loop of virtual time (a `SimulationLoop` in
+/// `adplayerd simulate` and `schedule-check`, a `VirtualLoop` in the tests), each file as long as
+/// its media says (`setMedia`, or the `media` lookup: FFmpeg's reading of the file), with nothing
+/// behind it — so that a day of playback runs in seconds and deterministically. It
 /// answers to the same conformance suite as `MpvPlayer` (Tests/PlayerConformance): the pause
 /// flag persists across items, an item that plays to its end sends `.ended` (at its
 /// duration, not playing) then `.item(nil)`, each loop wrap and each replay of an ended
@@ -7,7 +9,7 @@
 ///
 /// Threading: any thread may drive it; each call runs on the loop (inline there, handed
 /// over and waited for elsewhere). Changes are delivered on the loop.
-public final class ScriptedPlayer: BreakablePlayer, @unchecked Sendable {
+public final class VirtualPlayer: BreakablePlayer, @unchecked Sendable {
     // @unchecked: `state` and `feed` are touched only on `loop`.
     private struct State {
         var item: PlayerItem?
@@ -47,10 +49,24 @@ public final class ScriptedPlayer: BreakablePlayer, @unchecked Sendable {
     public let loop: any PlayerLoop
     private let feed: PlayerChangeFeed
     private var state = State()
+    /// What `media` says of a file the script has not set: its length, nil when it cannot be
+    /// played (asked once a file, on the loop: a simulation's loop is its own thread).
+    private let media: (@Sendable (String) -> Double?)?
+    /// Hears every change of the pause flag (the viewer's pause and play): a linear ad's video
+    /// follows it, as mpv's does, also while the content is held for a break.
+    private var pauseFlagObserver: (@Sendable (Bool) -> Void)?
+    /// What was put on its screen: labels (`identify`) and the output blanked or not (in order).
+    public let screenRecord = VirtualScreenRecord()
 
-    public init(loop: any PlayerLoop) {
+    public init(loop: any PlayerLoop, media: (@Sendable (String) -> Double?)? = nil) {
         self.loop = loop
+        self.media = media
         feed = PlayerChangeFeed(loop: loop)
+    }
+
+    /// `observer` hears each change of the pause flag, on the loop.
+    public func observePauseFlag(_ observer: @escaping @Sendable (Bool) -> Void) {
+        _ = mutate { _, _, _ in pauseFlagObserver = observer }
     }
 
     public func snapshot() -> PlayerSnapshot {
@@ -98,7 +114,7 @@ public final class ScriptedPlayer: BreakablePlayer, @unchecked Sendable {
     /// cannot be played fails as `loadFailing` does. The entry id either way.
     @discardableResult
     public func load(_ path: String, start: Double = 0) -> Int64 {
-        let known: Double?? = (try? loop.sync { () -> Double?? in state.media[path] }) ?? .none
+        let known = lookup(path)
         switch known {
         case .some(.none):
             return loadFailing(path)
@@ -114,7 +130,7 @@ public final class ScriptedPlayer: BreakablePlayer, @unchecked Sendable {
     /// cannot play — the entry's failure, in the turn after (mpv: `loadfile` answers, then the
     /// file's END_FILE with its error).
     public func load(_ path: String, start: Double, answer: @escaping @Sendable (Int64) -> Void) {
-        let known: Double?? = (try? loop.sync { () -> Double?? in state.media[path] }) ?? .none
+        let known = lookup(path)
         guard case .some(.none) = known else {
             let entry = load(path, start: start)
             loop.run { answer(entry) }
@@ -138,6 +154,22 @@ public final class ScriptedPlayer: BreakablePlayer, @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// What the script's media (or the `media` lookup, once) says of `path`: `.none` unknown,
+    /// `.some(nil)` a file that cannot be played, else its length.
+    private func lookup(_ path: String) -> Double?? {
+        let known: Double?? = (try? loop.sync { () -> Double?? in state.media[path] }) ?? .none
+        guard case .none = known, let media else { return known }
+        let measured = media(path)
+        _ = mutate { state, _, _ in state.media[path] = .some(measured) }
+        return .some(measured)
+    }
+
+    /// Whether `path` can be played, as far as its media says (unknown: yes).
+    public func playable(_ path: String) -> Bool {
+        if case .some(.none) = lookup(path) { return false }
+        return true
     }
 
     /// The item's duration, when an item is in.
@@ -175,6 +207,7 @@ public final class ScriptedPlayer: BreakablePlayer, @unchecked Sendable {
     public func setPaused(_ paused: Bool) {
         mutate { state, now, emit in
             guard state.paused != paused else { return }
+            pauseFlagObserver?(paused)
             let wasPlaying = state.playing
             state.anchorPosition = state.position(at: now)
             state.anchorTime = now
@@ -316,4 +349,17 @@ public final class ScriptedPlayer: BreakablePlayer, @unchecked Sendable {
             emit(.item(nil), state)
         }
     }
+}
+
+/// What a virtual player's screen was asked to show: labels (`identify`) and the output blanked
+/// (`true`) or shown again, in order. Any thread.
+public final class VirtualScreenRecord: Sendable {
+    private let shown = Locked<(labels: [(text: String, seconds: Double)], blanked: [Bool])>(([], []))
+    public init() {}
+
+    public var labels: [(text: String, seconds: Double)] { shown.withLock { $0.labels } }
+    public var blanked: [Bool] { shown.withLock { $0.blanked } }
+    public func label(_ text: String, seconds: Double) { shown.withLock { $0.labels.append((text, seconds)) } }
+    public func blank(_ on: Bool) { shown.withLock { $0.blanked.append(on) } }
+    public func forget() { shown.withLock { $0 = ([], []) } }
 }

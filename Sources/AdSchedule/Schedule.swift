@@ -253,7 +253,7 @@ extension Schedule {
         (1...64).contains(text.utf8.count) && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }
     }
 
-    static func isPath(_ text: String) -> Bool {
+    public static func isPath(_ text: String) -> Bool {
         (1...4096).contains(text.utf8.count) && !text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
     }
 

@@ -36,7 +36,7 @@ public struct ScheduleRule: Sendable, Equatable {
     public var priority: Int?
     public var why: String
 
-    var json: JSONValue {
+    public var json: JSONValue {
         ["kind": .string(kind.rawValue), "id": .string(id), "priority": priority.map { .int(Int64($0)) } ?? .null, "why": .string(why)]
     }
 }
@@ -70,6 +70,28 @@ public struct ScheduleTakeover: Sendable {
         self.priority = priority
         self.who = who
         self.at = at
+    }
+
+    /// As the state folder keeps it (a takeover survives a restart until its end).
+    public var json: JSONValue {
+        ["target": .string(target), "files": .array(files.map { ["path": .string($0.path), "seconds": $0.seconds.map { .number($0) } ?? .null] }),
+         "until": until.map { .number($0.timeIntervalSince1970) } ?? .null, "priority": .int(Int64(priority)), "who": .string(who),
+         "at": .number(at.timeIntervalSince1970)]
+    }
+
+    /// Read back from `json` (bounded: a state file may have been edited); nil when it is not one.
+    public init?(json: JSONValue) {
+        guard let target = json["target"]?.string, target.utf8.count <= 4096, let who = json["who"]?.string, who.utf8.count <= 1024,
+              let at = json["at"]?.number, at.isFinite, let list = json["files"]?.array, !list.isEmpty, list.count <= Schedule.maxItems else { return nil }
+        var files: [ResolvedSchedule.File] = []
+        for file in list {
+            guard let path = file["path"]?.string, Schedule.isPath(path) else { return nil }
+            let seconds = file["seconds"]?.number.flatMap { $0.isFinite && $0 > 0 && $0 <= 86_400 ? $0 : nil }
+            files.append(ResolvedSchedule.File(path: path, seconds: seconds))
+        }
+        let priority = json["priority"]?.integer.map { Int(max(-1000, min(1_000_000, $0))) } ?? 1_000_000
+        let until = json["until"]?.number.flatMap { $0.isFinite ? Date(timeIntervalSince1970: $0) : nil }
+        self.init(target: target, files: files, until: until, priority: priority, who: who, at: Date(timeIntervalSince1970: at))
     }
 }
 

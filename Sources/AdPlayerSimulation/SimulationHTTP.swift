@@ -1,3 +1,4 @@
+import AdPlayerDaemon
 import AdSources
 import ControlProtocol
 import Foundation
@@ -7,7 +8,7 @@ import Foundation
 public struct RecordedExchange: Sendable, Equatable {
     public enum Kind: String, Sendable { case request, beacon }
     public var kind: Kind
-    /// Simulated wall time it was made (a beacon: when its event happened), seconds since 1970.
+    /// Simulated wall time it was made (a beacon: when it was delivered), seconds since 1970.
     public var started: Double
     public var method = "GET"
     public var url: String
@@ -17,9 +18,13 @@ public struct RecordedExchange: Sendable, Equatable {
     public var status = 0
     public var body = Data()
     public var failure: String?
-    /// A beacon's event (`impression`, `firstQuartile`, …) and play (the ad's instance, hex).
+    /// A beacon's event (`impression`, `firstQuartile`, …) and play (the ad's instance, hex),
+    /// and when its event happened (what `[TIMESTAMP]` says).
     public var event: String?
     public var play: String?
+    public var recordedAt: Double?
+    /// How long the box would have waited for it (a request that did not answer: its deadline).
+    public var waited: Double?
     public var comment: String?
 
     public init(kind: Kind, started: Double, url: String) {
@@ -36,41 +41,78 @@ public struct RecordedExchange: Sendable, Equatable {
 /// failing that (a URL with a new cache-buster, after one's own changes), the first unused one
 /// with the same method, host and path; failing that, the request fails as a network failure
 /// would — and says so in its entry's comment.
+///
+/// A server that accepts and never answers costs the run a bounded real time (`realWait`, 1 s
+/// by default): the request fails as its timeout (the box would have waited its deadline —
+/// recorded in the entry), and the host is not asked again for `quietAfterTimeout` seconds of
+/// simulated time (its requests fail at once, said in their entries), then tried once more.
+/// So a day against a dead server costs at most a second every ten simulated minutes.
 public final class SimulationHTTP: BoundedFetcher {
-    public enum Mode: Sendable {
+    public enum Source: Sendable {
         case live(any BoundedFetcher)
         case replay([RecordedExchange])
     }
 
-    private let mode: Mode
-    private let recorded = Locked<[RecordedExchange]>([])
+    private let source: Source
+    private let environment: AdEnvironment
     private let replayUsed = Locked<Set<Int>>([])
+    private let listener = Hook<RecordedExchange>()
+    private let counted = Locked(0)
+    /// Hosts that did not answer, and until when (simulated wall time) they are not asked.
+    private let quiet = Locked<[String: Double]>([:])
+    /// The longest real wait for an answer.
+    public let realWait: Double
+    public static let quietAfterTimeout = 600.0
     /// Bodies kept in the recording (and `requests.har`) at most this long each; a longer one is
     /// cut, and its entry says so (a replay of it then fails).
     public static let maxKeptBody = 32 << 20
 
-    public init(_ mode: Mode) {
-        self.mode = mode
+    public init(_ source: Source, environment: AdEnvironment, realWait: Double = 1) {
+        self.source = source
+        self.environment = environment
+        self.realWait = realWait
     }
 
-    public var exchanges: [RecordedExchange] { recorded.withLock { $0 } }
+    /// Hears each exchange once it is made (the run writes them out as it goes).
+    public func listen(_ listener: @escaping @Sendable (RecordedExchange) -> Void) { self.listener.set(listener) }
+
+    /// Requests made so far.
+    public var count: Int { counted.withLock { $0 } }
 
     /// The exchange, made while the asking task waits without giving up its thread: a
     /// simulation's tasks run on one thread, so nothing else moves meanwhile and the run goes
     /// the same way whatever the network's timing — and the same live or replayed.
     public func exchange(_ request: HTTPRequest, limits: HTTPLimits) async throws -> HTTPResponse {
-        var entry = RecordedExchange(kind: .request, started: SimulatedTime.wall(), url: request.url)
+        var entry = RecordedExchange(kind: .request, started: environment.wall(), url: request.url)
         entry.method = request.method
         entry.requestHeaders = request.headers
         entry.requestBody = request.body
         let result: Result<HTTPResponse, any Error>
-        switch mode {
+        switch source {
         case .live(let fetcher):
+            let host = URLComponents(string: request.url)?.host ?? ""
+            if let until = quiet.withLock({ $0[host] }), environment.wall() < until {
+                entry.failure = "\(request.url): no answer (the host did not answer at its last request; not asked again until \(ISO8601.format(until)))"
+                entry.waited = limits.deadline
+                entry.comment = "not asked: the host did not answer lately"
+                result = .failure(FetchError(kind: .timeout, url: request.url))
+                break
+            }
+            var shortened = limits
+            shortened.deadline = min(limits.deadline, realWait)
+            let bounded = shortened
             do {
-                let response = try Blocking.run { try await fetcher.exchange(request, limits: limits) }.get()
+                let response = try Blocking.run { try await fetcher.exchange(request, limits: bounded) }.get()
                 entry.status = response.status
                 keep(response.body, in: &entry)
                 result = .success(response)
+            } catch let error as FetchError where error.kind == .timeout {
+                entry.failure = String(describing: error)
+                entry.waited = limits.deadline
+                entry.comment = "no answer within \(String(format: "%g", realWait)) s of real time: the box waits \(String(format: "%g", limits.deadline)) s"
+                let until = environment.wall() + Self.quietAfterTimeout
+                quiet.withLock { $0[host] = until }
+                result = .failure(error)
             } catch {
                 entry.failure = String(describing: error)
                 result = .failure(error)
@@ -78,10 +120,10 @@ public final class SimulationHTTP: BoundedFetcher {
         case .replay(let recording):
             result = answer(request, limits: limits, from: recording, &entry)
         }
-        recorded.withLock { $0.append(entry) }
+        counted.withLock { $0 += 1 }
+        listener(entry)
         return try result.get()
     }
-
     private func answer(_ request: HTTPRequest, limits: HTTPLimits, from recording: [RecordedExchange],
                         _ entry: inout RecordedExchange) -> Result<HTTPResponse, any Error> {
         guard let index = replayIndex(request, recording) else {
@@ -166,14 +208,49 @@ public enum HAR {
                                    "httpVersion": exchange.status == 0 ? "" : "HTTP/1.1", "cookies": [], "headers": [],
                                    "content": .object(content), "redirectURL": "", "headersSize": -1,
                                    "bodySize": exchange.status == 0 ? -1 : .int(Int64(exchange.body.count))]
-        var object: [String: JSONValue] = ["startedDateTime": .string(ISO8601.format(exchange.started)), "time": 0,
+        let waited = exchange.waited.map { JSONValue.number(($0 * 1000).rounded()) } ?? 0
+        var object: [String: JSONValue] = ["startedDateTime": .string(ISO8601.format(exchange.started)), "time": waited,
                                            "request": .object(request), "response": response, "cache": [:],
                                            "timings": ["send": 0, "wait": 0, "receive": 0], "_kind": .string(exchange.kind.rawValue)]
         if let comment = exchange.comment { object["comment"] = .string(comment) }
         if let failure = exchange.failure { object["_error"] = .string(failure) }
         if let event = exchange.event { object["_event"] = .string(event) }
         if let play = exchange.play { object["_play"] = .string(play) }
+        if let recorded = exchange.recordedAt { object["_recorded"] = .string(ISO8601.format(recorded)) }
         return .object(object)
+    }
+
+    /// A HAR file written as the run goes (nothing kept in memory): the document's head, each
+    /// entry as it comes, the tail at `close`.
+    public final class Writer: @unchecked Sendable {
+        // @unchecked: the handle behind the lock.
+        private let file = Locked<(handle: FileHandle, first: Bool)?>(nil)
+
+        public init(path: String, creator: String) throws {
+            FileManager.default.createFile(atPath: path, contents: nil)
+            guard let handle = FileHandle(forWritingAtPath: path) else { throw UsageError("\(path): cannot be written") }
+            let head = "{\"log\":{\"version\":\"1.2\",\"creator\":{\"name\":\"adplayerd simulate\",\"version\":" + JSONValue.string(creator).text
+                + "},\"pages\":[],\"entries\":[\n"
+            handle.write(Data(head.utf8))
+            file.withLock { $0 = (handle, true) }
+        }
+
+        public func add(_ exchange: RecordedExchange) {
+            let text = HAR.entry(exchange).text
+            file.withLock { file in
+                guard let current = file else { return }
+                current.handle.write(Data(((current.first ? "" : ",\n") + text).utf8))
+                file?.first = false
+            }
+        }
+
+        public func close() {
+            file.withLock { file in
+                file?.handle.write(Data("\n]}}\n".utf8))
+                try? file?.handle.close()
+                file = nil
+            }
+        }
     }
 
     private static func statusText(_ exchange: RecordedExchange) -> String {

@@ -1,33 +1,38 @@
+import AdPlayerDaemon
 import AdRuntime
 import ControlProtocol
 import Foundation
 
-/// Plays a `ViewerScript` on the simulation's loop: each step a request through the command
-/// table (`Controller.perform`), as a client's; a refused one is kept with its error (a
-/// `skip` before the skip offset is a viewer's real mistake, not the simulation's).
+/// Plays a `ViewerScript` on the simulation's loop: each step a request through the box's
+/// command table (`CommandRouter`), as a client's on the socket — a files-then-loop command
+/// (`open`, `queue`, `takeover`) checks its files as it does there. A refused one is kept with
+/// its error and changes nothing else (a `skip` before the skip offset is a viewer's real
+/// mistake, not the simulation's). Armed before the box starts: a content step fires on the
+/// first item as on every other.
 ///
 /// Threading: loop-only after construction (`arm` and every timer on the loop).
 final class ViewerRunner: PlayerObserver, @unchecked Sendable {
     // @unchecked: every var is touched on the loop only.
     private let script: ViewerScript
-    private weak var simulation: Simulation?
-    private let controller: Controller
+    private let router: CommandRouter
     private let player: any ContentPlayer
-    private let viewerPaused: (@Sendable (Bool) -> Void)?
+    private let start: UInt64
+    private let record: @Sendable (_ label: String, _ request: Request, _ result: String) -> Void
     private var observation: PlayerObservation?
-    /// Episodes (items other than loop passes) started so far, and the current one's number.
+    /// Items started so far (episodes, not loop passes), and the current one.
     private var episodes = 0
     private var item: PlayerItem?
     /// Content steps done for the current item, and the timer waiting for the next one.
     private var doneForItem: Set<Int> = []
     private var contentTimer: LoopTimer?
 
-    init(script: ViewerScript, simulation: Simulation, controller: Controller, player: any ContentPlayer, viewerPaused: (@Sendable (Bool) -> Void)?) {
+    init(script: ViewerScript, router: CommandRouter, player: any ContentPlayer, start: UInt64,
+         record: @escaping @Sendable (String, Request, String) -> Void) {
         self.script = script
-        self.simulation = simulation
-        self.controller = controller
+        self.router = router
         self.player = player
-        self.viewerPaused = viewerPaused
+        self.start = start
+        self.record = record
     }
 
     func arm() {
@@ -36,11 +41,16 @@ final class ViewerRunner: PlayerObserver, @unchecked Sendable {
         for (index, step) in script.steps.enumerated() {
             if case .time(let at, let every) = step.trigger { schedule(index, at: at, every: every) }
         }
+        // What is in the player now (nothing, before the box starts) counts as the first item.
+        let now = player.snapshot()
+        if let current = now.item { enter(current) }
+        armContent(now)
     }
 
+    func cancel() { observation?.cancel() }
+
     private func schedule(_ index: Int, at: Double, every: Double?) {
-        guard let simulation else { return }
-        let now = Double(player.loop.now() &- simulation.startedAt) / 1e9
+        let now = Double(player.loop.now() &- start) / 1e9
         _ = player.loop.schedule(after: max(0, at - now)) { [weak self] in
             guard let self else { return }
             perform(script.steps[index])
@@ -51,40 +61,50 @@ final class ViewerRunner: PlayerObserver, @unchecked Sendable {
     private func perform(_ step: ViewerScript.Step) {
         switch step.action {
         case .command(let request):
-            run(request, step.label)
+            run(request, step.label) { _ in }
         case .holding(let request, let undo, let seconds):
-            run(request, step.label + " for \(String(format: "%g", seconds)) s")
-            _ = player.loop.schedule(after: seconds) { [weak self] in self?.run(undo, undo.name) }
+            run(request, step.label) { [weak self] succeeded in
+                guard let self, succeeded else { return }
+                _ = player.loop.schedule(after: seconds) { [weak self] in self?.run(undo, undo.name) { _ in } }
+            }
         }
     }
 
-    private func run(_ request: Request, _ label: String) {
-        let result: String
-        do {
-            _ = try controller.perform(request)
-            result = "ok"
-        } catch {
-            result = "\(error.code.rawValue): \(error.message)"
-        }
-        // A linear ad's video follows the viewer's pause (mpv pauses it with the content).
+    /// The request through the command table; its answer recorded (and told to `then`).
+    func run(_ request: Request, _ label: String, then: @escaping @Sendable (Bool) -> Void) {
+        let record = self.record
         switch request {
-        case .pause: viewerPaused?(true)
-        case .play: viewerPaused?(false)
-        case .toggle: viewerPaused?(!(player.snapshot().playing))
-        default: break
+        case .version:
+            record(label, request, "ok")
+            return then(true)
+        default:
+            break
         }
-        simulation?.recordViewer(label, result)
+        router.handle(request) { result in
+            switch result {
+            case .success:
+                record(label, request, "ok")
+                then(true)
+            case .failure(let error):
+                record(label, request, "\(error.code.rawValue): \(error.message)")
+                then(false)
+            }
+        }
     }
 
     // MARK: Content steps
 
     func player(_ player: any TrackablePlayer, didChange event: PlayerEvent) {
         if case .item(let new) = event.change {
-            if let new, new.loop == 0, new.entry != item?.entry { episodes += 1 }
-            item = new
-            doneForItem = []
+            if let new { enter(new) } else { item = nil }
         }
         armContent(event.snapshot)
+    }
+
+    private func enter(_ new: PlayerItem) {
+        if new.loop == 0, new.entry != item?.entry { episodes += 1 }
+        if new != item { doneForItem = [] }
+        item = new
     }
 
     /// Waits for the next content step of this item, at its position at the current speed.

@@ -3,21 +3,24 @@ import Foundation
 
 /// What the simulated viewer does (`--viewer SCRIPT.json`, docs/simulate.md): steps at
 /// simulated times (seconds from `--from`, `HH:MM:SS`, or an ISO 8601 wall time), optionally
-/// again `every` so many seconds, or when an episode's content reaches a position. Each step
-/// is one of the daemon's commands, run through the command table as a client's would be.
+/// again `every` so many seconds, or when an item's content reaches a position. Each step is a
+/// request as on the control socket — `{"cmd", "args"}`, any command of the table, decoded and
+/// checked by the table itself — or the `do` shorthand for the usual ones (`pause`, `seek` with
+/// `to`…, written as the same request).
 ///
 ///     {"steps": [
-///       {"at": "00:10:00", "do": "pause", "for": 45},
-///       {"at": 3600, "every": 3600, "do": "background", "for": 20},
-///       {"content": 30, "episode": 2, "do": "seek", "to": 300},
+///       {"at": "00:10:00", "cmd": "pause", "for": 45},
+///       {"at": 3600, "every": 3600, "cmd": "background", "for": 20},
+///       {"content": 30, "episode": 2, "cmd": "seek", "args": {"to": 300}},
+///       {"at": 7200, "cmd": "takeover", "args": {"target": "promo", "seconds": 600}},
 ///       {"content": 3, "do": "skip"}
 ///     ]}
 public struct ViewerScript: Sendable, Equatable {
     public enum Trigger: Sendable, Equatable {
         /// Seconds after the start of the simulation, again every `every` seconds when given.
         case time(Double, every: Double?)
-        /// When the content of an item reaches `position` (each item once; only the `episode`th
-        /// episode started, counting from 1, when given).
+        /// When the content of an item reaches `position` (each item once — the first as every
+        /// other; only the `episode`th item started, counting from 1, when given).
         case content(Double, episode: Int?)
     }
 
@@ -59,7 +62,7 @@ public struct ViewerScript: Sendable, Equatable {
         for (index, item) in list.enumerated() {
             let field = "--viewer: steps[\(index)]"
             guard case .object(let step) = item else { throw UsageError("\(field): expected an object") }
-            let known: Set<String> = ["at", "every", "content", "episode", "do", "for", "to", "by", "value"]
+            let known: Set<String> = ["at", "every", "content", "episode", "cmd", "args", "do", "for", "to", "by", "value"]
             if let unknown = step.keys.sorted().first(where: { !known.contains($0) }) {
                 throw UsageError("\(field).\(unknown): not a field of a step (\(known.sorted().joined(separator: ", ")))")
             }
@@ -82,48 +85,58 @@ public struct ViewerScript: Sendable, Equatable {
             default:
                 throw UsageError("\(field): give either \"at\" (a time) or \"content\" (a position in the episode)")
             }
-            guard case .string(let verb)? = step["do"] else { throw UsageError("\(field).do: expected a command (\(verbs.joined(separator: ", ")))") }
-            let action = try Self.action(verb, step, field: field)
-            script.steps.append(Step(trigger: trigger, action: action, label: verb))
+            let (request, label) = try Self.request(step, field: field)
+            var holding: Double?
+            if let value = step["for"] {
+                holding = try number(value, field: "\(field).for", range: 0.001...Seconds.Bounds.span.maximum)
+            }
+            let action: Action
+            switch (request, holding) {
+            case (_, nil): action = .command(request)
+            case (.pause, let seconds?): action = .holding(.pause, undo: .play, seconds: seconds)
+            case (.background, let seconds?): action = .holding(.background, undo: .foreground, seconds: seconds)
+            default: throw UsageError("\(field).for: only pause and background last a while")
+            }
+            script.steps.append(Step(trigger: trigger, action: action, label: label + (holding.map { " for \(String(format: "%g", $0)) s" } ?? "")))
         }
         return script
     }
 
-    static let verbs = ["pause", "play", "toggle", "seek", "skip", "close-ad", "stop", "next", "previous", "background", "foreground", "speed"]
-
-    private static func action(_ verb: String, _ step: [String: JSONValue], field: String) throws -> Action {
-        var holding: Double?
-        if let value = step["for"] {
-            holding = try number(value, field: "\(field).for", range: 0.001...Seconds.Bounds.span.maximum)
-        }
-        func only(_ request: Request) throws -> Action {
-            if holding != nil { throw UsageError("\(field).for: only pause and background last a while") }
-            return .command(request)
-        }
-        switch verb {
-        case "pause": return holding.map { .holding(.pause, undo: .play, seconds: $0) } ?? .command(.pause)
-        case "background": return holding.map { .holding(.background, undo: .foreground, seconds: $0) } ?? .command(.background)
-        case "play": return try only(.play)
-        case "toggle": return try only(.toggle)
-        case "skip": return try only(.skip)
-        case "close-ad": return try only(.closeAd)
-        case "stop": return try only(.stop)
-        case "next": return try only(.next)
-        case "previous": return try only(.previous)
-        case "foreground": return try only(.foreground)
-        case "speed":
-            guard let value = step["value"] else { throw UsageError("\(field).value: speed needs a value (0.01 to 100)") }
-            return try only(.speed(try number(value, field: "\(field).value", range: 0.01...100)))
-        case "seek":
-            switch (step["to"], step["by"]) {
-            case (let to?, nil): return try only(.seek(.to(try number(to, field: "\(field).to", range: 0...Seconds.Bounds.position.maximum))))
-            case (nil, let by?):
-                let limit = Seconds.Bounds.position.maximum
-                return try only(.seek(.by(try number(by, field: "\(field).by", range: -limit...limit))))
-            default: throw UsageError("\(field): seek needs \"to\" or \"by\" (seconds)")
+    /// The step's request: `{"cmd", "args"}` decoded by the command table (its checks, its
+    /// bounds), or the `do` shorthand written as the same request.
+    private static func request(_ step: [String: JSONValue], field: String) throws -> (Request, String) {
+        var command: [String: JSONValue]
+        switch (step["cmd"], step["do"]) {
+        case (.string(let name)?, nil):
+            command = ["cmd": .string(name)]
+            if let args = step["args"] { command["args"] = args }
+            for key in ["to", "by", "value"] where step[key] != nil {
+                throw UsageError("\(field).\(key): with \"cmd\", arguments go in \"args\"")
             }
+        case (nil, .string(let verb)?):
+            guard step["args"] == nil else { throw UsageError("\(field).args: with \"do\", write to, by or value (or use \"cmd\")") }
+            var args: [String: JSONValue] = [:]
+            switch verb {
+            case "seek":
+                if let to = step["to"] { args["to"] = to }
+                if let by = step["by"] { args["by"] = by }
+            case "speed":
+                if let value = step["value"] { args["value"] = value }
+            default:
+                if let key = ["to", "by", "value"].first(where: { step[$0] != nil }) {
+                    throw UsageError("\(field).\(key): \(verb) takes no \(key)")
+                }
+            }
+            command = ["cmd": .string(verb), "args": .object(args)]
         default:
-            throw UsageError("\(field).do: \"\(OneLine.escape(verb))\" is not one of \(verbs.joined(separator: ", "))")
+            throw UsageError("\(field): give \"cmd\" (a command of the control protocol, docs/protocol.md) or \"do\"")
+        }
+        switch Commands.decode(.object(command)) {
+        case .success(let envelope):
+            if case .subscribe = envelope.request { throw UsageError("\(field): subscribe: the simulation's events are its timeline") }
+            return (envelope.request, command["cmd"]?.string ?? "")
+        case .failure(let failure):
+            throw UsageError("\(field): \(failure.error.code.rawValue): \(failure.error.message)")
         }
     }
 
