@@ -57,7 +57,7 @@ public final class Simulation: @unchecked Sendable {
     private let rules: RuleBook
     private let timeline: LineWriter
     private let har: HAR.Writer
-    private let counts = Locked((ads: 0, requests: 0, beacons: 0, entries: 0))
+    private let counts = Locked((ads: 0, requests: 0, unanswered: 0, beacons: 0, entries: 0))
     private let observers: Observers
     /// The outbox's courier, as the daemon's: woken by a beacon queued (`poked`), or at the
     /// time the outbox said (simulated wall time).
@@ -186,7 +186,7 @@ public final class Simulation: @unchecked Sendable {
         let results = rules.finish(at: wallNow())
         let counted = counts.withLock { $0 }
         let summary = SimulationReport.summary(results, from: settings.from, seconds: settings.seconds, ads: counted.ads, plays: plays,
-                                               requests: counted.requests, beacons: counted.beacons)
+                                               requests: counted.requests, unanswered: counted.unanswered, beacons: counted.beacons)
         let report = SimulationReport.junit(results, from: settings.from, seconds: settings.seconds, configuration: configuration)
         try AtomicFile.replace([(settings.out + "/report.xml", Data(report.utf8)), (settings.out + "/summary.txt", Data(summary.utf8))],
                                mode: 0o644, durable: false)
@@ -214,9 +214,12 @@ public final class Simulation: @unchecked Sendable {
             let courier = self.courier
             let environment = stage.box.environment
             Task.counted(in: environment) {
-                _ = await outbox.deliverDue()
+                let report = await outbox.deliverDue()
                 let alive = outbox.keepAlive()
-                let next = [outbox.nextDue(), alive].compactMap { $0 }.min()
+                var next = [outbox.nextDue(), alive].compactMap { $0 }.min()
+                // A pass that did nothing and asks to be run again at once would hold virtual time
+                // still for ever: it is run again a millisecond later.
+                if report == BeaconOutbox.Report(), let wanted = next, wanted < 0.001 { next = 0.001 }
                 let at = environment.wall()
                 courier.withLock {
                     $0.wake = next.map { at + $0 }
@@ -286,7 +289,10 @@ public final class Simulation: @unchecked Sendable {
         har.add(exchange)
         switch exchange.kind {
         case .request:
-            counts.withLock { $0.requests += 1 }
+            counts.withLock {
+                $0.requests += 1
+                if exchange.waited != nil { $0.unanswered += 1 }
+            }
         case .beacon:
             counts.withLock { $0.beacons += 1 }
             var fields: [String: JSONValue] = ["event": "beacon", "name": .string(exchange.event ?? ""), "url": .string(exchange.url),

@@ -59,9 +59,12 @@ public enum SimulationReport {
         return out
     }
 
-    public static func summary(_ results: [SimulationRules.Result], from: Double, seconds: Double, ads: Int, plays: Int, requests: Int, beacons: Int) -> String {
+    public static func summary(_ results: [SimulationRules.Result], from: Double, seconds: Double, ads: Int, plays: Int, requests: Int, unanswered: Int = 0,
+                               beacons: Int) -> String {
+        // `unanswered`: requests the server did not answer in time (each cost the run its bounded real wait, the box its deadline).
         var lines = ["adplayerd simulate: \(ISO8601.format(from)) + \(String(format: "%g", seconds)) s: "
-                     + "\(ads) ads started, \(plays) plays in the ledger, \(requests) ad requests, \(beacons) beacons"]
+                     + "\(ads) ads started, \(plays) plays in the ledger, \(requests) ad requests"
+                     + (unanswered > 0 ? " (\(unanswered) unanswered: timed out)" : "") + ", \(beacons) beacons"]
         for result in results {
             lines.append("  \(result.passed ? "PASS" : "FAIL") \(result.name): \(result.checked)"
                          + (result.passed ? "" : ", \(result.failureCount) failure\(result.failureCount == 1 ? "" : "s")"))

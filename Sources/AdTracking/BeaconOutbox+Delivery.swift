@@ -9,6 +9,7 @@ extension BeaconOutbox {
         public var sent = 0
         public var failed = 0
         public var dropped = 0
+        public init() {}
     }
 
     /// One pass: drops expired beacons, sends every due one (at most `concurrency` at a time),

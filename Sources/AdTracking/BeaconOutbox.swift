@@ -509,8 +509,10 @@ public final class BeaconOutbox: Sendable {
             let scheduled = state.schedule.filter { !state.inFlight.contains($0.key) }.map(\.value.nextRun).min()
             let memory = state.memory.filter { !state.inFlight.contains($0.id) }.map(\.nextRun).min()
             // A deadline that passes is a drop to count then (not at the beacon's next attempt).
-            let deadline = (try? state.db.execute("SELECT MIN(deadline_run) FROM beacons").first?.first?.real) ?? nil
-            let memoryDeadline = state.memory.compactMap { pending in pending.beacon.deadline.map { pending.createdRun + $0 } }.min()
+            // Dropped once the deadline is past (`expire`: strictly before now), so looked at just after it:
+            // on virtual time, a look at the deadline's own instant would find nothing to drop, again and again.
+            let deadline = ((try? state.db.execute("SELECT MIN(deadline_run) FROM beacons").first?.first?.real) ?? nil).map { $0 + 0.001 }
+            let memoryDeadline = state.memory.compactMap { pending in pending.beacon.deadline.map { pending.createdRun + $0 + 0.001 } }.min()
             guard let next = [disk, scheduled, memory, deadline, memoryDeadline].compactMap({ $0 }).min() else {
                 return state.memory.isEmpty ? nil : 5
             }

@@ -18,7 +18,7 @@ struct SimulateCommand {
         usage: adplayerd simulate [--config FILE] [--library DIR]... [--ads SOURCE]... [--schedule FILE]
                                   --from TIME --for DURATION [--viewer SCRIPT.json] [--seed N] [--virtual | --speed X]
                                   [--send-beacons] [--replay FILE.har] [--expect FILE.json] [--screen verified|unverified|off]
-                                  [--request-wait SECONDS] --out DIR [--KEY VALUE]...
+                                  [--request-wait SECONDS] [--keep-state DIR] --out DIR [--KEY VALUE]...
           plays DURATION (24h, 90m, 3600s) from TIME (ISO 8601 or seconds since 1970) on simulated time; writes
           timeline.jsonl, requests.har, plays.csv, report.xml (JUnit) and summary.txt in DIR (docs/simulate.md)
         """
@@ -26,7 +26,8 @@ struct SimulateCommand {
     /// Our own flags; every other is a configuration key (docs/configuration.md).
     static let own: [String: CommandLineArguments.Kind] = ["from": .value, "for": .value, "viewer": .value, "seed": .value, "virtual": .flag,
                                                           "speed": .value, "send-beacons": .flag, "replay": .value, "out": .value,
-                                                          "expect": .value, "screen": .value, "request-wait": .value]
+                                                          "expect": .value, "screen": .value, "request-wait": .value,
+                                                          "keep-state": .value]
 
     let arguments: [String]
 
@@ -92,8 +93,19 @@ struct SimulateCommand {
         }
 
         try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
-        let work = try Self.privateFolder(besides: out)
-        defer { try? FileManager.default.removeItem(atPath: work) }
+        // The run's own state (ledger, outbox, cache): a private folder removed at the end, or
+        // kept in `--keep-state DIR` (a new or empty folder) for `plays verify --state-dir DIR`.
+        let work: String
+        if let kept = parsed.value("keep-state") {
+            work = kept.hasPrefix("/") ? kept : FileManager.default.currentDirectoryPath + "/" + kept
+            try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+            guard ((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).isEmpty else {
+                throw UsageError("--keep-state: \(kept) is not empty (a run's state starts from nothing)")
+            }
+        } else {
+            work = try Self.privateFolder(besides: out)
+        }
+        defer { if parsed.value("keep-state") == nil { try? FileManager.default.removeItem(atPath: work) } }
 
         let measure: @Sendable (String) -> Double? = { MediaProbe.duration($0) }
         let network: SimulationHTTP.Source = replay.map { .replay($0) } ?? .live(BoundedHTTP(threads: 1))

@@ -311,4 +311,93 @@ final class SimulateTests: XCTestCase {
         }
     }
 
+
+    /// The same inputs and seed write the same five files byte for byte whatever the machine's
+    /// load: four runs at once on the two cores, a catalog and a VAST overlay tag in one chain
+    /// (before: 1 to 4 runs in 11 differed — a VAST overlay's instance id, then the ledger's chain).
+    func testRunsInParallelWithAVASTTagAndACatalogWriteTheSameBytes() throws {
+        let arguments = ["--for", "2h", "--ads", server.base + "/vast/overlay-expiring.xml", "--ads", try catalog(),
+                         "--viewer", try viewer(), "--seed", "11"]
+        let outs = (0..<4).map { folder + "/parallel-\($0)" }
+        let library = folder + "/library"
+        let statuses = UnsafeMutableBufferPointer<Int32>.allocate(capacity: outs.count)
+        defer { statuses.deallocate() }
+        statuses.initialize(repeating: -1)
+        nonisolated(unsafe) let slots = statuses
+        DispatchQueue.concurrentPerform(iterations: outs.count) { index in
+            let result = try? runProcess(Executables.adplayerd, ["simulate", "--library", library, "--from", "2026-12-07T05:00:00Z",
+                                                                 "--timezone", "UTC", "--out", outs[index]] + arguments)
+            slots[index] = result?.status ?? -2
+        }
+        XCTAssertEqual(Array(statuses), [0, 0, 0, 0])
+        let first = try files(outs[0])
+        let timeline = String(decoding: first["timeline.jsonl"]!, as: UTF8.self)
+        XCTAssertTrue(timeline.contains("ad.started"), "ads showed")
+        XCTAssertTrue(String(decoding: first["requests.har"]!, as: UTF8.self).contains("overlay-expiring.xml"), "the tag was asked")
+        for out in outs.dropFirst() {
+            let other = try files(out)
+            for name in first.keys.sorted() { XCTAssertTrue(first[name] == other[name], "\(name) differs between \(outs[0]) and \(out)") }
+        }
+    }
+
+    /// An ad server that accepts and never answers costs the run a bounded real time per
+    /// request (`--request-wait`, 1 s by default; here 0.2 s), not the box's deadline (8 s) each:
+    /// two simulated hours finish (the server here would hold each request an hour); each
+    /// unanswered request is in the HAR with what the box would have waited, and in the summary.
+    func testADeadServerCostsABoundedRealTimePerRequest() throws {
+        let summary = try simulate(["--for", "2h", "--ads", server.base + "/slow/3600/vast/vmap-episode.xml", "--request-wait", "0.2"],
+                                   out: folder + "/dead", expect: 0)
+        XCTAssertTrue(summary.contains("unanswered: timed out"), summary)
+        let har = try JSONSerialization.jsonObject(with: try Data(contentsOf: URL(fileURLWithPath: folder + "/dead/requests.har"))) as? [String: Any]
+        let entries = ((har?["log"] as? [String: Any])?["entries"] as? [[String: Any]]) ?? []
+        let unanswered = entries.filter { ($0["comment"] as? String)?.hasPrefix("no answer within 0.2 s of real time") == true }
+        XCTAssertFalse(unanswered.isEmpty, "\(entries.prefix(3))")
+        // After a timeout the host is left alone a while (as the box does), so later requests are not asked at all.
+        XCTAssertLessThan(unanswered.count, 20, "\(unanswered.count) requests each waited")
+        // The content played all along: the screen was lit.
+        let rules = try junit(folder + "/dead/report.xml")
+        XCTAssertNil(rules["screen-lit"] ?? "missing", "screen-lit")
+    }
+
+    /// Two simulations in one process at once (a test runner, a service running forecasts)
+    /// share nothing: each writes exactly what it writes alone — no process-wide clock, seed,
+    /// worker pool or label.
+    func testTwoSimulationsInOneProcessWriteWhatEachWritesAlone() throws {
+        let folder: String = self.folder
+        @Sendable func run(_ name: String, seed: UInt64, catalog: String?) throws -> [String: Data] {
+            var arguments = ["--library", folder + "/library", "--timezone", "UTC", "--repeat", "all"]
+            if let catalog { arguments += ["--ads", catalog] }
+            let configuration = try Configuration.load(arguments: arguments)
+            let from = ISO8601.parse("2026-12-07T05:00:00Z")!
+            let work = folder + "/work-\(name)"
+            try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+            var settings = Simulation.Settings(configuration: configuration, from: from, seconds: 3600, out: folder + "/" + name)
+            settings.seed = seed
+            let parts = SimulationStage.Parts(from: from, seed: seed, workFolder: work, network: .replay([]), sendBeacons: false,
+                                              screen: .verified, measure: { path in path.hasSuffix("long.mp4") ? 300 : 10 })
+            let outcome = try Simulation(settings, stage: .virtual(parts)).run()
+            guard outcome.passed else { throw CocoaError(.featureUnsupported, userInfo: [NSLocalizedDescriptionKey: outcome.summary]) }
+            var files: [String: Data] = [:]
+            for file in ["timeline.jsonl", "requests.har", "plays.csv", "report.xml", "summary.txt"] {
+                files[file] = try Data(contentsOf: URL(fileURLWithPath: settings.out + "/" + file))
+            }
+            return files
+        }
+        let catalog = try catalog()
+        let aloneA = try run("alone-a", seed: 3, catalog: catalog)
+        let aloneB = try run("alone-b", seed: 9, catalog: nil)
+        let together = UnsafeMutableBufferPointer<[String: Data]>.allocate(capacity: 2)
+        defer { together.deallocate() }
+        together.initialize(repeating: [:])
+        nonisolated(unsafe) let slots = together
+        DispatchQueue.concurrentPerform(iterations: 2) { index in
+            slots[index] = (try? (index == 0 ? run("both-a", seed: 3, catalog: catalog) : run("both-b", seed: 9, catalog: nil))) ?? [:]
+        }
+        XCTAssertFalse(aloneA.isEmpty)
+        for name in aloneA.keys.sorted() {
+            XCTAssertTrue(aloneA[name] == together[0][name], "\(name): run A alone and beside B differ")
+            XCTAssertTrue(aloneB[name] == together[1][name], "\(name): run B alone and beside A differ")
+        }
+        XCTAssertTrue(String(decoding: aloneA["timeline.jsonl"]!, as: UTF8.self).contains("\"ad_id\":\"capped\""))
+    }
 }

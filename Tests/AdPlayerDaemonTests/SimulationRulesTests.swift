@@ -150,12 +150,20 @@ final class SimulationRulesTests: XCTestCase {
         var second = vmap
         second.started = from + 30
         second.url = "http://ads/vmap?v=2"
+        // Each viewing a pass of one looping file: its item in, played to its end.
+        func pass(_ entry: Int64, at: Double) -> [Happened] {
+            let item = PlayerItem(entry: entry, path: "/m/ep.mp4")
+            return [.player(at + 2, .item(item), PlayerSnapshot(item: item, position: 0, playing: true, rate: 1)),
+                    .player(at + 20, .ended(item), PlayerSnapshot(item: item, position: 18, playing: false, rate: 1))]
+        }
         let pre = AdInfo(id: 1, kind: .preroll, creativeID: "p", contentID: "ep", contentPosition: 0)
-        let played: [Happened] = [.exchange(vmap), .ad(from + 1, .started(pre)), .exchange(second)]
-        let result = rule("vmap-breaks", played)
+        let first: [Happened] = [.exchange(vmap), .ad(from + 1, .started(pre))] + pass(1, at: from)
+        let result = rule("vmap-breaks", first + [.exchange(second)] + pass(2, at: from + 30))
         XCTAssertEqual(result.failureCount, 1, "\(result.failures)")
         XCTAssertTrue(result.failures.first?.message.contains("http://ads/vmap?v=2") == true, "\(result.failures)")
         let pre2 = AdInfo(id: 2, kind: .preroll, creativeID: "p", contentID: "ep", contentPosition: 0)
-        XCTAssertTrue(rule("vmap-breaks", played + [.ad(from + 31, .started(pre2))]).passed)
+        let both = rule("vmap-breaks", first + [.exchange(second), .ad(from + 31, .started(pre2))] + pass(2, at: from + 30))
+        XCTAssertTrue(both.passed, "\(both.failures)")
+        XCTAssertTrue(rule("vmap-breaks", first).passed, "one viewing, its pre-roll played")
     }
 }

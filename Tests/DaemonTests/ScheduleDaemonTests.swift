@@ -1,5 +1,6 @@
 import AdRuntime
 import AdTestSupport
+import Bounds
 import Foundation
 import XCTest
 
@@ -13,7 +14,7 @@ final class ScheduleDaemonTests: XCTestCase {
     override func setUpWithError() throws {
         library = FileManager.default.temporaryDirectory.appendingPathComponent("schedule-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: library, withIntermediateDirectories: true)
-        for name in ["episode-1.mp4", "episode-2.mp4", "clip-1s.mp4", "overlay.png", "episode-long.mp4"] {
+        for name in ["episode-1.mp4", "episode-2.mp4", "clip-1s.mp4", "overlay.png", "episode-long.mp4", "episode-10s.mp4"] {
             try FileManager.default.copyItem(atPath: try Media.path(name), toPath: library.appendingPathComponent(name).path)
         }
     }
@@ -86,6 +87,78 @@ final class ScheduleDaemonTests: XCTestCase {
         XCTAssertNotNil(rule["kind"] as? String)
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
     }
+
+    /// `schedule-check` is the box with its ads (issue 46, 3): with a catalog of pre-rolls and
+    /// post-rolls, over 150 s that cross a slot's start and end and an interrupt's turns, the
+    /// items a daemon under libfaketime plays (its content plays, recorded in proof of play) are
+    /// those schedule-check lists, in order, each starting at the same time within a second —
+    /// ad time included (without the ads the forecast drifted an item's pre- and post-roll each item).
+    func testScheduleCheckWithAdsPlaysTheSameItemsAtTheSameTimesAsTheDaemon() throws {
+        guard FileManager.default.fileExists(atPath: Self.libfaketime) else {
+            return XCTFail("faketime is missing: make test installs it (scripts/install-deps.sh)")
+        }
+        let environment = ProcessInfo.processInfo.environment
+        if environment["TSAN_OPTIONS"] != nil || environment["ASAN_OPTIONS"] != nil {
+            throw XCTSkip("libfaketime cannot be preloaded into a sanitized build; `make test` runs this test")
+        }
+        let catalog = library.appendingPathComponent("catalog").path
+        try FileManager.default.createDirectory(atPath: catalog, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: try Media.path("clip-1s.mp4"), toPath: catalog + "/clip.mp4")
+        try Data("""
+            {"version": 1, "prerolls": [{"id": "pre", "video": "clip.mp4"}], "postrolls": [{"id": "post", "video": "clip.mp4"}]}
+            """.utf8).write(to: URL(fileURLWithPath: catalog + "/catalog.json"))
+        let schedule = try write("""
+            {"version": 1,
+             "playlists": {"filler": {"items": ["episode-10s.mp4", "episode-1.mp4"]},
+                           "promo": {"items": ["episode-2.mp4", "clip-1s.mp4"]},
+                           "news": {"items": ["episode-1.mp4"]}},
+             "default": "filler",
+             "slots": [{"id": "promo", "playlist": "promo", "hours": "daily 06:00-06:01", "priority": 5}],
+             "interrupts": [{"id": "news", "playlist": "news", "share": "10%"}]}
+            """)
+        let options = ["--library", library.path, "--timezone", "Europe/Paris", "--ads", catalog]
+        let (status, output) = try runToEnd(Executables.adplayerd, ["schedule-check", schedule] + options
+                                            + ["--at", "2026-12-07T05:59:30+01:00", "--for", "150s", "--json"])
+        XCTAssertEqual(status, 0, output)
+        let planned = output.split(separator: "\n").compactMap { line -> (start: Double, path: String, rule: String, ads: Double)? in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  let start = (object["start"] as? String).flatMap(ISO8601.parse), let path = object["path"] as? String else { return nil }
+            return (start, path, "\(object["rule"] ?? "") \(object["id"] ?? "")", object["ads"] as? Double ?? 0)
+        }
+        XCTAssertTrue(planned.contains { $0.rule == "slot promo" } && planned.contains { $0.rule == "interrupt news" }, output)
+        XCTAssertTrue(planned.contains { $0.ads >= 1.5 }, "ad time is in the items' turns: \(output)")
+
+        let daemon = try DaemonProcess(library: library.path, extra: ["--schedule", schedule, "--timezone", "Europe/Paris", "--cec-command", "none",
+                                                                      "--ads", catalog, "--record-content-plays"],
+                                       environment: ["TZ": "Europe/Paris", "FAKETIME": "@2026-12-07 05:59:30", "LD_PRELOAD": Self.libfaketime],
+                                       wrapper: ["/usr/bin/env"])
+        func played() throws -> [(start: Double, path: String)] {
+            let plays = (try daemon.connect().call("plays", ["limit": 1000])["result"] as? [String: Any])?["plays"] as? [[String: Any]] ?? []
+            return plays.filter { $0["kind"] as? String == "content" }.compactMap { play in
+                guard let started = play["started"] as? String, let at = ISO8601.parse(started), let path = play["content_id"] as? String else { return nil }
+                return (at, path)
+            }.sorted { $0.start < $1.start }
+        }
+        // The daemon runs until its clock passes the listing's last start (150 s of real time).
+        let last = planned.last?.start ?? 0
+        XCTAssertTrue(waitUntil(timeout: 240) { ((try? played()) ?? []).contains { $0.start >= last - 0.5 } || ((try? played()) ?? []).count >= planned.count },
+                      daemon.log)
+        let actual = try played()
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        let compared = min(actual.count, planned.count)
+        XCTAssertGreaterThanOrEqual(compared, planned.count - 1, "planned \(planned.map(\.path)), played \(actual.map(\.path))")
+        var worst = 0.0
+        for index in 0..<compared {
+            XCTAssertEqual(Self.stem(actual[index].path), Self.stem(planned[index].path),
+                           "item \(index + 1): planned \(planned.map { Self.stem($0.path) }), played \(actual.map { Self.stem($0.path) })")
+            worst = max(worst, abs(actual[index].start - planned[index].start))
+            XCTAssertLessThanOrEqual(abs(actual[index].start - planned[index].start), 1.0,
+                                     "item \(index + 1) (\(planned[index].path)): planned \(ISO8601.format(planned[index].start)), played \(ISO8601.format(actual[index].start))")
+        }
+        print("schedule-check against the daemon: \(compared) items, the furthest apart \(String(format: "%.2f", worst)) s")
+    }
+
+    private static func stem(_ path: String) -> String { ((path as NSString).lastPathComponent as NSString).deletingPathExtension }
 
     /// A person's Next on a box with a schedule of one default playlist (issue 45, 3): through
     /// the socket, the schedule's next item plays — the status says `playing`, the rule

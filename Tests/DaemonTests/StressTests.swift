@@ -1,6 +1,7 @@
 import AdRuntime
 import AdTestSupport
 import AdTracking
+import Bounds
 import Foundation
 import XCTest
 
@@ -148,5 +149,62 @@ final class StressTests: XCTestCase {
         let files = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count) ?? -1
         let threads = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? -1
         return (rss, files, threads)
+    }
+
+    /// The long-life run (issue 45): a month of a busy box on virtual time, by the box's own
+    /// code (`adplayerd simulate`, issue 46) — three looping episodes under a schedule with a
+    /// morning slot and an hourly interrupt, a VMAP server with pre-, mid- and post-rolls and a
+    /// catalog of every kind behind it, a viewer who pauses every hour and presses Next every two,
+    /// an operator's takeover each evening, the ledger at its smallest (`plays-max-rows 1000`) so
+    /// that it prunes hundreds of times (scripts/month_scenario.py). It ends with every rule held —
+    /// each viewing's VMAP breaks played (`vmap-breaks` counts per viewing), no stretch of
+    /// operating hours with nothing on screen (`screen-lit`), every file played (`media-plays`) —
+    /// the ledger it left verifying whole (`plays verify --state-dir`), and no play left open but
+    /// the one on at the end.
+    func testAMonthOfABusyBoxHoldsEveryRuleAndItsLedgerVerifies() throws {
+        let server = try FixtureServer(script: "vast_server.py")
+        defer { server.stop() }
+        let folder = NSTemporaryDirectory() + "month-\(UUID().uuidString.prefix(8))"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scripts/month_scenario.py").path
+        let made = try runProcess("/usr/bin/python3", [script, "inputs", folder, server.base], mergeErrors: false)
+        XCTAssertEqual(made.status, 0, String(decoding: made.errors, as: UTF8.self))
+        let arguments = try XCTUnwrap(try JSONSerialization.jsonObject(with: made.output) as? [String])
+        let state = folder + "/state"
+        let (status, summary) = try run([Executables.adplayerd, "simulate", "--from", "2026-12-01T00:00:00Z", "--for", "720h", "--seed", "45",
+                                         "--out", folder + "/out", "--keep-state", state] + arguments)
+        print("stress: a month of a busy box:\n" + summary)
+        XCTAssertEqual(status, 0, summary)
+        XCTAssertTrue(summary.contains("every rule held"), summary)
+        for rule in ["screen-lit", "vmap-breaks", "media-plays", "impressions-once", "overlays-end-on-pause"] {
+            XCTAssertTrue(summary.contains("PASS \(rule)"), "\(rule): \(summary)")
+        }
+        // A lit month: tens of thousands of ads (a dark one showed a third as many).
+        let counts = summary.split(separator: "\n").first.map(String.init) ?? ""
+        let started = Int(counts.components(separatedBy: ": ").last?.components(separatedBy: " ads started").first ?? "") ?? 0
+        XCTAssertGreaterThan(started, 30_000, counts)
+
+        let (verified, verdict) = try run([Executables.adplayerd, "plays", "verify", "--state-dir", state])
+        XCTAssertEqual(verified, 0, verdict)
+        XCTAssertTrue(verdict.lowercased().contains("whole"), verdict)
+        // Pruned hundreds of times: the ledger keeps at most about its limit, of far more plays.
+        let csv = try String(contentsOfFile: folder + "/out/plays.csv", encoding: .utf8)
+        let rows = CSV.records(Substring(csv)).compactMap { CSV.split($0)?.text }
+        let header = try XCTUnwrap(rows.first)
+        let sequence = try XCTUnwrap(header.firstIndex(of: "sequence"))
+        let ended = try XCTUnwrap(header.firstIndex(of: "ad_end_utc"))
+        let kept = rows.dropFirst()
+        XCTAssertLessThanOrEqual(kept.count, 1100, "the ledger kept its limit")
+        let last = kept.compactMap { Int($0[sequence]) }.max() ?? 0
+        XCTAssertGreaterThan(last, 100 * 1000, "hundreds of prunes: \(last) plays in all")
+        XCTAssertTrue(kept.allSatisfy { !$0[ended].isEmpty }, "the log holds closed plays")
+        // The state the run left: no play open but the one on at the end (a play left open is one the fleet never gets).
+        let database = try SQLiteDatabase(path: state + "/adplayerd.sqlite", readOnly: true)
+        let open = try database.execute("SELECT id, ad_id, started_wall FROM plays WHERE ended_wall IS NULL")
+        XCTAssertLessThanOrEqual(open.count, 1, "plays left open: \(open.prefix(3))")
+        let (listed, _) = try run([Executables.adplayerd, "plays", "verify", folder + "/out/plays.csv"])
+        XCTAssertEqual(listed, 0, "the exported log verifies too")
     }
 }

@@ -261,7 +261,7 @@ public final class VASTClient: AdSource {
     /// Follows the tag to an ad (or from `document`, a VAST file already read).
     public func resolve(_ request: AdRequest, document: Data? = nil, prefetching: Bool = false) async throws -> Resolution? {
         // One id for the chain: this request, its wrappers, the ad's tracking URLs.
-        var values = MacroContext(contentID: request.content.viewingKey, kind: request.kind, contentPlayhead: request.position,
+        var values = MacroContext(contentID: request.content.id, kind: request.kind, contentPlayhead: request.position,
                                   playerSize: outputSize?.current, transactionID: environment.uuid(), adCount: 1)
         let url = Macros.expand(tag, values, policy)
         if document == nil, answersVMAP.withLock({ $0 }) {
