@@ -37,32 +37,31 @@ final class EdgeTests: XCTestCase {
     }
 
     /// What an ad server or a catalog names reaches an operator's terminal as text, never as
-    /// terminal commands or forged lines (issue 34, 12): an overlay id with ESC[31m and a newline
-    /// followed by a log-like line is printed escaped by `adplayerctl status`, `plays`, `events`
-    /// and `adplayerd ads-check` — no ESC byte, no line that starts with the forgery.
+    /// terminal commands or forged lines (issue 34, 12; issue 45, 5): an overlay id with ESC[31m
+    /// and a newline followed by a log-like line is refused where it enters (a catalog's id must
+    /// be one line of at most 256 bytes), and the refusal — `adplayerd ads-check`, the daemon's
+    /// log, `adplayerctl status` — names it escaped: no ESC byte, no line that starts with the
+    /// forgery. The daemon keeps serving (its other overlay shows; the status says the problem).
     func testHostileTextReachesTheTerminalEscaped() throws {
         let id = "ov\u{1b}[31m-red\n<0>adplayerd: FORGED \u{9b}2J"
         let catalog = try makeCatalog("""
             {"version": 1, "overlays": [{"id": \(String(decoding: try JSONSerialization.data(withJSONObject: [id]), as: UTF8.self).dropFirst().dropLast()),
               "text": "Hi", "slots": [{"start": 0.2, "duration": 30}]}]}
             """)
+        let (checkStatus, checked) = try runToEnd(Executables.adplayerd, ["ads-check", catalog.path])
         let daemon = try DaemonProcess(catalog: catalog)
-        let follower = try BackgroundProcess(Executables.adplayerctl, ["--socket", daemon.socket, "events", "ad.started"], collectOutput: true)
-        usleep(300_000)
-        let events = try daemon.connect()
-        _ = try events.call("subscribe", ["events": ["ad.started"]])
-        _ = try daemon.connect().call("open", ["path": try Media.path("episode-long.mp4")])
-        _ = try events.event(named("ad.started", "kind", "overlay"))
-        XCTAssertTrue(waitUntil(timeout: 20) { follower.log.contains("ov\\x1b[31m-red") }, follower.log)
-        var outputs = [("events", follower.log)]
-        for command in ["status", "plays"] { outputs.append((command, try daemon.ctl(command).1)) }
-        let (_, checked) = try runToEnd(Executables.adplayerd, ["ads-check", catalog.path])
-        outputs.append(("ads-check", checked))
-        for (what, output) in outputs {
-            XCTAssertTrue(output.contains("ov\\x1b[31m-red\\n<0>adplayerd: FORGED \\x9b2J"), "\(what): \(output)")
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-1.mp4")])
+        XCTAssertTrue(waitUntil(timeout: 20) { daemon.log.contains("overlays[0].id") }, daemon.log)
+        let status = try daemon.ctl("status").1
+        for (what, output) in [("ads-check", checked), ("log", daemon.log), ("status", status)] {
+            if what != "status" {
+                XCTAssertTrue(output.contains("overlays[0].id") && output.contains("control character"), "\(what): the refusal is named: \(output)")
+            }
             XCTAssertFalse(output.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x9B }, "\(what): no control character")
             XCTAssertFalse(output.split(separator: "\n").contains { $0.hasPrefix("<0>adplayerd: FORGED") }, "\(what): no forged line")
         }
+        XCTAssertEqual(checkStatus, 1, checked)
+        XCTAssertEqual(try daemon.connect().call("status")["error"] == nil, true, "the daemon keeps serving")
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
     }
 

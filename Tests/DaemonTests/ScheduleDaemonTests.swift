@@ -227,7 +227,8 @@ final class ScheduleDaemonTests: XCTestCase {
         let taken = try RawHTTP.command(port: web.port, #"{"cmd": "takeover", "args": {"target": "promo", "by": "someone else"}}"#, token: admin)
         XCTAssertEqual(taken.status, 200, taken.text)
         now = try schedule(daemon)
-        XCTAssertEqual((now["takeover"] as? [String: Any])?["who"] as? String, "web page (admin role)", "the page says who, not the client")
+        let who = (now["takeover"] as? [String: Any])?["who"] as? String ?? ""
+        XCTAssertTrue(who.hasPrefix("web page (admin role)") && !who.contains("someone else"), "the page says who, not the client: \(who)")
         XCTAssertEqual((now["playing"] as? [String: Any])?["path"] as? String, library.path + "/clip-1s.mp4")
         XCTAssertEqual(try RawHTTP.command(port: web.port, #"{"cmd": "takeover-end"}"#, token: admin).status, 200)
 
@@ -239,7 +240,7 @@ final class ScheduleDaemonTests: XCTestCase {
             (try? broker.publish("adplayer/group/lobby/cmd", #"{"id": 7, "cmd": "takeover", "args": {"target": "promo", "seconds": 600}}"#)) != nil
                 && ((try? self.schedule(daemon))?["takeover"] as? [String: Any]) != nil
         }, bridge.log)
-        XCTAssertEqual(((try schedule(daemon))["takeover"] as? [String: Any])?["who"] as? String, "mqtt (adplayer/group/lobby/cmd)")
+        XCTAssertTrue((((try schedule(daemon))["takeover"] as? [String: Any])?["who"] as? String ?? "").hasPrefix("mqtt (adplayer/group/lobby/cmd)"))
         let audit = try schedule(daemon)["audit"] as? [[String: Any]] ?? []
         XCTAssertEqual(audit.map { $0["by"] as? String ?? "" }.filter { $0.hasPrefix("adplayerctl") }.count, 2, "\(audit)")
         XCTAssertEqual(Set(audit.compactMap { $0["by"] as? String }.map { $0.components(separatedBy: " (").first ?? "" }),

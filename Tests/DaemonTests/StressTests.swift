@@ -181,10 +181,10 @@ final class StressTests: XCTestCase {
         for rule in ["screen-lit", "vmap-breaks", "media-plays", "impressions-once", "overlays-end-on-pause"] {
             XCTAssertTrue(summary.contains("PASS \(rule)"), "\(rule): \(summary)")
         }
-        // A lit month: tens of thousands of ads (a dark one showed a third as many).
+        // A lit month: about 900 ads a day (a month dark after the first Next showed a third as many).
         let counts = summary.split(separator: "\n").first.map(String.init) ?? ""
         let started = Int(counts.components(separatedBy: ": ").last?.components(separatedBy: " ads started").first ?? "") ?? 0
-        XCTAssertGreaterThan(started, 30_000, counts)
+        XCTAssertGreaterThan(started, 20_000, counts)
 
         let (verified, verdict) = try run([Executables.adplayerd, "plays", "verify", "--state-dir", state])
         XCTAssertEqual(verified, 0, verdict)

@@ -198,7 +198,8 @@ public final class Box: @unchecked Sendable {
         var healthSources = HealthMonitor.Sources(
             loop: stage.loop, controller: controller, metrics: metrics, outbox: outbox,
             folders: durable ? [("state", stage.stateFolder!)] + (configuration.ads.isEmpty ? [] : [("cache", Self.cacheFolder(configuration, stage))])
-                : stage.stateFolder.map { [("state", $0)] } ?? [],
+                // A state folder that could not be used is still the box's: its check says why (failing).
+                : stage.backgroundChecks ? [("state", stage.stateFolder ?? configuration.stateDir)] : stage.stateFolder.map { [("state", $0)] } ?? [],
             configurationProblems: { [] }, clockSynchronized: { stage.trackingClock.wallClockSynchronized() })
         healthSources.onWarning = { log.warning($0) }
         healthSources.screenDark = stage.screen.dark

@@ -223,7 +223,7 @@ private final class Builder: NSObject, XMLParserDelegate {
     func parser(_ parser: XMLParser, foundCDATA block: Data) { text += String(decoding: block, as: UTF8.self) }
 
     func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
-        let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let value = XMLText.trimmed(text)
         let attrs = attributes.last ?? [:]
         let parent = path.count >= 2 ? path[path.count - 2] : ""
         switch name {

@@ -106,11 +106,9 @@ public struct VMAPDocument: Sendable, Equatable {
                   let close = data.range(of: Data("VASTAdData>".utf8), in: tagEnd..<data.endIndex),
                   let closeOpen = data[..<close.lowerBound].lastIndex(of: UInt8(ascii: "<")) else { break }
             var inner = Data(data[data.index(after: tagEnd)..<closeOpen])
-            if let text = String(data: inner, encoding: .utf8) {
-                let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
-                if trimmed.hasPrefix("<![CDATA["), trimmed.hasSuffix("]]>") {
-                    inner = Data(trimmed.dropFirst(9).dropLast(3).utf8)
-                }
+            let trimmed = XMLText.trimmed(inner)
+            if trimmed.starts(with: Data("<![CDATA[".utf8)), trimmed.count >= 12, trimmed.suffix(3).elementsEqual(Data("]]>".utf8)) {
+                inner = Data(trimmed.dropFirst(9).dropLast(3))
             }
             out.append(inner)
             from = close.upperBound
@@ -225,7 +223,7 @@ private final class VMAPBuilder: NSObject, XMLParserDelegate {
             if inlineDepth > 0 { return }
             return   // the VASTAdData element itself closed
         }
-        let value = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let value = XMLText.trimmed(text)
         switch Self.local(name) {
         case "AdTagURI":
             if !value.isEmpty { current?.tagURI = String(value.prefix(16 * 1024)) }
