@@ -114,7 +114,7 @@ final class ScheduleDaemonTests: XCTestCase {
                            "news": {"items": ["episode-1.mp4"]}},
              "default": "filler",
              "slots": [{"id": "promo", "playlist": "promo", "hours": "daily 06:00-06:01", "priority": 5}],
-             "interrupts": [{"id": "news", "playlist": "news", "share": "10%"}]}
+             "interrupts": [{"id": "news", "playlist": "news", "share": "8%"}]}
             """)
         let options = ["--library", library.path, "--timezone", "Europe/Paris", "--ads", catalog]
         let (status, output) = try runToEnd(Executables.adplayerd, ["schedule-check", schedule] + options
@@ -155,7 +155,8 @@ final class ScheduleDaemonTests: XCTestCase {
             XCTAssertLessThanOrEqual(abs(actual[index].start - planned[index].start), 1.0,
                                      "item \(index + 1) (\(planned[index].path)): planned \(ISO8601.format(planned[index].start)), played \(ISO8601.format(actual[index].start))")
         }
-        print("schedule-check against the daemon: \(compared) items, the furthest apart \(String(format: "%.2f", worst)) s")
+        print("schedule-check against the daemon: \(compared) items, the furthest apart \(String(format: "%.2f", worst)) s: "
+              + (0..<compared).map { String(format: "%@ %+.2f", Self.stem(planned[$0].path), actual[$0].start - planned[$0].start) }.joined(separator: ", "))
     }
 
     private static func stem(_ path: String) -> String { ((path as NSString).lastPathComponent as NSString).deletingPathExtension }
