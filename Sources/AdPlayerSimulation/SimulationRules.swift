@@ -205,6 +205,8 @@ public final class RuleBook: @unchecked Sendable {
         var episodeShows: [String: [String: Int]] = [:]
         var prerollFor: String?
         var lastItemEntry: Int64?
+        /// Where the item in the player was at the last change heard.
+        var lastPosition = 0.0
         /// Separation: the last end of each advertiser's or category's ad.
         var lastByMark: [String: (end: Double, name: String, id: UInt64)] = [:]
         var shownCount = 0
@@ -305,6 +307,7 @@ public final class RuleBook: @unchecked Sendable {
             if let viewing = state.viewing, let item = snapshot.item, viewing.entry == item.entry {
                 state.viewing!.furthest = max(viewing.furthest, snapshot.position)
             }
+            if snapshot.item != nil { state.lastPosition = snapshot.position }
             switch change {
             case .item(let item?):
                 if item.entry != state.lastItemEntry {
@@ -465,6 +468,13 @@ public final class RuleBook: @unchecked Sendable {
         closeViewing(&state)
         state.documents += 1
         state.viewing = VMAPViewing(at: exchange.started, url: exchange.url, document: document)
+        // Asked once its item was in (an item with no pre-roll: its first overlay asks): the
+        // viewing is that item's, from where it was — not the next one's.
+        if state.itemIn, let entry = state.lastItemEntry {
+            state.viewing!.entry = entry
+            state.viewing!.startedAt = state.lastPosition
+            state.viewing!.furthest = state.lastPosition
+        }
     }
 
     private func beacon(_ state: inout State, _ exchange: RecordedExchange, _ decoded: String) {

@@ -154,7 +154,8 @@ final class SimulationRulesTests: XCTestCase {
         func pass(_ entry: Int64, at: Double) -> [Happened] {
             let item = PlayerItem(entry: entry, path: "/m/ep.mp4")
             return [.player(at + 2, .item(item), PlayerSnapshot(item: item, position: 0, playing: true, rate: 1)),
-                    .player(at + 20, .ended(item), PlayerSnapshot(item: item, position: 18, playing: false, rate: 1))]
+                    .player(at + 20, .ended(item), PlayerSnapshot(item: item, position: 18, playing: false, rate: 1)),
+                    .player(at + 20, .item(nil), PlayerSnapshot(item: nil, position: 0, playing: false, rate: 1))]
         }
         let pre = AdInfo(id: 1, kind: .preroll, creativeID: "p", contentID: "ep", contentPosition: 0)
         let first: [Happened] = [.exchange(vmap), .ad(from + 1, .started(pre))] + pass(1, at: from)
@@ -165,5 +166,23 @@ final class SimulationRulesTests: XCTestCase {
         let both = rule("vmap-breaks", first + [.exchange(second), .ad(from + 31, .started(pre2))] + pass(2, at: from + 30))
         XCTAssertTrue(both.passed, "\(both.failures)")
         XCTAssertTrue(rule("vmap-breaks", first).passed, "one viewing, its pre-roll played")
+
+        // A document asked once its item was in (no pre-roll: its overlay asked) is that item's
+        // viewing: a boundary cuts the item at 8 s and another resumes at 889 s — the breaks at
+        // 180 s were never reached (they were charged to the resumed item before).
+        var mid = vmap
+        mid.body = Data("""
+            <vmap:VMAP xmlns:vmap="http://www.iab.net/videosuite/vmap" version="1.0">
+              <vmap:AdBreak timeOffset="00:03:00" breakType="linear" breakId="mid">
+                <vmap:AdSource id="s"><vmap:AdTagURI templateType="vast3"><![CDATA[http://ads/vast]]></vmap:AdTagURI></vmap:AdSource>
+              </vmap:AdBreak>
+            </vmap:VMAP>
+            """.utf8)
+        let promo = PlayerItem(entry: 5, path: "/m/promo.mp4"), show = PlayerItem(entry: 6, path: "/m/show.mp4")
+        let cut: [Happened] = [.player(from, .item(promo), PlayerSnapshot(item: promo, position: 0, playing: true, rate: 1)), .exchange(mid),
+                               .player(from + 8, .item(nil), PlayerSnapshot(item: nil, position: 0, playing: false, rate: 1)),
+                               .player(from + 8, .item(show), PlayerSnapshot(item: show, position: 889, playing: true, rate: 1))]
+        let resumed = rule("vmap-breaks", cut)
+        XCTAssertTrue(resumed.passed, "\(resumed.failures)")
     }
 }
