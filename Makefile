@@ -19,9 +19,11 @@ test: deps media release-probe
 	$(SWIFT) test --skip-build --disable-swift-testing --skip StressTests $(SWIFT_FLAGS)
 
 # The long part of the reliability suite (docs/reliability.md): kill -9 at random moments,
-# 500 episodes back to back. About 8 minutes of tests on the 2-core machine (469 s in
-# docs/reliability.md's last figures), plus the build.
+# 500 episodes back to back (about 8 minutes on the 2-core machine: 469 s in
+# docs/reliability.md's figures), and a simulated month of a busy box by the release
+# build's simulate (about 3 minutes more), plus the builds.
 stress: deps media
+	$(SWIFT) build -c release --product adplayerd $(SWIFT_FLAGS)
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build --disable-swift-testing --filter StressTests $(SWIFT_FLAGS)
 
@@ -78,6 +80,7 @@ bench: deps media
 	/usr/bin/python3 scripts/bench_state.py 60
 	/usr/bin/python3 scripts/bench_slowdisk.py 30
 	/usr/bin/python3 scripts/bench_web.py 50
+	/usr/bin/python3 scripts/month_scenario.py bench 1 30
 	/usr/bin/python3 scripts/bench_mqtt.py 100
 	/usr/bin/python3 scripts/bench_evidence.py 20
 	/usr/bin/python3 scripts/bench_transitions.py 5

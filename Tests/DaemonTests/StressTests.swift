@@ -161,19 +161,26 @@ final class StressTests: XCTestCase {
     /// operating hours with nothing on screen (`screen-lit`), every file played (`media-plays`) —
     /// the ledger it left verifying whole (`plays verify --state-dir`), and no play left open but
     /// the one on at the end.
+    ///
+    /// The release build runs it (`make stress` builds it; about 3 minutes on the 2-core machine,
+    /// docs/benchmarks.md §14 — the debug build takes several times as long).
     func testAMonthOfABusyBoxHoldsEveryRuleAndItsLedgerVerifies() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let adplayerd = root.appendingPathComponent(".build/release/adplayerd").path
+        guard FileManager.default.isExecutableFile(atPath: adplayerd) else {
+            return XCTFail("\(adplayerd) is missing: `make stress` builds it (swift build -c release --product adplayerd)")
+        }
         let server = try FixtureServer(script: "vast_server.py")
         defer { server.stop() }
         let folder = NSTemporaryDirectory() + "month-\(UUID().uuidString.prefix(8))"
         defer { try? FileManager.default.removeItem(atPath: folder) }
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("scripts/month_scenario.py").path
+        let script = root.appendingPathComponent("scripts/month_scenario.py").path
         let made = try runProcess("/usr/bin/python3", [script, "inputs", folder, server.base], mergeErrors: false)
         XCTAssertEqual(made.status, 0, String(decoding: made.errors, as: UTF8.self))
         let arguments = try XCTUnwrap(try JSONSerialization.jsonObject(with: made.output) as? [String])
         let state = folder + "/state"
-        let (status, summary) = try run([Executables.adplayerd, "simulate", "--from", "2026-12-01T00:00:00Z", "--for", "720h", "--seed", "45",
+        let (status, summary) = try run([adplayerd, "simulate", "--from", "2026-12-01T00:00:00Z", "--for", "720h", "--seed", "45",
                                          "--out", folder + "/out", "--keep-state", state] + arguments)
         print("stress: a month of a busy box:\n" + summary)
         XCTAssertEqual(status, 0, summary)
@@ -186,7 +193,7 @@ final class StressTests: XCTestCase {
         let started = Int(counts.components(separatedBy: ": ").last?.components(separatedBy: " ads started").first ?? "") ?? 0
         XCTAssertGreaterThan(started, 20_000, counts)
 
-        let (verified, verdict) = try run([Executables.adplayerd, "plays", "verify", "--state-dir", state])
+        let (verified, verdict) = try run([adplayerd, "plays", "verify", "--state-dir", state])
         XCTAssertEqual(verified, 0, verdict)
         XCTAssertTrue(verdict.lowercased().contains("whole"), verdict)
         // Pruned hundreds of times: the ledger keeps at most about its limit, of far more plays.
@@ -204,7 +211,7 @@ final class StressTests: XCTestCase {
         let database = try SQLiteDatabase(path: state + "/adplayerd.sqlite", readOnly: true)
         let open = try database.execute("SELECT id, ad_id, started_wall FROM plays WHERE ended_wall IS NULL")
         XCTAssertLessThanOrEqual(open.count, 1, "plays left open: \(open.prefix(3))")
-        let (listed, _) = try run([Executables.adplayerd, "plays", "verify", folder + "/out/plays.csv"])
+        let (listed, _) = try run([adplayerd, "plays", "verify", folder + "/out/plays.csv"])
         XCTAssertEqual(listed, 0, "the exported log verifies too")
     }
 }
