@@ -400,4 +400,20 @@ final class SimulateTests: XCTestCase {
         }
         XCTAssertTrue(String(decoding: aloneA["timeline.jsonl"]!, as: UTF8.self).contains("\"ad_id\":\"capped\""))
     }
+
+    /// An overlay ended by the viewer's Next ends `contentChanged`, as docs/reporting.md says a
+    /// change of content ends it (issue 45, 13: it said `destroyed`).
+    func testAnOverlayEndedByNextSaysContentChanged() throws {
+        let path = folder + "/overlay-catalog"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try Data(#"{"version": 1, "overlays": [{"id": "long", "text": "Long", "slots": [{"start": 1, "duration": 60}]}]}"#.utf8)
+            .write(to: URL(fileURLWithPath: path + "/catalog.json"))
+        let viewer = folder + "/next.json"
+        try Data(#"{"steps": [{"at": 5, "do": "next"}]}"#.utf8).write(to: URL(fileURLWithPath: viewer))
+        try simulate(["--for", "20", "--ads", path, "--viewer", viewer], out: folder + "/next", expect: 0)
+        let ended = try String(contentsOfFile: folder + "/next/timeline.jsonl", encoding: .utf8).split(separator: "\n")
+            .filter { $0.contains("\"event\":\"ad.ended\"") && $0.contains("\"ad_id\":\"long\"") }
+        XCTAssertFalse(ended.isEmpty)
+        XCTAssertTrue(ended.first?.contains("\"reason\":\"contentChanged\"") == true, "\(ended)")
+    }
 }

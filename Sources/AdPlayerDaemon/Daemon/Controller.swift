@@ -590,7 +590,7 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         guard queue.contains(index) else { return }
         retryTimer?.cancel()
         savePosition()
-        episode?.policy?.stop()
+        episode?.policy?.stop(endingShownAs: .contentChanged)   // another item: what was on screen ends as docs/reporting.md says
         adOnScreen = nil
         adUnderBreak = nil
         let entry = queue[index]
