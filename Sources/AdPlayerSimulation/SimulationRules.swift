@@ -664,7 +664,9 @@ public final class RuleBook: @unchecked Sendable {
                 let passedOver = viewing.seeks.contains { seek in
                     seek.from < t - 0.001 && t <= seek.to + 0.001 && timed.contains { $0 > t + 0.001 && $0 <= seek.to + 0.001 }
                 }
-                due = viewing.furthest >= t && !passedOver
+                // An item resumed past it (after a slot, a takeover, a restart) never reached it.
+                let resumedPast = t < (viewing.startedAt ?? 0) - 0.001
+                due = viewing.furthest >= t && !passedOver && !resumedPast
                 near = t
             case .percent, .position:
                 state.skipped.insert("breaks at a percentage or cue point: checked by their tracking only")

@@ -184,5 +184,15 @@ final class SimulationRulesTests: XCTestCase {
                                .player(from + 8, .item(show), PlayerSnapshot(item: show, position: 889, playing: true, rate: 1))]
         let resumed = rule("vmap-breaks", cut)
         XCTAssertTrue(resumed.passed, "\(resumed.failures)")
+        // The resumed item's own viewing (asked once it was in at 889 s): its break at 180 s is
+        // behind where it started, never reached; one at 900 s it passed is due.
+        var late = mid
+        late.body = Data(String(decoding: mid.body, as: UTF8.self).replacingOccurrences(of: "00:03:00", with: "00:15:00").utf8)
+        let again = rule("vmap-breaks", cut + [.exchange(mid), .player(from + 30, .paused, PlayerSnapshot(item: show, position: 911, playing: false, rate: 1)),
+                                               .player(from + 31, .item(nil), PlayerSnapshot(item: nil, position: 0, playing: false, rate: 1))])
+        XCTAssertTrue(again.passed, "\(again.failures)")
+        let passed = rule("vmap-breaks", cut + [.exchange(late), .player(from + 30, .paused, PlayerSnapshot(item: show, position: 911, playing: false, rate: 1)),
+                                                .player(from + 31, .item(nil), PlayerSnapshot(item: nil, position: 0, playing: false, rate: 1))])
+        XCTAssertEqual(passed.failureCount, 1, "the break at 900 s was reached: \(passed.failures)")
     }
 }
