@@ -171,6 +171,8 @@ public final class RuleBook: @unchecked Sendable {
         var reason: AdEndReason?
         var onScreen: Double?
         var quartileReached = 0
+        /// When the rules first heard of it.
+        var heard = 0.0
         /// Beacons by event: each URL once (its attempts: the last status), in the order first recorded.
         var beacons: [String: [(url: String, at: Double, status: Int, failure: String?)]] = [:]
         var name: String { "\(kind.protocolName) \(creativeID) (play \(play))" }
@@ -186,6 +188,9 @@ public final class RuleBook: @unchecked Sendable {
         var ended = false
         var started: [(kind: AdKind, position: Double?)] = []
         var called: [String] = []
+        /// Asked once its item was in: the box gave the item no pre-roll phase (a boundary within
+        /// 30 s, a resume), so its `start` break is not due.
+        var askedAfterStart = false
         /// Seeks forward: the breaks one passed, but the last, are passed over (R19).
         var seeks: [(from: Double, to: Double)] = []
         /// The item it is the viewing of: the first that came in after its document (another
@@ -260,10 +265,10 @@ public final class RuleBook: @unchecked Sendable {
         state.withLock { state in
             switch event {
             case .loaded(let info, let creative):
-                touch(&state, info)
+                touch(&state, info, at)
                 state.ads[info.id]?.creative = creative
             case .started(let info):
-                touch(&state, info)
+                touch(&state, info, at)
                 guard state.ads[info.id]?.started == nil else { return }
                 state.ads[info.id]?.started = at
                 state.ads[info.id]?.startPosition = info.contentPosition
@@ -275,11 +280,11 @@ public final class RuleBook: @unchecked Sendable {
                 }
                 if state.viewing != nil { state.viewing?.started.append((info.kind, info.contentPosition)) }
             case .quartile(let info, let quartile):
-                touch(&state, info)
+                touch(&state, info, at)
                 let reached = max(state.ads[info.id]?.quartileReached ?? 0, quartile)
                 state.ads[info.id]?.quartileReached = reached
             case .ended(let info, let reason, _):
-                touch(&state, info)
+                touch(&state, info, at)
                 state.ads[info.id]?.ended = at
                 state.ads[info.id]?.reason = reason
                 state.ads[info.id]?.onScreen = info.onScreenSeconds
@@ -404,7 +409,9 @@ public final class RuleBook: @unchecked Sendable {
     /// Time passed to `now`: ads long ended are judged and forgotten.
     public func tick(_ now: Double) {
         state.withLock { state in
-            let done = state.ads.values.filter { ad in ad.ended.map { now - $0 > Self.grace } ?? false }.map(\.id)
+            // Done with: ended a while ago, or never ended a day after it was heard of (fetched and
+            // dropped with no end told: judged as it stands, so that a month holds no more than a day).
+            let done = state.ads.values.filter { ad in ad.ended.map { now - $0 > Self.grace } ?? (now - ad.heard > 86_400) }.map(\.id)
             for id in done.sorted() {
                 if let ad = state.ads.removeValue(forKey: id) { judge(&state, ad) }
             }
@@ -446,9 +453,11 @@ public final class RuleBook: @unchecked Sendable {
 
     // MARK: The rules
 
-    private func touch(_ state: inout State, _ info: AdInfo) {
+    private func touch(_ state: inout State, _ info: AdInfo, _ at: Double) {
         if state.ads[info.id] == nil {
-            state.ads[info.id] = Ad(id: info.id, kind: info.kind, creativeID: info.creativeID, contentID: info.contentID)
+            var ad = Ad(id: info.id, kind: info.kind, creativeID: info.creativeID, contentID: info.contentID)
+            ad.heard = at
+            state.ads[info.id] = ad
         }
     }
 
@@ -474,6 +483,7 @@ public final class RuleBook: @unchecked Sendable {
             state.viewing!.entry = entry
             state.viewing!.startedAt = state.lastPosition
             state.viewing!.furthest = state.lastPosition
+            state.viewing!.askedAfterStart = true
         }
     }
 
@@ -655,7 +665,7 @@ public final class RuleBook: @unchecked Sendable {
                 // Due when the item started at its beginning (a resumed one has none) and was not
                 // cut within its first 30 s (the box plays no pre-roll before content cut so soon).
                 let fromStart = (viewing.startedAt ?? 0) < 1
-                due = vmapBreak.types.contains("linear") && fromStart && (viewing.ended || viewing.furthest >= 30)
+                due = vmapBreak.types.contains("linear") && fromStart && !viewing.askedAfterStart && (viewing.ended || viewing.furthest >= 30)
                 near = 0
             case .end: due = viewing.ended && vmapBreak.types.contains("linear")
             case .seconds(let t):

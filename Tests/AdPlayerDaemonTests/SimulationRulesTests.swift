@@ -194,5 +194,12 @@ final class SimulationRulesTests: XCTestCase {
         let passed = rule("vmap-breaks", cut + [.exchange(late), .player(from + 30, .paused, PlayerSnapshot(item: show, position: 911, playing: false, rate: 1)),
                                                 .player(from + 31, .item(nil), PlayerSnapshot(item: nil, position: 0, playing: false, rate: 1))])
         XCTAssertEqual(passed.failureCount, 1, "the break at 900 s was reached: \(passed.failures)")
+        // A board shown 20 s just before a boundary (no pre-roll phase: its document asked once
+        // it was in) owes no pre-roll, though it played to its end.
+        let board = PlayerItem(entry: 7, path: "/m/board.png")
+        let shown = rule("vmap-breaks", [.player(from, .item(board), PlayerSnapshot(item: board, position: 0, playing: true, rate: 1)), .exchange(vmap),
+                                         .player(from + 20, .ended(board), PlayerSnapshot(item: board, position: 20, playing: false, rate: 1)),
+                                         .player(from + 20, .item(nil), PlayerSnapshot(item: nil, position: 0, playing: false, rate: 1))])
+        XCTAssertTrue(shown.passed, "\(shown.failures)")
     }
 }
