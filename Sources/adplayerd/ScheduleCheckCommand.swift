@@ -46,7 +46,7 @@ struct ScheduleCheckCommand {
         let path = parsed.positional[0].hasPrefix("/") ? parsed.positional[0] : FileManager.default.currentDirectoryPath + "/" + parsed.positional[0]
         var configuration: Configuration
         do {
-            configuration = try Configuration.load(arguments: rest)
+            configuration = try Configuration.load(arguments: SimulateCommand.absolute(rest))
         } catch {
             throw UsageError("\(error)")
         }

@@ -63,7 +63,7 @@ struct SimulateCommand {
         }
         let configuration: Configuration
         do {
-            configuration = try Configuration.load(arguments: rest)
+            configuration = try Configuration.load(arguments: Self.absolute(rest))
         } catch {
             throw UsageError("\(error)")
         }
@@ -123,6 +123,35 @@ struct SimulateCommand {
 
     /// The arguments split: ours (`own`), then the configuration's — every other flag a
     /// configuration key with a value, but a switch (`--loop`).
+    /// Paths given on the command line as a person types them (issue 47, 4): a relative
+    /// `--library`, `--schedule`, `--state-dir`, `--config`, `--cache-dir` or `--ads` folder
+    /// (not a URL) is taken from the working directory, before the configuration — which keeps
+    /// absolute paths — reads it.
+    static func absolute(_ rest: [String]) -> [String] {
+        let keys: Set<String> = ["library", "schedule", "state-dir", "config", "cache-dir", "ads"]
+        let here = FileManager.default.currentDirectoryPath
+        func resolved(_ key: String, _ value: String) -> String {
+            guard keys.contains(key), !value.isEmpty, !value.hasPrefix("/"), !(key == "ads" && value.contains("://")) else { return value }
+            return (here as NSString).appendingPathComponent(value)
+        }
+        var out: [String] = []
+        var index = 0
+        while index < rest.count {
+            let argument = rest[index]
+            let key = argument.hasPrefix("--") ? String(argument.dropFirst(2).prefix { $0 != "=" }) : ""
+            if let equals = argument.firstIndex(of: "="), argument.hasPrefix("--") {
+                out.append("--\(key)=" + resolved(key, String(argument[argument.index(after: equals)...])))
+            } else if argument.hasPrefix("--"), keys.contains(key), index + 1 < rest.count {
+                out += [argument, resolved(key, rest[index + 1])]
+                index += 1
+            } else {
+                out.append(argument)
+            }
+            index += 1
+        }
+        return out
+    }
+
     static func split(_ arguments: [String], own: [String: CommandLineArguments.Kind]) -> (mine: [String], rest: [String]) {
         var mine: [String] = []
         var rest: [String] = []
@@ -196,13 +225,8 @@ struct SimulateCommand {
         let from = parts.from
         let environment = AdEnvironment(simulatedClock: { (from + Double(loop.now() &- start) / 1e9, Double(loop.now()) / 1e9) }, seed: parts.seed)
         let surface = WatchedAdSurface(MpvAdSurface(player: player, hideAtOnce: true))
-        let http = SimulationHTTP(parts.network, environment: environment, realWait: requestWait)
-        let beacons = RecordingBeaconSender(environment: environment, send: parts.sendBeacons ? BoundedHTTP(threads: 1) : nil)
-        let screen = VirtualScreen(parts.screen, environment: environment)
-        let box = BoxStage(environment: environment, loop: loop, player: player, surface: surface, fetcher: http, beaconSender: beacons,
-                           trackingClock: SimulatedTrackingClock(environment), stateFolder: parts.workFolder,
-                           screen: ScreenStage(dark: { screen.dark }, witness: { record in screen.witness(record) }),
-                           measure: parts.measure, viewabilityMeasurable: true, courierThread: false, backgroundChecks: false, displayPower: nil)
+        let (box, http, beacons) = SimulationStage.boxStage(parts, environment: environment, loop: loop, player: player, surface: surface,
+                                                            requestWait: requestWait)
         return SimulationStage(box: box, http: http, beacons: beacons, surface: surface, start: start, isVirtual: false, virtualPlayer: nil,
                                drive: SimulationStage.realTimeDrive(loop), shutdown: { player.shutdown() }, problems: { errors.withLock { $0 } })
     }

@@ -416,4 +416,24 @@ final class SimulateTests: XCTestCase {
         XCTAssertFalse(ended.isEmpty)
         XCTAssertTrue(ended.first?.contains("\"reason\":\"contentChanged\"") == true, "\(ended)")
     }
+
+    /// Paths as a person types them (issue 47, 4): `simulate` and `schedule-check` run from the
+    /// folder that holds the library, the catalog and the schedule, each named relatively.
+    func testRelativePathsAreTakenFromTheWorkingDirectory() throws {
+        let folder: String = self.folder
+        _ = try catalog()
+        try Data(#"{"version": 1, "playlists": {"all": {"items": ["episode-10s.mp4"]}}, "default": "all"}"#.utf8)
+            .write(to: URL(fileURLWithPath: folder + "/library/schedule.json"))
+        let shell = ["-c", #"cd "$1" && shift && exec "$@""#, "sh", folder]
+        let simulated = try runProcess("/bin/sh", shell + [Executables.adplayerd, "simulate", "--library", "library", "--ads", "catalog",
+                                                            "--from", "2026-12-07T05:00:00Z", "--for", "60", "--out", "out", "--keep-state", "state"])
+        XCTAssertEqual(simulated.status, 0, String(decoding: simulated.output, as: UTF8.self))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: folder + "/out/timeline.jsonl"))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: folder + "/state/adplayerd.sqlite"))
+        let checked = try runProcess("/bin/sh", shell + [Executables.adplayerd, "schedule-check", "library/schedule.json", "--library", "library",
+                                                          "--at", "2026-12-07T05:00:00Z", "--for", "60"])
+        let text = String(decoding: checked.output, as: UTF8.self)
+        XCTAssertEqual(checked.status, 0, text)
+        XCTAssertTrue(text.contains(folder + "/library/episode-10s.mp4"), text)
+    }
 }
