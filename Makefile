@@ -21,7 +21,7 @@ test: deps media release-probe
 # The long part of the reliability suite (docs/reliability.md): kill -9 at random moments,
 # 500 episodes back to back (about 8 minutes on the 2-core machine: 469 s in
 # docs/reliability.md's figures), and a simulated month of a busy box by the release
-# build's simulate (about 3 minutes more), plus the builds.
+# build's simulate (about 6 minutes more, its media made first), plus the builds.
 stress: deps media
 	$(SWIFT) build -c release --product adplayerd $(SWIFT_FLAGS)
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
