@@ -5,7 +5,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 SWIFT ?= swift
 SWIFT_FLAGS ?=
 
-.PHONY: run test stress tsan asan build deps media clean bench install release-probe
+.PHONY: run test stress tsan asan build deps media clean bench install install-files deb release-probe
 
 run: deps media build
 	scripts/demo.sh
@@ -85,28 +85,44 @@ bench: deps media
 	/usr/bin/python3 scripts/bench_evidence.py 20
 	/usr/bin/python3 scripts/bench_transitions.py 5
 
-# The release binaries, both systemd units, the documentation and (if there is none yet)
-# /etc/adplayerd.conf from the example. DESTDIR stages it elsewhere. The system unit runs
-# as the user adplayerd: README.md, "Installing".
+# The release binaries, the systemd units (system and user), the man pages and adplayerctl's
+# bash completion (made by `adplayerd manual` from the command table and the configuration's
+# keys), the documentation and (if there is none yet) /etc/adplayerd.conf from the example.
+# DESTDIR stages it elsewhere; the units name the programs under PREFIX. The system unit runs
+# as the user adplayerd: README.md, "Installing" (the package makes it: `make deb`).
 PREFIX ?= /usr/local
+SYSTEM_UNIT_DIR ?= /etc/systemd/system
+USER_UNIT_DIR ?= /etc/systemd/user
+RELEASE := .build/release
+PROGRAMS := adplayerd adplayerctl adplayerd-web adplayerd-mqtt
 install: deps
-	$(SWIFT) build -c release --product adplayerd $(SWIFT_FLAGS)
-	$(SWIFT) build -c release --product adplayerctl $(SWIFT_FLAGS)
-	install -D -m 0755 .build/release/adplayerd $(DESTDIR)$(PREFIX)/bin/adplayerd
-	install -D -m 0755 .build/release/adplayerctl $(DESTDIR)$(PREFIX)/bin/adplayerctl
-	$(SWIFT) build -c release --product adplayerd-web $(SWIFT_FLAGS)
-	$(SWIFT) build -c release --product adplayerd-mqtt $(SWIFT_FLAGS)
-	install -D -m 0755 .build/release/adplayerd-web $(DESTDIR)$(PREFIX)/bin/adplayerd-web
-	install -D -m 0755 .build/release/adplayerd-mqtt $(DESTDIR)$(PREFIX)/bin/adplayerd-mqtt
-	install -D -m 0644 systemd/system/adplayerd.service $(DESTDIR)/etc/systemd/system/adplayerd.service
-	install -D -m 0644 systemd/user/adplayerd.service $(DESTDIR)/etc/systemd/user/adplayerd.service
-	for unit in adplayerd-web.socket adplayerd-web.service adplayerd-mqtt.service; do \
-	  install -D -m 0644 systemd/system/$$unit $(DESTDIR)/etc/systemd/system/$$unit; \
-	  install -D -m 0644 systemd/user/$$unit $(DESTDIR)/etc/systemd/user/$$unit; done
+	for program in $(PROGRAMS); do $(SWIFT) build -c release --product $$program $(SWIFT_FLAGS) || exit 1; done
+	$(MAKE) --no-print-directory install-files
+
+# What `install` installs, from the release build as it is (`install` and `deb` build it first).
+install-files:
+	for program in $(PROGRAMS); do install -D -m 0755 $(RELEASE)/$$program $(DESTDIR)$(PREFIX)/bin/$$program || exit 1; done
+	for unit in adplayerd.service adplayerd-web.socket adplayerd-web.service adplayerd-mqtt.service; do \
+	  install -d $(DESTDIR)$(SYSTEM_UNIT_DIR) $(DESTDIR)$(USER_UNIT_DIR) && \
+	  sed 's|/usr/local/|$(PREFIX)/|g' systemd/system/$$unit > $(DESTDIR)$(SYSTEM_UNIT_DIR)/$$unit && \
+	  sed 's|/usr/local/|$(PREFIX)/|g' systemd/user/$$unit > $(DESTDIR)$(USER_UNIT_DIR)/$$unit && \
+	  chmod 0644 $(DESTDIR)$(SYSTEM_UNIT_DIR)/$$unit $(DESTDIR)$(USER_UNIT_DIR)/$$unit || exit 1; done
+	for page in adplayerd.8 adplayerd.conf.5 adplayerctl.1; do \
+	  install -d $(DESTDIR)$(PREFIX)/share/man/man$${page##*.} && \
+	  $(RELEASE)/adplayerd manual $$page --docs docs > $(DESTDIR)$(PREFIX)/share/man/man$${page##*.}/$$page || exit 1; done
+	for program in adplayerd-web adplayerd-mqtt; do \
+	  echo ".so man8/adplayerd.8" > $(DESTDIR)$(PREFIX)/share/man/man8/$$program.8 || exit 1; done
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	$(RELEASE)/adplayerd manual adplayerctl.bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/adplayerctl
 	install -d $(DESTDIR)$(PREFIX)/share/doc/adplayerd
 	install -m 0644 README.md docs/*.md docs/*.png docs/adplayerd.conf.example $(DESTDIR)$(PREFIX)/share/doc/adplayerd/
 	@if [ -e $(DESTDIR)/etc/adplayerd.conf ]; then echo "kept $(DESTDIR)/etc/adplayerd.conf"; \
 	  else install -D -m 0644 docs/adplayerd.conf.example $(DESTDIR)/etc/adplayerd.conf; fi
+
+# The Debian package, adplayerd_<version>_<arch>.deb, here (scripts/make-deb.sh says how).
+deb: deps
+	for program in $(PROGRAMS); do $(SWIFT) build -c release --product $$program $(SWIFT_FLAGS) || exit 1; done
+	scripts/make-deb.sh
 
 clean:
 	rm -rf .build media

@@ -116,7 +116,7 @@ let package = Package(
                                                                 "MpvPlayerAdapter", "ControlProtocol"],
                           swiftSettings: strict, linkerSettings: staticRuntime(xml: true, networking: true)),
         // The control socket's client: the protocol only (docs/protocol.md).
-        .executableTarget(name: "adplayerctl", dependencies: ["ControlProtocol"], swiftSettings: strict, linkerSettings: staticRuntime()),
+        .executableTarget(name: "adplayerctl", dependencies: ["ControlProtocol", "Bounds"], swiftSettings: strict, linkerSettings: staticRuntime()),
         // Test doubles shared by the test targets: a scripted ad source and a recording surface.
         .target(name: "AdTestSupport", dependencies: ["AdRuntime"], swiftSettings: strict),
         .testTarget(name: "AdRuntimeTests", dependencies: ["AdRuntime", "AdTestSupport"], swiftSettings: strict),

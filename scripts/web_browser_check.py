@@ -5,7 +5,7 @@ against `adplayerd web` beside a real daemon that plays an episode with an overl
     web_browser_check.py URL ADPLAYERCTL SOCKET ARTIFACT_DIR
 
 Checks, in order (each waits at most 20 s: a bound for a failing run, not a timing claim):
-1. the page shows the episode playing and its overlay;
+1. the page shows the episode playing and its overlay, hardware decoding in words;
 2. after `adplayerctl pause` (another client), the page shows `paused` and no ad — with no
    reload: a marker set on the page before the pause is still there after;
    its proof of play lists the overlay's play with what the screen showed (headless here:
@@ -20,6 +20,7 @@ exits 0; on a failed check, says which on stderr and exits 1.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -68,6 +69,10 @@ try:
     result["health"] = field("health")
     if field("health") not in ("ok", "degraded", "failing"):
         fail("no health verdict on the page: %r" % field("health"))
+    # Hardware decoding in words a person uses ("not asked for, not in use"), not mpv's values.
+    result["hwdec"] = field("hwdec")
+    if not re.fullmatch(r"(–|not asked for|asked for \(\S+\)), (–|not in use|in use \(\S+\))", result["hwdec"]):
+        fail("hardware decoding not said as a person would: %r" % result["hwdec"])
     driver.execute_script("window.__notReloaded = true;")
 
     started = time.monotonic()

@@ -190,7 +190,8 @@ enum WebPage {
           const o = s.output || {};
           set('vo', o.vo || 'none');
           set('output-size', o.width && o.height ? o.width + '×' + o.height : '–');
-          set('hwdec', (o.hwdec || '–') + ' asked, ' + (o.hwdec_current || '–') + ' in use');
+          set('hwdec', (!o.hwdec ? '–' : o.hwdec === 'no' ? 'not asked for' : 'asked for (' + o.hwdec + ')') + ', ' +
+                       (!o.hwdec_current ? '–' : o.hwdec_current === 'no' ? 'not in use' : 'in use (' + o.hwdec_current + ')'));
           const d = o.frames_dropped || {};
           set('dropped', (d.decoder ?? '–') + ' by the decoder, ' + (d.output ?? '–') + ' by the output');
           set('fps', o.fps ? String(o.fps) : '–');

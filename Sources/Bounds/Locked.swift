@@ -165,8 +165,7 @@ package func startThread(named name: String, detached: Bool = true, stackSize: I
 private func threadStartFailed(_ name: String, _ rc: Int32) -> Never {
     let reason = String(cString: strerror(rc))
     let hint = rc == EAGAIN ? " — the process may start no more threads (ulimit -u, systemd's TasksMax=, a container's pid limit)" : ""
-    let line = "<2>cannot start the thread \(name): \(reason)\(hint)\n"
-    _ = line.withCString { write(2, $0, strlen($0)) }
+    StandardError.write(priority: 2, "cannot start the thread \(name): \(reason)\(hint)")
     exit(2)
 }
 

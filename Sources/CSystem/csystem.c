@@ -77,16 +77,6 @@ int csystem_journal_send(const char *const *fields, int count) {
     return sd_journal_sendv(iov, count);
 }
 
-int csystem_stderr_is_journal(void) {
-    const char *stream = getenv("JOURNAL_STREAM");
-    if (!stream) return 0;
-    unsigned long long device = 0, inode = 0;
-    if (sscanf(stream, "%llu:%llu", &device, &inode) != 2) return 0;
-    struct stat info;
-    if (fstat(2, &info) != 0) return 0;
-    return (unsigned long long)info.st_dev == device && (unsigned long long)info.st_ino == inode;
-}
-
 int csystem_listen_fds(void) {
     return sd_listen_fds(1);
 }

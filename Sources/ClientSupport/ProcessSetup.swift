@@ -1,3 +1,4 @@
+import Bounds
 import ProcessSupport
 import ControlProtocol
 import CSystem
@@ -24,35 +25,62 @@ public enum ProcessSetup {
         if environment["MALLOC_MMAP_THRESHOLD_"] == nil { _ = csystem_fix_malloc_mmap_threshold(128 * 1024) }
     }
 
+    /// A tool of a program (`adplayerd plays`): its usage, printed with the one problem when its
+    /// command line cannot be used, and what runs it.
+    public struct Tool {
+        public let usage: String
+        public let run: ([String]) throws -> Int32
+        public init(usage: String, _ run: @escaping ([String]) throws -> Int32) {
+            self.usage = usage
+            self.run = run
+        }
+    }
+
     /// Runs a command line: the tool named by the first word, else `otherwise` (the daemon;
-    /// nil: the usage, exit 2); `-h`, `--help`, `help` print the usage. Errors become one line
-    /// on stderr and an exit status: 2 for bad usage or configuration, 1 for anything else.
+    /// nil: the usage, exit 2); `--version` prints the program's name and `Product.version`;
+    /// `-h`, `--help`, `help` print the usage (after a tool's name, the
+    /// tool's). Errors become one line on stderr and an exit status: 2 for bad usage (with the
+    /// tool's own usage, not the program's) or configuration, 1 for anything else. Lines carry
+    /// a journald priority only on the journal's stream (`StandardError`).
     /// A tool gets the signals' default actions back (Ctrl-C stops it), but those in
     /// `watchingSignals`, which take them on a thread of their own as the daemon does.
-    public static func runTools(_ name: String, _ arguments: [String], tools: [String: ([String]) throws -> Int32], usage: String,
+    public static func runTools(_ name: String, _ arguments: [String], tools: [String: Tool], usage: String,
                                 watchingSignals: Set<String> = [], otherwise: (([String]) throws -> Int32)?) -> Never {
+        var usage = usage
+        var name = name
         do {
             if let first = arguments.first, let tool = tools[first] {
+                usage = tool.usage
+                name += " " + first
+                let rest = Array(arguments.dropFirst())
+                if rest.count == 1, ["-h", "--help"].contains(rest[0]) {
+                    print(tool.usage)
+                    exit(0)
+                }
                 if !watchingSignals.contains(first) { Signals.unblockForTool() }
-                exit(try tool(Array(arguments.dropFirst())))
+                exit(try tool.run(rest))
+            }
+            if arguments == ["--version"] {
+                print("\(name) \(Product.version)")
+                exit(0)
             }
             if ["-h", "--help", "help"].contains(arguments.first ?? "") {
                 print(usage)
                 exit(0)
             }
             guard let otherwise else {
-                FileHandle.standardError.write(Data("\(name): a tool is needed\n\n\(usage)\n".utf8))
+                StandardError.write(priority: 3, "\(name): a tool is needed\n\n\(usage)", named: true)
                 exit(2)
             }
             exit(try otherwise(arguments))
         } catch let error as UsageError {
-            FileHandle.standardError.write(Data("\(name): \(error.message)\n\n\(usage)\n".utf8))
+            StandardError.write(priority: 3, "\(name): \(error.message)\n\n\(usage)", named: true)
             exit(2)
         } catch let error as ConfigurationError {
-            FileHandle.standardError.write(Data("<3>\(name): \(error)\n".utf8))
+            StandardError.write(priority: 3, "\(name): \(error)", named: true)
             exit(2)
         } catch {
-            FileHandle.standardError.write(Data("<3>\(name): \(Logger.escape(String(describing: error)))\n".utf8))
+            StandardError.write(priority: 3, "\(name): \(Logger.escape(String(describing: error)))", named: true)
             exit(1)
         }
     }

@@ -274,7 +274,7 @@ public enum Commands {
     }
 
     /// The options every `adplayerctl` command takes.
-    public static let commonOptions: [String: CommandLineArguments.Kind] = ["socket": .value, "json": .flag, "help": .flag]
+    public static let commonOptions: [String: CommandLineArguments.Kind] = ["socket": .value, "json": .flag, "help": .flag, "version": .flag]
 
     /// Every option of `adplayerctl`: the common ones and each command's.
     public static var commandLineOptions: [String: CommandLineArguments.Kind] {

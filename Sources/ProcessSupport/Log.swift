@@ -34,8 +34,8 @@ public enum LogMessageID: String, Sendable {
     case beaconDropped = "a1e2d3c4b5a64f78e9d0c1b2a3f4e5d6"
 }
 
-/// The one logger: one line per message on stderr, `<N>` syslog priority first (journald
-/// reads it), newlines and control characters escaped so that no input can forge a line.
+/// The one logger: one line per message on stderr (`StandardError`: `<N>` syslog priority first
+/// for the journal's stream, `error: `/`warning: ` for a terminal or a pipe), newlines and control characters escaped so that no input can forge a line.
 /// When stderr is the journal (`$JOURNAL_STREAM`), messages go through `sd_journal_send`
 /// instead, with their priority, and events with a `MESSAGE_ID` and fields of their own
 /// (`log.event`).
@@ -63,7 +63,7 @@ public final class Logger: Sendable {
 
     public init(level: LogLevel) {
         state = Locked(State(level: level))
-        journal = csystem_stderr_is_journal() == 1
+        journal = StandardError.isJournal
         tap = nil
         echo = true
     }
@@ -72,7 +72,7 @@ public final class Logger: Sendable {
     /// lines go to `tap` alone (a simulation keeps them in its timeline, not on stderr).
     package init(level: LogLevel, echo: Bool = true, tap: @escaping @Sendable (LogLevel, String) -> Void) {
         state = Locked(State(level: level))
-        journal = csystem_stderr_is_journal() == 1
+        journal = StandardError.isJournal
         self.tap = tap
         self.echo = echo
     }
@@ -124,8 +124,8 @@ public final class Logger: Sendable {
                Self.journalSend(level, escaped, id, fields) {
                 return
             }
-            if dropped > 0 { FileHandle.standardError.write(Data("<4>logger: \(dropped) lines were dropped (stderr too slow)\n".utf8)) }
-            FileHandle.standardError.write(Data("<\(level.rawValue)>\(escaped)\n".utf8))
+            if dropped > 0 { StandardError.write(priority: LogLevel.warning.rawValue, "logger: \(dropped) lines were dropped (stderr too slow)") }
+            StandardError.write(priority: level.rawValue, escaped)
         }
     }
 

@@ -1,3 +1,4 @@
+import Bounds
 import ControlProtocol
 import Foundation
 
@@ -6,7 +7,7 @@ import Foundation
 
 /// The commands' lines come from the protocol's command table (`Commands.all`).
 let usage = """
-    usage: adplayerctl [--socket PATH] [--json] COMMAND [ARGS]
+    usage: adplayerctl [--socket PATH] [--json] COMMAND [ARGS]   (--version: this program's)
     \(Commands.commandLineHelp)
     """
 
@@ -20,6 +21,10 @@ do {
     parsed = try CommandLineArguments(Array(CommandLine.arguments.dropFirst()), spec: Commands.commandLineOptions)
 } catch {
     fail("\(error)\n\n\(usage)", code: 2)
+}
+if parsed.flag("version") {
+    print("adplayerctl \(Product.version)")
+    exit(0)
 }
 if parsed.flag("help") {
     print(usage)

@@ -10,17 +10,15 @@ import Foundation
 ProcessSetup.beforeAnyThread()
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-let tools: [String: ([String]) throws -> Int32] = [
-    "play": { try PlayCommand(options: PlayCommand.Options.parse($0)).run() },
-    "bench-latency": { try BenchCommand(arguments: $0).run() },
-    "bench-catalog": { try BenchCatalogCommand(arguments: $0).run() },
-    "bench-schedule": { try BenchScheduleCommand(arguments: $0).run() },
-    "bench-outbox": { try BenchOutboxCommand(arguments: $0).run() },
-    "bench-ledger": { try BenchLedgerCommand(arguments: $0).run() },
-    "off-loop": { try OffLoopCommand(arguments: $0).run() },
+let tools: [String: ProcessSetup.Tool] = [
+    "play": .init(usage: PlayCommand.usage) { try PlayCommand(options: PlayCommand.Options.parse($0)).run() },
+    "bench-latency": .init(usage: BenchCommand.usage) { try BenchCommand(arguments: $0).run() },
+    "bench-catalog": .init(usage: BenchCatalogCommand.usage) { try BenchCatalogCommand(arguments: $0).run() },
+    "bench-schedule": .init(usage: BenchScheduleCommand.usage) { try BenchScheduleCommand(arguments: $0).run() },
+    "bench-outbox": .init(usage: BenchOutboxCommand.usage) { try BenchOutboxCommand(arguments: $0).run() },
+    "bench-ledger": .init(usage: BenchLedgerCommand.usage) { try BenchLedgerCommand(arguments: $0).run() },
+    "off-loop": .init(usage: OffLoopCommand.usage) { try OffLoopCommand(arguments: $0).run() },
 ]
-let usage = [PlayCommand.usage, BenchCommand.usage, BenchCatalogCommand.usage, BenchScheduleCommand.usage, BenchOutboxCommand.usage, BenchLedgerCommand.usage,
-             OffLoopCommand.usage]
-    .joined(separator: "\n")
+let usage = tools.values.map(\.usage).sorted().joined(separator: "\n")
 
 ProcessSetup.runTools("adplayerd-dev", arguments, tools: tools, usage: usage, watchingSignals: ["play"], otherwise: nil)

@@ -56,7 +56,7 @@ struct BeaconsCommand {
             case .databaseLocked(let why): print(why)   // (not for a tool: it does not own the ledger)
             case .databaseOpened(let beacons, let plays, _): print("the database took \(beacons) beacons and \(plays) plays kept meanwhile")
             }
-        }, onWarning: { FileHandle.standardError.write(Data("<4>adplayerd: \($0)\n".utf8)) })
+        }, onWarning: { StandardError.write(priority: 4, "adplayerd beacons: \($0)", named: true) })
         switch action {
         case "add":
             guard !urls.isEmpty else { throw UsageError("add needs at least one URL") }

@@ -42,7 +42,7 @@ struct ScheduleCheckCommand {
     func run() throws -> Int32 {
         let (mine, rest) = SimulateCommand.split(arguments, own: Self.own)
         let parsed = try CommandLineArguments(mine, spec: Self.own)
-        guard parsed.positional.count == 1 else { throw UsageError(Self.usage) }
+        guard parsed.positional.count == 1 else { throw UsageError("schedule-check takes one FILE") }
         let path = parsed.positional[0].hasPrefix("/") ? parsed.positional[0] : FileManager.default.currentDirectoryPath + "/" + parsed.positional[0]
         var configuration: Configuration
         do {

@@ -34,7 +34,7 @@ struct SimulateCommand {
     func run() throws -> Int32 {
         let (mine, rest) = Self.split(arguments, own: Self.own)
         let parsed = try CommandLineArguments(mine, spec: Self.own)
-        guard parsed.positional.isEmpty else { throw UsageError(Self.usage) }
+        guard parsed.positional.isEmpty else { throw UsageError("simulate takes no words but options (\(parsed.positional[0].prefix(64)))") }
         var speed: Double?
         if let text = parsed.value("speed") {
             guard !parsed.flag("virtual") else { throw UsageError("--virtual and --speed: one or the other") }
@@ -44,7 +44,7 @@ struct SimulateCommand {
             speed = value
         }
         guard let fromText = parsed.value("from"), let lengthText = parsed.value("for"), let out = parsed.value("out") else {
-            throw UsageError("simulate needs --from, --for and --out\n" + Self.usage)
+            throw UsageError("simulate needs --from, --for and --out")
         }
         guard let from = Double(fromText) ?? ISO8601.parse(fromText), from > 0 else {
             throw UsageError("--from: \(fromText) is not ISO 8601 (2026-12-05T06:00:00Z) or seconds since 1970")

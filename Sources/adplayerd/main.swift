@@ -11,19 +11,21 @@ import Foundation
 ProcessSetup.beforeAnyThread()
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-let tools: [String: ([String]) throws -> Int32] = [
-    "ads-check": { try AdsCheckCommand(arguments: $0).run() },
-    "beacons": { try BeaconsCommand(arguments: $0).run() },
-    "plays": { try PlaysCommand(arguments: $0).run() },
-    "check-config": { try CheckConfigCommand(arguments: $0).run() },
-    "schedule-check": { try ScheduleCheckCommand(arguments: $0).run() },
-    "simulate": { try SimulateCommand(arguments: $0).run() },
-    "web": { try execSibling("adplayerd-web", $0) },
-    "mqtt": { try execSibling("adplayerd-mqtt", $0) },
+let webUsage = "usage: adplayerd web …            the status page, health and metrics over HTTP (adplayerd-web --help; docs/web.md)"
+let mqttUsage = "usage: adplayerd mqtt …           the fleet bridge to an MQTT broker (adplayerd-mqtt --help; docs/fleet.md)"
+let tools: [String: ProcessSetup.Tool] = [
+    "ads-check": .init(usage: AdsCheckCommand.usage) { try AdsCheckCommand(arguments: $0).run() },
+    "beacons": .init(usage: BeaconsCommand.usage) { try BeaconsCommand(arguments: $0).run() },
+    "plays": .init(usage: PlaysCommand.usage) { try PlaysCommand(arguments: $0).run() },
+    "check-config": .init(usage: CheckConfigCommand.usage) { try CheckConfigCommand(arguments: $0).run() },
+    "schedule-check": .init(usage: ScheduleCheckCommand.usage) { try ScheduleCheckCommand(arguments: $0).run() },
+    "simulate": .init(usage: SimulateCommand.usage) { try SimulateCommand(arguments: $0).run() },
+    "manual": .init(usage: ManualCommand.usage) { try ManualCommand(arguments: $0).run() },
+    "web": .init(usage: webUsage) { try execSibling("adplayerd-web", $0) },
+    "mqtt": .init(usage: mqttUsage) { try execSibling("adplayerd-mqtt", $0) },
 ]
-let usage = [DaemonCommand.usage, CheckConfigCommand.usage, BeaconsCommand.usage, PlaysCommand.usage, AdsCheckCommand.usage, ScheduleCheckCommand.usage, SimulateCommand.usage,
-             "usage: adplayerd web …            the status page, health and metrics over HTTP (adplayerd-web --help; docs/web.md)",
-             "usage: adplayerd mqtt …           the fleet bridge to an MQTT broker (adplayerd-mqtt --help; docs/fleet.md)",
+let usage = [DaemonCommand.usage, CheckConfigCommand.usage, BeaconsCommand.usage, PlaysCommand.usage, AdsCheckCommand.usage, ScheduleCheckCommand.usage,
+             SimulateCommand.usage, ManualCommand.usage, webUsage, mqttUsage,
              "  (The developer tools, play and bench-*, are adplayerd-dev's.)"].joined(separator: "\n")
 
 /// `adplayerd web` and `adplayerd mqtt` are the programs beside this one (`adplayerd-web`,

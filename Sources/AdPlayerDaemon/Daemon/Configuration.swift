@@ -166,8 +166,11 @@ public struct Configuration: Sendable {
         "pop-deadline": "S", "pop-display-wait": "S", "display-connector": "NAME|auto|none", "drm-sysfs-root": "DIR",
         "display-check-interval": "S", "schedule": "FILE", "repeat": "off|one|all",
     ]
+    /// What a key's value is called (`DIR`, `S`): the usage's and the man pages' placeholder.
+    public static func placeholder(_ key: String) -> String { placeholders[key] ?? "S" }
+
     /// Keys that may be given more than once.
-    static let repeatable: Set<String> = ["library", "ads", "mpv-option"]
+    public static let repeatable: Set<String> = ["library", "ads", "mpv-option"]
 
     /// Every key as a flag (`[--library DIR]...`), in the order of `keys`, wrapped at `width`:
     /// `adplayerd --help` made from the keys, so that none is missing.
@@ -175,7 +178,7 @@ public struct Configuration: Sendable {
         var lines: [String] = []
         var line = ""
         for key in keys {
-            var flag = switches.contains(key) ? "[--\(key)]" : "[--\(key) \(placeholders[key] ?? "S")]"
+            var flag = switches.contains(key) ? "[--\(key)]" : "[--\(key) \(placeholder(key))]"
             if repeatable.contains(key) { flag += "..." }
             if !line.isEmpty, indent + line.count + 1 + flag.count > width {
                 lines.append(line)

@@ -37,8 +37,6 @@ int csystem_clock_synchronized(void);
 /* sd_journal_sendv: `count` fields "NAME=value" (MESSAGE=, PRIORITY=, MESSAGE_ID=, …); 0 on success. */
 int csystem_journal_send(const char *const *fields, int count);
 
-/* Whether stderr is connected to the journal ($JOURNAL_STREAM names its device and inode). */
-int csystem_stderr_is_journal(void);
 
 /* sd_listen_fds(1): how many sockets systemd passed (from fd 3, SD_LISTEN_FDS_START), 0 when
    not socket-activated, < 0 -errno. */
