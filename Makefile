@@ -14,7 +14,8 @@ run: deps media build
 release-probe: deps
 	$(SWIFT) build -c release --product adplayerd-dev $(SWIFT_FLAGS)
 
-test: deps media release-probe
+# `deb` first: the package test installs it (Tests/DaemonTests/PackageTests.swift).
+test: deps media release-probe deb
 	$(SWIFT) build --build-tests $(SWIFT_FLAGS)
 	$(SWIFT) test --skip-build --disable-swift-testing --skip StressTests $(SWIFT_FLAGS)
 
@@ -30,7 +31,7 @@ stress: deps media
 # ThreadSanitizer over the whole suite, the daemons and tools the tests start included
 # (each process writes its report to .build/tsan-logs/); fails on any warning (SPEC R18: one owner, few locks,
 # all of a kind TSan sees). Slower than `make test`. Its own build folder, beside the debug build.
-tsan: deps media release-probe
+tsan: deps media release-probe deb
 	ADPLAYERD_SHARED_SWIFT_RUNTIME=1 $(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan $(SWIFT_FLAGS)
 	rm -rf .build/tsan-logs && mkdir -p .build/tsan-logs
 	set -o pipefail; TSAN_OPTIONS="halt_on_error=0 report_signal_unsafe=0 log_path=$(CURDIR)/.build/tsan-logs/tsan" \
@@ -43,7 +44,7 @@ tsan: deps media release-probe
 # tests start included (each process writes its report to .build/asan-logs/); fails on any
 # report. Reports that are not leaks of ours are suppressed by name in asan.supp, each with
 # its reason. Its own build folder, so that it does not disturb the debug build.
-asan: deps media release-probe
+asan: deps media release-probe deb
 	ADPLAYERD_SHARED_SWIFT_RUNTIME=1 $(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan $(SWIFT_FLAGS)
 	rm -rf .build/asan-logs && mkdir -p .build/asan-logs
 	set -o pipefail; \
