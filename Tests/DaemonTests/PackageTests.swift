@@ -6,7 +6,7 @@ import XCTest
 /// The Debian package as a box installs it (issue 47): `make deb` built it before the tests
 /// (the Makefile's `test` target), and this installs it on this machine with `dpkg -i`, checks
 /// what it put where, upgrades it over an edited conffile, removes and purges it — and leaves
-/// the machine as it found it (the package's user and group removed again when the test made
+/// the machine as it found it (the package's users and groups removed again when the test made
 /// them). Root only; refused on a machine where adplayerd is installed already (not ours to
 /// disturb).
 final class PackageTests: XCTestCase {
@@ -31,15 +31,18 @@ final class PackageTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: package.path), "\(package.path): run `make deb` first (make test does)")
         guard FileManager.default.fileExists(atPath: package.path) else { return }
         guard !status().contains("installed") else { throw XCTSkip("adplayerd is installed on this machine: not ours to remove") }
-        let userBefore = try runToEnd("/usr/bin/getent", ["passwd", "adplayerd"]).status == 0
-        let groupBefore = try runToEnd("/usr/bin/getent", ["group", "adplayerd"]).status == 0
+        let users = ["adplayerd", "adplayerd-web", "adplayerd-mqtt"]
+        let usersBefore = try users.filter { try runToEnd("/usr/bin/getent", ["passwd", $0]).status == 0 }
+        let groupsBefore = try users.filter { try runToEnd("/usr/bin/getent", ["group", $0]).status == 0 }
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("package-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         defer {
             try? FileManager.default.removeItem(at: scratch)
             _ = try? runToEnd("/usr/bin/dpkg", ["--purge", "adplayerd"])
-            if !userBefore { _ = try? runToEnd("/usr/sbin/userdel", ["adplayerd"]) }
-            if !groupBefore, (try? runToEnd("/usr/bin/getent", ["group", "adplayerd"]).status) == 0 { _ = try? runToEnd("/usr/sbin/groupdel", ["adplayerd"]) }
+            for user in users.reversed() where !usersBefore.contains(user) { _ = try? runToEnd("/usr/sbin/userdel", [user]) }
+            for group in users where !groupsBefore.contains(group) {
+                if (try? runToEnd("/usr/bin/getent", ["group", group]).status) == 0 { _ = try? runToEnd("/usr/sbin/groupdel", [group]) }
+            }
         }
 
         // The package as lintian reads it: no error.
@@ -67,6 +70,11 @@ final class PackageTests: XCTestCase {
         let passwd = try runToEnd("/usr/bin/getent", ["passwd", "adplayerd"])
         XCTAssertEqual(passwd.status, 0, "no user adplayerd")
         XCTAssertTrue(passwd.output.contains(":/var/lib/adplayerd:/usr/sbin/nologin"), passwd.output)
+        // The page's and the bridge's users reach the daemon's socket through its group.
+        for user in ["adplayerd-web", "adplayerd-mqtt"] {
+            XCTAssertTrue(try runToEnd("/usr/bin/id", ["-nG", user]).output.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+                .contains("adplayerd"), "\(user) is not in the group adplayerd")
+        }
         let owner = try FileManager.default.attributesOfItem(atPath: "/var/lib/adplayerd")
         XCTAssertEqual(owner[.ownerAccountName] as? String, "adplayerd")
         XCTAssertEqual((owner[.posixPermissions] as? NSNumber)?.intValue, 0o750)
@@ -122,7 +130,7 @@ final class PackageTests: XCTestCase {
         // Purged: the configuration and the state go too.
         _ = try dpkg(["--purge", "adplayerd"])
         XCTAssertFalse(status().contains("installed"), status())
-        for path in ["/etc/adplayerd.conf", "/var/lib/adplayerd", "/var/cache/adplayerd"] {
+        for path in ["/etc/adplayerd.conf", "/var/lib/adplayerd", "/var/lib/adplayerd-mqtt", "/var/cache/adplayerd"] {
             XCTAssertFalse(FileManager.default.fileExists(atPath: path), "\(path) left after a purge")
         }
     }
