@@ -12,8 +12,20 @@ let strict: [SwiftSetting] = [
 /// against the shared runtime names only Foundation for the linker, so the static archives
 /// Foundation stands on are named here. The sanitizers' builds (`make tsan`, `make asan`) set
 /// ADPLAYERD_SHARED_SWIFT_RUNTIME: their runtimes interpose the shared libraries.
-func staticRuntime(xml: Bool = false, networking: Bool = false) -> [LinkerSetting] {
+///
+/// `essentials`: a program whose modules import FoundationEssentials only (no `import
+/// Foundation`: the page, the bridge) links that and no ICU; `core`: one that imports no
+/// Foundation at all (`adplayerctl`) links the Swift runtime alone (docs/benchmarks.md §15).
+func staticRuntime(xml: Bool = false, networking: Bool = false, essentials: Bool = false, core: Bool = false) -> [LinkerSetting] {
     guard Context.environment["ADPLAYERD_SHARED_SWIFT_RUNTIME"] == nil else { return [] }
+    if core {
+        return [.unsafeFlags(["-static-stdlib", "-Xlinker", "--gc-sections", "-lswiftSynchronization", "-lstdc++"])]
+    }
+    if essentials {
+        let libraries = ["FoundationEssentials", "_FoundationCShims", "_FoundationCollections", "swiftSynchronization", "swiftDispatch", "dispatch",
+                         "BlocksRuntime", "stdc++"]
+        return [.unsafeFlags(["-static-stdlib", "-Xlinker", "--gc-sections"] + libraries.map { "-l" + $0 })]
+    }
     var libraries = ["Foundation"]
     if xml { libraries += ["FoundationXML", "_CFXMLInterface", "xml2"] }
     if networking { libraries += ["FoundationNetworking", "_CFURLSessionInterface", "curl"] }
@@ -53,8 +65,11 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         // libcurl's easy interface: the one bounded HTTP reader (ad sources, post-roll probe, beacons).
         .systemLibrary(name: "CCurl", path: "Sources/CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
-        // Seconds from outside, checked in one place (the runtime and the protocol both use it).
-        .target(name: "Bounds", swiftSettings: strict),
+        // What every module stands on, without Foundation (the protocol and adplayerctl link it
+        // alone): seconds from outside checked in one place, times, text, addresses, locks, threads.
+        .target(name: "BoundsCore", swiftSettings: strict),
+        // BoundsCore re-exported, with the files and a box's environment (FoundationEssentials).
+        .target(name: "Bounds", dependencies: ["BoundsCore"], swiftSettings: strict),
         // The SDK core: VideoAds, the player model and its loop, the lifecycles. Foundation only.
         .target(name: "AdRuntime", dependencies: ["Bounds"], swiftSettings: strict),
         // Where ads come from: the local catalog, VAST, the slots API, and their HTTP reader.
@@ -65,7 +80,7 @@ let package = Package(
         // The control protocol (docs/protocol.md), for the daemon and its clients: commands,
         // their validation, replies, events, error codes; JSON; the command-line parser.
         // It knows no ads runtime: adplayerctl links the protocol alone.
-        .target(name: "ControlProtocol", dependencies: ["Bounds"], swiftSettings: strict),
+        .target(name: "ControlProtocol", dependencies: ["BoundsCore"], swiftSettings: strict),
         // What every adplayerd process does alike: its log, its signals, the host's names.
         .target(name: "ProcessSupport", dependencies: ["Bounds", "CSystem"], swiftSettings: strict),
         // The clients' side: the configuration file's reader (the daemon's too) and the settings
@@ -107,16 +122,16 @@ let package = Package(
         // parts only (no libmpv, FFmpeg, SQLite or curl), the Swift runtime statically (section
         // GC keeps what they use): docs/benchmarks.md has their memory beside the daemon's.
         .executableTarget(name: "adplayerd-web", dependencies: ["AdPlayerWeb", "ClientSupport", "ProcessSupport", "ControlProtocol", "CSystem"],
-                          swiftSettings: strict, linkerSettings: staticRuntime()),
-        .executableTarget(name: "adplayerd-mqtt", dependencies: ["AdPlayerFleet", "ClientSupport", "ProcessSupport", "ControlProtocol"],
-                          swiftSettings: strict, linkerSettings: staticRuntime()),
+                          swiftSettings: strict, linkerSettings: staticRuntime(essentials: true)),
+        .executableTarget(name: "adplayerd-mqtt", dependencies: ["AdPlayerFleet", "Bounds", "ClientSupport", "ProcessSupport", "ControlProtocol"],
+                          swiftSettings: strict, linkerSettings: staticRuntime(essentials: true)),
         // The developer's tools, out of the production executable: play, the benchmarks, the
         // loop-affinity probe.
         .executableTarget(name: "adplayerd-dev", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdSchedule", "AdRuntime", "AdSources", "AdTracking",
                                                                 "MpvPlayerAdapter", "ControlProtocol"],
                           swiftSettings: strict, linkerSettings: staticRuntime(xml: true, networking: true)),
         // The control socket's client: the protocol only (docs/protocol.md).
-        .executableTarget(name: "adplayerctl", dependencies: ["ControlProtocol", "Bounds"], swiftSettings: strict, linkerSettings: staticRuntime()),
+        .executableTarget(name: "adplayerctl", dependencies: ["ControlProtocol", "BoundsCore"], swiftSettings: strict, linkerSettings: staticRuntime(core: true)),
         // Test doubles shared by the test targets: a scripted ad source and a recording surface.
         .target(name: "AdTestSupport", dependencies: ["AdRuntime"], swiftSettings: strict),
         .testTarget(name: "AdRuntimeTests", dependencies: ["AdRuntime", "AdTestSupport"], swiftSettings: strict),

@@ -1,7 +1,10 @@
 import ClientSupport
 import ControlProtocol
 import ProcessSupport
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Bounds
 
 /// `adplayerd mqtt` (docs/fleet.md): the daemon's control protocol on one side, an MQTT

@@ -1,5 +1,8 @@
 import CMqtt
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What the broker said, collected by libmosquitto's callbacks during `loop` (they run inside
 /// it, on the bridge's thread) and handled right after.

@@ -1,3 +1,4 @@
+import Bounds
 import AdPlayerDaemon
 import AdSources
 import ControlProtocol

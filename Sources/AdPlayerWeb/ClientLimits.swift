@@ -1,5 +1,8 @@
 import Bounds
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What one client of the web server may ask (issue 34, 11), by its address: a token bucket of
 /// requests (`requestsPerSecond`, a burst of `burst`), and one of failed authentications

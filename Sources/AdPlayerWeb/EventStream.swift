@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Bounds
 
 /// One Server-Sent Events client's queue: messages wait here for its connection's thread to

@@ -1,4 +1,8 @@
-import Foundation
+import Bounds
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A request as the server took it: its head parsed and checked, its body read (bounded).
 public struct HTTPRequest: Sendable, Equatable {
@@ -68,7 +72,7 @@ public struct HTTPResponse: Sendable {
             case "\n": out += "\\n"
             default:
                 if scalar.value < 0x20 || scalar.value == 0x7F || scalar == "<" || scalar == ">" || scalar == "&" {
-                    out += String(format: "\\u%04x", scalar.value)
+                    out += "\\u" + hex(scalar.value, width: 4)
                 } else {
                     out.unicodeScalars.append(scalar)
                 }
@@ -132,7 +136,7 @@ public enum HTTPParser {
         guard bytes.count <= maxHeadBytes else { throw HTTPError(431, "the request's head is over \(maxHeadBytes) bytes") }
         guard !bytes.contains(0) else { throw HTTPError(400, "a NUL byte in the request's head") }
         guard let text = String(validating: bytes, as: UTF8.self) else { throw HTTPError(400, "the request's head is not UTF-8") }
-        var lines = text.components(separatedBy: "\r\n")
+        var lines = text.pieces(separatedBy: "\r\n")
         while lines.last == "" { lines.removeLast() }
         guard let requestLine = lines.first, !requestLine.isEmpty else { throw HTTPError(400, "no request line") }
         guard lines.count - 1 <= maxHeaders else { throw HTTPError(431, "more than \(maxHeaders) header lines") }
@@ -154,7 +158,7 @@ public enum HTTPParser {
             guard let colon = line.firstIndex(of: ":") else { throw HTTPError(400, "a header line without a colon") }
             let name = String(line[..<colon])
             guard !name.isEmpty, name.unicodeScalars.allSatisfy(isTokenCharacter) else { throw HTTPError(400, "a header name that is not a token") }
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
+            let value = line[line.index(after: colon)...].trimmedSpaces()
             guard value.unicodeScalars.allSatisfy({ $0 == "\t" || ($0.value >= 0x20 && $0.value != 0x7F) }) else {
                 throw HTTPError(400, "a control character in header \(name.prefix(64))")
             }
@@ -205,8 +209,8 @@ public enum HTTPParser {
         if pieces.count == 2 {
             for pair in pieces[1].split(separator: "&") where !pair.isEmpty {
                 let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                guard let name = decode(String(kv[0]).replacingOccurrences(of: "+", with: " ")),
-                      let value = decode(kv.count > 1 ? String(kv[1]).replacingOccurrences(of: "+", with: " ") : ""),
+                guard let name = decode(String(kv[0]).replacingAll("+", with: " ")),
+                      let value = decode(kv.count > 1 ? String(kv[1]).replacingAll("+", with: " ") : ""),
                       !name.unicodeScalars.contains(where: { $0.value < 0x20 }), !value.unicodeScalars.contains(where: { $0.value < 0x20 }) else {
                     throw HTTPError(400, "the query is not percent-encoded UTF-8 text")
                 }

@@ -2,7 +2,10 @@ import ClientSupport
 import ControlProtocol
 import ProcessSupport
 import CSystem
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Bounds
 
 /// A small HTTP/1.1 server, bounded in every way a client could push it (docs/web.md):

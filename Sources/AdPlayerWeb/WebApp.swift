@@ -2,7 +2,10 @@ import ClientSupport
 import ControlProtocol
 import ProcessSupport
 import CSystem
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Bounds
 
 /// `adplayerd web`'s endpoints (docs/web.md), each a client of the daemon's control protocol
@@ -41,11 +44,11 @@ public final class WebApp: Sendable {
     /// `statusSharing` seconds (one call to the daemon's loop for all of them), and the call
     /// under way that they wait for.
     private let statusShared = Locked<(at: Double, value: JSONValue)?>(nil)
-    private let statusLock = NSLock()
+    private let statusLock = Locked(())
     static let statusSharing = 0.25
     private let started = Date()
     private let screenshotCache = Locked<(time: Date, png: [UInt8], withAds: Bool, note: String)?>(nil)
-    private let screenshotLock = NSLock()
+    private let screenshotLock = Locked(())
     private let dirty = Locked(false)
     private let connected = Locked(false)
     private let stopping = Locked(false)
@@ -103,7 +106,7 @@ public final class WebApp: Sendable {
                 lastHealth = Date()
                 hub.broadcast(event: "health", data: healthVerdict().verdict.text)
             }
-            Thread.sleep(forTimeInterval: 0.25)
+            sleepThread(0.25)
         }
     }
 
@@ -233,12 +236,12 @@ public final class WebApp: Sendable {
             return shared.value
         }
         if let value = fresh() { return .success(value) }
-        statusLock.lock()
-        defer { statusLock.unlock() }
-        if let value = fresh() { return .success(value) }   // the call we waited for answered
-        let outcome = result(.status(queue: true))
-        if case .success(let value) = outcome { statusShared.withLock { $0 = (ClientLimits.now(), value) } }
-        return outcome
+        return statusLock.withLock { _ in
+            if let value = fresh() { return .success(value) }   // the call we waited for answered
+            let outcome = result(.status(queue: true))
+            if case .success(let value) = outcome { statusShared.withLock { $0 = (ClientLimits.now(), value) } }
+            return outcome
+        }
     }
 
     private func status() -> HTTPResponse {
@@ -343,7 +346,7 @@ public final class WebApp: Sendable {
     static func redactingQueries(_ text: String) -> String {
         var out = ""
         var rest = Substring(text)
-        while let start = rest.range(of: "http", options: []) {
+        while let start = rest.firstRange(of: "http") {
             out += rest[..<start.lowerBound]
             var urlEnd = rest[start.lowerBound...].firstIndex { $0 == " " || $0 == "\"" || $0 == "'" || $0 == "\n" } ?? rest.endIndex
             // Punctuation that ends a sentence is not the URL's: "URL: attempt failed".
@@ -358,8 +361,10 @@ public final class WebApp: Sendable {
     /// The output as a PNG: with the ads where mpv can grab them, else the video alone (the
     /// `X-Adplayerd-Screenshot` header says which and why). One grab per 2 s: others get it.
     private func screenshot() -> HTTPResponse {
-        screenshotLock.lock()
-        defer { screenshotLock.unlock() }
+        screenshotLock.withLock { _ in grabScreenshot() }
+    }
+
+    private func grabScreenshot() -> HTTPResponse {
         if let cached = screenshotCache.withLock({ $0 }), Date().timeIntervalSince(cached.time) < Self.screenshotInterval {
             return png(cached.png, withAds: cached.withAds, note: cached.note)
         }
@@ -410,7 +415,7 @@ public final class WebApp: Sendable {
         case .success(let envelope):
             if case .subscribe = envelope.request { return .error(400, "follow events at GET /events") }
             if let refusal = Commands.refusal(envelope.request, tier: role.tier) {
-                return .error(403, "\(refusal.message.components(separatedBy: ";").first ?? refusal.message); the \(role.rawValue) role has the \(role.tier) tier")
+                return .error(403, "\(refusal.message.pieces(separatedBy: ";").first ?? refusal.message); the \(role.rawValue) role has the \(role.tier) tier")
             }
             var timeout: Double?
             if case .screenshot = envelope.request { timeout = 10 }
@@ -424,10 +429,10 @@ public final class WebApp: Sendable {
     }
 
     static func uptime() -> Double? {
-        guard let handle = FileHandle(forReadingAtPath: "/proc/uptime") else { return nil }
-        defer { try? handle.close() }
-        let text = String(decoding: (try? handle.read(upToCount: 64)) ?? Data(), as: UTF8.self)
-        return text.split(separator: " ").first.flatMap { Double($0) }
+        // /proc/uptime's first figure: time since boot, suspend included.
+        var now = timespec()
+        guard clock_gettime(CLOCK_BOOTTIME, &now) == 0 else { return nil }
+        return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
     }
 }
 

@@ -1,7 +1,10 @@
 import ClientSupport
 import ControlProtocol
 import ProcessSupport
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Who may do what on the web (docs/web.md): a role per token, each role a tier of the
 /// command table — `viewer` runs what is `read`, `operator` what is `read` or `control`,
@@ -65,7 +68,7 @@ public struct WebAuth: Sendable {
     public static func parse(_ text: String, source: String) throws(UsageError) -> WebAuth {
         var tokens: [(token: [UInt8], role: WebRole)] = []
         for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = raw.trimmingCharacters(in: .whitespaces)
+            let line = raw.trimmedSpaces()
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
             let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             guard words.count == 2, let role = WebRole(rawValue: String(words[0])) else {
@@ -97,9 +100,9 @@ public struct WebAuth: Sendable {
         if parts.count == 2 {
             switch parts[0].lowercased() {
             case "bearer":
-                presented = Array(parts[1].trimmingCharacters(in: .whitespaces).utf8)
+                presented = Array(parts[1].trimmedSpaces().utf8)
             case "basic":
-                if let data = Data(base64Encoded: String(parts[1]).trimmingCharacters(in: .whitespaces)),
+                if let data = Data(base64Encoded: String(parts[1]).trimmedSpaces()),
                    let colon = data.firstIndex(of: UInt8(ascii: ":")) {
                     presented = Array(data[data.index(after: colon)...])
                 }

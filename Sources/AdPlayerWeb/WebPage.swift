@@ -106,8 +106,8 @@ enum WebPage {
     }
 
     static func escape(_ text: String) -> String {
-        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+        text.replacingAll("&", with: "&amp;").replacingAll("<", with: "&lt;")
+            .replacingAll(">", with: "&gt;").replacingAll("\"", with: "&quot;")
     }
 
     static let style = """

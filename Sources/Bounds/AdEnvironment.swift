@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
 
 /// The clocks, the randomness and the worker threads of one box — what decides what an ad does
@@ -142,7 +145,7 @@ public final class AdEnvironment: Sendable {
         defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: 64)
         let n = read(fd, &buffer, buffer.count)
-        return n > 0 ? String(decoding: buffer.prefix(n), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : ""
+        return n > 0 ? String(decoding: buffer.prefix(n), as: UTF8.self).trimmed() : ""
     }()
 }
 

@@ -3,7 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Foundation
+import FoundationEssentials
 
 /// The project's one way to replace a file whole or not at all: each file is written to a
 /// temporary name beside it (`O_EXCL`, `O_NOFOLLOW`: never through a link an attacker left),
@@ -63,7 +63,7 @@ public enum AtomicFile {
         guard durable else { return }
         var folders: [String] = []
         for file in files {
-            let folder = (file.path as NSString).deletingLastPathComponent
+            let folder = folderOf(file.path)
             if !folders.contains(folder) { folders.append(folder) }
         }
         for folder in folders { syncFolder(folder.isEmpty ? "." : folder) }

@@ -1,4 +1,7 @@
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Why a file from outside cannot be used, naming it once.
 public struct FileRefusal: Error, Sendable, Equatable, CustomStringConvertible {

@@ -1,6 +1,9 @@
 import Bounds
 import ControlProtocol
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import ProcessSupport
 
 /// A setting that cannot be used, and where it came from.
@@ -64,15 +67,15 @@ public enum ConfigurationFile {
         guard let text = String(data: data, encoding: .utf8) else { throw ConfigurationError(source: path, reason: "not UTF-8 text") }
         var settings: [Setting] = []
         for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let line = raw.trimmingCharacters(in: .whitespaces)
+            let line = raw.trimmedSpaces()
             guard !line.isEmpty, !line.hasPrefix("#") else { continue }
             let source = "\(path):\(index + 1)"
             guard let equals = line.firstIndex(of: "=") else {
                 problems.append(ConfigurationError(source: source, reason: "expected `key = value`, found \"\(line.prefix(80))\""))
                 continue
             }
-            let key = line[..<equals].trimmingCharacters(in: .whitespaces)
-            var value = line[line.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            let key = line[..<equals].trimmedSpaces()
+            var value = line[line.index(after: equals)...].trimmedSpaces()
             if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
             guard key != "config" else {
                 problems.append(ConfigurationError(source: source, reason: "config: a file cannot name another"))

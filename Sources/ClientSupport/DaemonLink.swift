@@ -1,5 +1,8 @@
 
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 import Bounds
 import ControlProtocol
 
@@ -50,7 +53,7 @@ public final class DaemonLink: Sendable {
                     follower.withLock { $0 = nil }
                     if stopping.withLock({ $0 }) { break }
                     onConnection(false)
-                    Thread.sleep(forTimeInterval: delay + Double.random(in: 0...0.1))
+                    sleepThread(delay + Double.random(in: 0...0.1))
                     delay = min(delay * 2, 5)
                 }
             }

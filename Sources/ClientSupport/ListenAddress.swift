@@ -1,6 +1,9 @@
 import ControlProtocol
 import Bounds
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Where a TCP server listens (`web-listen`): `HOST:PORT` with an IP literal — IPv4
 /// (`127.0.0.1:8080`, `0.0.0.0:8080`), IPv6 in brackets (`[::1]:8080`) — or `localhost`;

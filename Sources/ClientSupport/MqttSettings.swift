@@ -1,5 +1,8 @@
 import ControlProtocol
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `adplayerd mqtt`'s settings (docs/fleet.md), each checked here as it is read: the broker's
 /// URL, names that go into topics (no wildcard, no `/` where one is not meant, no NUL), the
@@ -73,7 +76,7 @@ public struct MqttSettings: Sendable, Equatable {
             }
             prefix = value
         case "mqtt-groups":
-            let list = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let list = value.split(separator: ",").map { $0.trimmedSpaces() }.filter { !$0.isEmpty }
             guard list.count <= 32, list.allSatisfy(Self.isTopicName) else {
                 throw UsageError("mqtt-groups: at most 32 names of A-Z a-z 0-9 . _ -, comma-separated")
             }
@@ -98,7 +101,7 @@ public struct MqttSettings: Sendable, Equatable {
             guard let tier = Tier(name: value) else { throw UsageError("mqtt-commands: none, read, control or admin") }
             commands = tier
         case "mqtt-events":
-            let list = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let list = value.split(separator: ",").map { $0.trimmedSpaces() }.filter { !$0.isEmpty }
             guard list.count <= ControlProtocol.maxSubscriptions, list.allSatisfy({ $0.utf8.count <= 64 && !$0.contains(" ") }) else {
                 throw UsageError("mqtt-events: at most \(ControlProtocol.maxSubscriptions) event names or prefixes (ad.*), comma-separated")
             }

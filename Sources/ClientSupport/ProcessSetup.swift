@@ -2,7 +2,10 @@ import Bounds
 import ProcessSupport
 import ControlProtocol
 import CSystem
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What `adplayerd` and `adplayerd-dev` do first, before any thread exists (mpv's included),
 /// so that the tools measure the process the daemon is.

@@ -1,3 +1,4 @@
+import BoundsCore
 /// A command line that cannot be used: the message says which word and why.
 public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String

@@ -1,4 +1,7 @@
-import Foundation
+import BoundsCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 extension Commands {
     /// The whole protocol, sorted by name (`ProtocolTests` asserts the order): each command's
@@ -241,7 +244,7 @@ extension Commands {
                 cli: ("takeover FILE|PLAYLIST [--for LENGTH] [--priority P] | takeover end",
                       "play a file or a schedule's playlist now, above the schedule (audited),\nfor LENGTH (90m, 2h) or until takeover end"),
                 options: ["for": .value, "priority": .value], parse: { input throws(UsageError) in
-                    let who = "adplayerctl (user \(ProcessInfo.processInfo.environment["USER"] ?? String(getuid())))"
+                    let who = "adplayerctl (user \(ThisProcess.environment["USER"] ?? String(getuid())))"
                     if input.words == ["end"] { return .takeoverEnd(by: who) }
                     try input.expect(1, "takeover takes one FILE or PLAYLIST, or end")
                     let word = input.words[0]

@@ -1,5 +1,7 @@
-import Bounds
-import Foundation
+import BoundsCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Who may run a command, as MPD's command table has permissions. A client of the control
 /// socket has one tier (the daemon's user and root: `admin`; `socket-group` members:

@@ -1,4 +1,7 @@
-import Foundation
+import BoundsCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The client side of the control protocol (docs/protocol.md): newline-delimited JSON over
 /// the daemon's Unix socket. Requests `{"id", "cmd", "args"}`; replies `{"id", "ok",
@@ -102,13 +105,13 @@ public final class ControlClient: @unchecked Sendable {
 
     /// Where the daemon's socket is: `--socket`, `$ADPLAYERD_SOCKET`, else the first of the
     /// daemon's default places that exists (a user's, then the system daemon's).
-    public static func socketPath(_ explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+    public static func socketPath(_ explicit: String?, environment: [String: String] = ThisProcess.environment) -> String {
         if let explicit { return explicit }
         if let path = environment["ADPLAYERD_SOCKET"], !path.isEmpty { return path }
         var candidates: [String] = []
         if let xdg = environment["XDG_RUNTIME_DIR"], !xdg.isEmpty { candidates.append("\(xdg)/adplayerd/control.sock") }
         candidates.append("/tmp/adplayerd-\(getuid())/control.sock")
         candidates.append("/run/adplayerd/control.sock")
-        return candidates.first { FileManager.default.fileExists(atPath: $0) } ?? candidates[0]
+        return candidates.first { ThisProcess.exists($0) } ?? candidates[0]
     }
 }

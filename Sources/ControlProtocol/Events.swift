@@ -1,3 +1,4 @@
+import BoundsCore
 
 /// Every event of the control protocol (docs/protocol.md): its name, once.
 public enum EventName: String, CaseIterable, Sendable {

@@ -1,3 +1,4 @@
+import BoundsCore
 /// A JSON value that can cross threads: what the control protocol reads and writes.
 ///
 /// Integers are kept exact: a number written without a fraction or an exponent that fits in

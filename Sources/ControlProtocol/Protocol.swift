@@ -1,6 +1,8 @@
 // The protocol's users get `ISO8601`, `CSV` and `Seconds` with it.
-@_exported import Bounds
-import Foundation
+@_exported import BoundsCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The control protocol (docs/protocol.md) in one place, for the daemon and its clients: the
 /// version, every command with its arguments (decoded and validated here, once, for every
@@ -289,7 +291,7 @@ public enum Commands {
             let help = form.help.split(separator: "\n").map(String.init)
             let head = "  " + form.synopsis
             if head.count <= 30 {
-                lines.append(head.padding(toLength: 31, withPad: " ", startingAt: 0) + (help.first ?? ""))
+                lines.append(head + String(repeating: " ", count: 31 - head.count) + (help.first ?? ""))
             } else {
                 lines.append(head)
                 lines.append(String(repeating: " ", count: 31) + (help.first ?? ""))

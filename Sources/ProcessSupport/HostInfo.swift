@@ -1,5 +1,8 @@
 import Bounds
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What names this machine to a person (`identify`, the web page): its network addresses.
 public enum HostInfo {
@@ -25,10 +28,8 @@ public enum HostInfo {
 
     /// The machine's id (`/etc/machine-id`, 32 hex digits), nil where there is none.
     public static func machineID() -> String? {
-        guard let handle = FileHandle(forReadingAtPath: "/etc/machine-id") else { return nil }
-        defer { try? handle.close() }
-        let data = (try? handle.read(upToCount: 64)) ?? Data()
-        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let data = try? SafeFile.read("/etc/machine-id", maxBytes: 64) else { return nil }
+        let text = String(decoding: data, as: UTF8.self).trimmed()
         return text.count == 32 && text.allSatisfy(\.isHexDigit) ? text : nil
     }
 }

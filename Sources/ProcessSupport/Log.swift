@@ -1,6 +1,9 @@
 import Bounds
 import CSystem
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// syslog's priorities, as journald reads them from a `<N>` prefix on each stderr line.
 public enum LogLevel: Int, Comparable, Sendable, CaseIterable {

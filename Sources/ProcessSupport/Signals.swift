@@ -1,5 +1,8 @@
 import Bounds
-import Foundation
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Signals, taken by a thread of their own with `sigwait` rather than by handlers: nothing
 /// runs in signal context, and the daemon decides what each one means in ordinary code.

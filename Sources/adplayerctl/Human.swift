@@ -1,5 +1,8 @@
+import BoundsCore
 import ControlProtocol
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The daemon's answers and events as lines a person reads.
 enum Human {
@@ -22,7 +25,7 @@ enum Human {
             return ControlProtocol.adKinds.map { kind in
                 let k = result[kind]
                 func n(_ key: String) -> Int64 { k?[key]?.integer ?? 0 }
-                return "\(kind.padding(toLength: 9, withPad: " ", startingAt: 0)) requested \(n("requested")), filled \(n("filled")), "
+                return "\(kind.padded(to: 9)) requested \(n("requested")), filled \(n("filled")), "
                     + "no fill \(n("nofill")), errors \(n("errors")), started \(n("started"))"
             }.joined(separator: "\n")
         case .plays:
@@ -32,8 +35,8 @@ enum Human {
                 func s(_ key: String) -> String { p[key]?.string ?? "-" }
                 let beacons = p["beacons"]
                 func n(_ key: String) -> Int64 { beacons?[key]?.integer ?? 0 }
-                let seconds = p["seconds"]?.number.map { String(format: "%.1f s", $0) } ?? "-"
-                return "#\(p["row"]?.integer ?? 0) \(s("started"))  \(s("kind").padding(toLength: 8, withPad: " ", startingAt: 0)) \(s("ad_id")) on \(s("content_id")): "
+                let seconds = p["seconds"]?.number.map { CFormat.format("%.1f s", $0) } ?? "-"
+                return "#\(p["row"]?.integer ?? 0) \(s("started"))  \(s("kind").padded(to: 8)) \(s("ad_id")) on \(s("content_id")): "
                     + "\(seconds), \(s("reason")), \(s("viewable")); beacons sent \(n("sent")), pending \(n("pending")), failed \(n("failed"))"
                     + "; display \(s("display"))" + (p["display_evidence"]?["reason"]?.string.map { " (\($0))" } ?? "")
             }.joined(separator: "\n")
@@ -56,7 +59,7 @@ enum Human {
             var lines = [result["status"]?.string ?? "?"]
             for check in result["checks"]?.array ?? [] {
                 let status = check["status"]?.string ?? "?"
-                lines.append("  \(status.padding(toLength: 9, withPad: " ", startingAt: 0)) \(check["name"]?.string ?? "?"): \(check["reason"]?.string ?? "")")
+                lines.append("  \(status.padded(to: 9)) \(check["name"]?.string ?? "?"): \(check["reason"]?.string ?? "")")
             }
             return lines.joined(separator: "\n")
         case .logs:
@@ -79,7 +82,7 @@ enum Human {
             let path = item["path"]?.string ?? "?"
             let rate = s["rate"]?.number ?? 0
             lines.append("\(playing ? "playing" : "paused ")  \(path) (\(item["content_id"]?.string ?? "?"))  at \(time(s["position"]?.number ?? 0))"
-                         + (playing ? String(format: ", %.2fx", rate) : ""))
+                         + (playing ? CFormat.format(", %.2fx", rate) : ""))
         } else {
             lines.append("stopped")
         }
@@ -92,7 +95,7 @@ enum Human {
         lines.append("queue    \(length) episode\(length == 1 ? "" : "s")" + (current.map { ", playing number \($0 + 1)" } ?? ""))
         for (index, path) in queue.enumerated() { lines.append("  \(index == current ? ">" : " ") \(index + 1). \(path)") }
         var flags: [String] = []
-        if let volume = s["volume"]?.number { flags.append(String(format: "volume %.0f", volume) + (s["mute"]?.bool == true ? " (muted)" : "")) }
+        if let volume = s["volume"]?.number { flags.append(CFormat.format("volume %.0f", volume) + (s["mute"]?.bool == true ? " (muted)" : "")) }
         if let mode = s["repeat"]?.string, mode != "off" { flags.append("repeat \(mode)") }
         if s["shuffle"]?.bool == true { flags.append("shuffle") }
         if s["background"]?.bool == true { flags.append("in the background") }
@@ -106,9 +109,9 @@ enum Human {
     }
 
     static func event(_ e: JSONValue) -> String {
-        func n(_ key: String) -> String { e[key]?.number.map { String(format: "%.2f", $0) } ?? "?" }
+        func n(_ key: String) -> String { e[key]?.number.map { CFormat.format("%.2f", $0) } ?? "?" }
         func s(_ key: String) -> String { e[key]?.string ?? "?" }
-        let clock = Date().formatted(.iso8601.time(includingFractionalSeconds: true))
+        let clock = ISO8601.format(ThisProcess.wallClock).split(separator: "T").last.map { String($0.dropLast()) } ?? ""   // HH:MM:SS.mmm, UTC
         let text: String
         switch e["event"]?.string.flatMap(EventName.init(rawValue:)) {
         case .playerItem?: text = e["path"]?.string.map { "item \($0)" } ?? "item none"
@@ -149,7 +152,8 @@ enum Human {
 
     static func time(_ seconds: Double) -> String {
         let whole = Int(seconds)
-        return String(format: "%d:%02d.%d", whole / 60, whole % 60, Int((seconds - Double(whole)) * 10))
+        let secondsPart = whole % 60
+        return "\(whole / 60):\(secondsPart < 10 ? "0" : "")\(secondsPart).\(Int((seconds - Double(whole)) * 10))"
     }
 
     /// `schedule`: what rules and why, what plays, the next change, the takeover and its audit.

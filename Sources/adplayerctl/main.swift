@@ -1,6 +1,8 @@
-import Bounds
+import BoundsCore
 import ControlProtocol
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 // adplayerctl: controls adplayerd through its control socket (docs/protocol.md).
 // Exit 0: done; 1: the daemon said no, or is not running; 2: bad usage.
@@ -12,7 +14,7 @@ let usage = """
     """
 
 func fail(_ message: String, code: Int32) -> Never {
-    FileHandle.standardError.write(Data("adplayerctl: \(message)\n".utf8))
+    writeAll("adplayerctl: \(message)\n", to: 2)
     exit(code)
 }
 
@@ -38,7 +40,7 @@ let json = parsed.flag("json")
 let request: Request
 do {
     let input = CommandLineInput(words: Array(parsed.positional.dropFirst()), arguments: parsed,
-                                 directory: FileManager.default.currentDirectoryPath)
+                                 directory: ThisProcess.currentDirectory)
     request = try Commands.parse(commandLine: input, word: command)
 } catch {
     fail("\(error)" + (Commands.commandLine(command) == nil ? "\n\n\(usage)" : ""), code: 2)
@@ -52,7 +54,7 @@ do {
 }
 
 func write(_ line: String) {
-    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+    writeAll(line + "\n", to: 1)
 }
 
 do {
@@ -82,7 +84,7 @@ do {
         write(Human.result(request, reply.printable["result"] ?? .object([:])))
     }
     if !ok {
-        if !json { FileHandle.standardError.write(Data("adplayerctl: \(Human.error(reply.printable))\n".utf8)) }
+        if !json { writeAll("adplayerctl: \(Human.error(reply.printable))\n", to: 2) }
         exit(1)
     }
 } catch {

@@ -1,8 +1,13 @@
 import AdPlayerFleet
+import Bounds
 import ClientSupport
 import ControlProtocol
 import ProcessSupport
-import Foundation
+import Dispatch
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `adplayerd mqtt [--config FILE] [--socket PATH] [--state-dir DIR] [--mqtt-… VALUE]…`: the
 /// fleet bridge (docs/fleet.md), a process apart from the daemon that reaches it only through
@@ -40,7 +45,7 @@ struct MqttCommand {
                 throw ConfigurationError(source: "mqtt-password-file", reason: error.description)
             }
             let data = try SafeFile.read(file, maxBytes: 4096)
-            password = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
+            password = String(String(decoding: data, as: UTF8.self).trimmingLineBreaks())
         }
         do {
             try FileManager.default.createDirectory(atPath: configuration.stateDir, withIntermediateDirectories: true)

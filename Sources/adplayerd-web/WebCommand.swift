@@ -3,7 +3,11 @@ import ClientSupport
 import ControlProtocol
 import ProcessSupport
 import CSystem
-import Foundation
+import Dispatch
+import FoundationEssentials
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `adplayerd web [--config FILE] [--socket PATH] [--listen HOST:PORT] [--token-file FILE]`:
 /// the operator's page and its JSON, metrics and event endpoints (docs/web.md), a process
@@ -71,7 +75,7 @@ struct WebCommand {
         }
         app.start()
         server.start()
-        FileHandle.standardError.write(Data("listening on http://\(shown)/\n".utf8))
+        StandardError.write(priority: 5, "listening on http://\(shown)/")
         stopped.wait()
         server.stop()
         app.stop()

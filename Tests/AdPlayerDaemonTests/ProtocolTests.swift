@@ -274,8 +274,20 @@ final class ProtocolTests: XCTestCase {
             return found
         }
         let protocolImports = try imports("ControlProtocol"), clientImports = try imports("adplayerctl"), daemonImports = try imports("AdPlayerDaemon")
-        XCTAssertTrue(protocolImports.isSubset(of: ["Bounds", "Foundation", "Synchronization"]), "\(protocolImports)")
-        XCTAssertTrue(clientImports.isSubset(of: ["ControlProtocol", "Foundation", "Glibc"]), "\(clientImports)")
+        XCTAssertTrue(protocolImports.isSubset(of: ["Bounds", "FoundationEssentials", "Glibc", "Synchronization"]), "\(protocolImports)")
+        XCTAssertTrue(clientImports.isSubset(of: ["Bounds", "ControlProtocol", "FoundationEssentials", "Glibc"]), "\(clientImports)")
+        // The operator's programs and what they link carry FoundationEssentials, never the whole
+        // Foundation with ICU (issue 47, 5: 70 MB → 23 MB each): not a module of theirs imports it,
+        // and no ICU data is in their executables.
+        for module in ["Bounds", "ControlProtocol", "ClientSupport", "ProcessSupport", "AdPlayerWeb", "AdPlayerFleet", "adplayerctl", "adplayerd-web", "adplayerd-mqtt"] {
+            let found = try imports(module)
+            XCTAssertTrue(found.isDisjoint(with: ["Foundation", "FoundationXML", "FoundationNetworking"]), "\(module) imports \(found)")
+        }
+        for program in ["adplayerctl", "adplayerd-web", "adplayerd-mqtt"] {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: Executables.path(program)))
+            XCTAssertNil(bytes.range(of: Data("icudt".utf8)), "\(program) carries ICU's data")
+        }
+        XCTAssertNotNil(try Data(contentsOf: URL(fileURLWithPath: Executables.adplayerd)).range(of: Data("icudt".utf8)), "the check finds ICU where it is")
         XCTAssertFalse(daemonImports.contains("MpvPlayerAdapter") || daemonImports.contains("CMpv"), "\(daemonImports)")
         XCTAssertEqual(ControlProtocol.adKinds, AdKind.allCases.map(\.protocolName))
     }

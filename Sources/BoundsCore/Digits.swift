@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 /// Numbers written as text by hand — hex of a digest, zero-padded fields of a time — where
 /// `String(format:)` went through Foundation's formatter: a fifth of a simulated day's time
 /// went there (issue 46), and the daemon writes them at every beacon and play too.

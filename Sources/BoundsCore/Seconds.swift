@@ -1,4 +1,6 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The one place where a number of seconds from outside — a catalog, a VAST document, the
 /// slots API, a flag, the configuration, the control socket — becomes a value the runtime
@@ -44,7 +46,7 @@ public enum Seconds {
     /// Parses seconds written as a number (`12.5`) or as `HH:MM:SS(.mmm)` (VAST's form), then
     /// checks them. Whitespace around is ignored; nothing else is.
     public static func parse(_ text: String, _ bounds: Bounds, field: String) throws(SecondsError) -> Double {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = text.trimmed()
         guard let value = number(trimmed) ?? clock(trimmed) else {
             throw SecondsError(field: field, text: trimmed, reason: "not a number of seconds or HH:MM:SS(.mmm)")
         }
@@ -58,7 +60,7 @@ public enum Seconds {
     /// A length of time as a person writes it on a command line: `3600s`, `90m`, `24h`, `2d`,
     /// or seconds as `parse` takes them; then checked.
     public static func parseLength(_ text: String, _ bounds: Bounds, field: String) throws(SecondsError) -> Double {
-        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let trimmed = text.trimmed()
         let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
         if let unit = trimmed.last, let scale = units[unit], let value = number(String(trimmed.dropLast())) {
             do {

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 /// The product's version: every process says it alike (the User-Agent, `status`, the page, the
 /// bridge's online message).
 public enum Product {

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 /// Text from outside (an ad server's id, a catalog's title, a file name) made safe to print on
 /// one line of a log or a terminal: line breaks, tabs, the backslash and every C0 and C1 control
 /// character (ESC, CSI, DEL: what a terminal would act on) written as escapes. One function for

@@ -1,4 +1,6 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// CSV as proof of play is exported (RFC 4180). A cell is text or a number, and only text is
 /// guarded: a text field a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, a tab or a
@@ -10,14 +12,16 @@ public enum CSV {
         var text = text
         if guardFormulas, let first = text.unicodeScalars.first, "=+-@\t\r".unicodeScalars.contains(first) { text = "'" + text }
         guard text.contains(where: { ",\"\n\r".contains($0) }) else { return text }
-        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        var quoted = "\""
+        for character in text { quoted += character == "\"" ? "\"\"" : String(character) }
+        return quoted + "\""
     }
 
     /// A number cell, `format` (`%.3f`, `%.6f`, `%g`) applied; empty for none. A value that is
     /// not finite is no number: empty.
     public static func number(_ value: Double?, _ format: String = "%g") -> String {
         guard let value, value.isFinite else { return "" }
-        return String(format: format, value)
+        return CFormat.format(format, value)
     }
 
     /// A whole number cell.
