@@ -16,7 +16,7 @@ let strict: [SwiftSetting] = [
 /// `essentials`: a program whose modules import FoundationEssentials only (no `import
 /// Foundation`: the page, the bridge) links that and no ICU; `core`: one that imports no
 /// Foundation at all (`adplayerctl`) links the Swift runtime alone (docs/benchmarks.md §15).
-func staticRuntime(xml: Bool = false, networking: Bool = false, essentials: Bool = false, core: Bool = false) -> [LinkerSetting] {
+func staticRuntime(xml: Bool = false, essentials: Bool = false, core: Bool = false) -> [LinkerSetting] {
     guard Context.environment["ADPLAYERD_SHARED_SWIFT_RUNTIME"] == nil else { return [] }
     if core {
         return [.unsafeFlags(["-static-stdlib", "-Xlinker", "--gc-sections", "-lswiftSynchronization", "-lstdc++"])]
@@ -28,7 +28,6 @@ func staticRuntime(xml: Bool = false, networking: Bool = false, essentials: Bool
     }
     var libraries = ["Foundation"]
     if xml { libraries += ["FoundationXML", "_CFXMLInterface", "xml2"] }
-    if networking { libraries += ["FoundationNetworking", "_CFURLSessionInterface", "curl"] }
     libraries += ["FoundationInternationalization", "FoundationEssentials", "_FoundationICU", "_FoundationCollections",
                   "_FoundationCShims", "CoreFoundation", "_FoundationICU", "swiftSynchronization", "swiftDispatch", "dispatch",
                   "BlocksRuntime", "stdc++"]
@@ -117,7 +116,7 @@ let package = Package(
         // main (the services in order) and the tool commands.
         .executableTarget(name: "adplayerd", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdPlayerSimulation", "AdSchedule", "AdRuntime", "AdSources", "AdTracking",
                                                             "MpvPlayerAdapter", "ControlProtocol", "ClientSupport", "ProcessSupport", "CSign"],
-                          swiftSettings: strict, linkerSettings: staticRuntime(xml: true, networking: true)),
+                          swiftSettings: strict, linkerSettings: staticRuntime(xml: true)),
         // The operator's processes, apart from the player: they link the protocol and their own
         // parts only (no libmpv, FFmpeg, SQLite or curl), the Swift runtime statically (section
         // GC keeps what they use): docs/benchmarks.md has their memory beside the daemon's.
@@ -129,7 +128,7 @@ let package = Package(
         // loop-affinity probe.
         .executableTarget(name: "adplayerd-dev", dependencies: ["AdPlayerDaemon", "AdPlayerMpv", "AdSchedule", "AdRuntime", "AdSources", "AdTracking",
                                                                 "MpvPlayerAdapter", "ControlProtocol"],
-                          swiftSettings: strict, linkerSettings: staticRuntime(xml: true, networking: true)),
+                          swiftSettings: strict, linkerSettings: staticRuntime(xml: true)),
         // The control socket's client: the protocol only (docs/protocol.md).
         .executableTarget(name: "adplayerctl", dependencies: ["ControlProtocol", "BoundsCore"], swiftSettings: strict, linkerSettings: staticRuntime(core: true)),
         // Test doubles shared by the test targets: a scripted ad source and a recording surface.

@@ -17,6 +17,11 @@ is printed. While adplayerd runs, /proc/PID/smaps is read every 100 ms and the r
 the most resident memory is broken down by mapping (anonymous memory, [heap], each library),
 with the thread count at that moment.
 
+The daemon as a box runs it: `adplayerd` (release) started with a library (and, second, the
+sample catalog), `adplayerctl open` of the 30 s episode through its socket, SIGTERM once the
+episode (and its post-roll) ended; peak RSS from wait4(2), against the bare client playing the
+same (the episode, then the episode and the post-roll), with where the difference is.
+
 Start-up. `adplayerd` (the daemon, release build, the sample catalog) from the fork to READY=1
 on its NOTIFY_SOCKET (socket listening, state loaded, mpv initialised), first with a new state
 folder (the database is created), then again with that folder (a restart); the bare client
@@ -43,6 +48,8 @@ RUNS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 BUILD = "release" if os.path.exists(os.path.join(ROOT, ".build/release/adplayerd")) else "debug"
 ADPLAYERD = os.path.join(ROOT, f".build/{BUILD}/adplayerd")
 ADPLAYERD_DEV = os.path.join(ROOT, f".build/{BUILD}/adplayerd-dev")
+ADPLAYERCTL = os.path.join(ROOT, f".build/{BUILD}/adplayerctl")
+LONG_EPISODE = os.path.join(MEDIA, "episode-long.mp4")
 BARE = os.path.join(ROOT, ".build/bench/bare_mpv")
 
 
@@ -145,6 +152,81 @@ def memory():
         print(" | ".join(f"{k} {v / 1024:+.1f}" for k, v in shown[:14]) + f" | the {len(shown) - 14} others {rest / 1024:+.1f}")
 
 
+def daemon_run(work, ads):
+    """The real daemon (release) through its socket, as a box runs it: started, told to open
+    the 30 s episode by adplayerctl, stopped (SIGTERM) once the episode ended and, with ads,
+    its post-roll played; its peak RSS from wait4(2), /proc/PID/smaps sampled meanwhile."""
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(os.path.join(work, "notify"))
+    notify.settimeout(30)
+    control = os.path.join(work, "control.sock")
+    argv = [ADPLAYERD, "--state-dir", os.path.join(work, "state"), "--socket", control, "--library", MEDIA]
+    if ads:
+        argv += ["--ads", os.path.join(MEDIA, "catalog")]
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, env=dict(os.environ, NOTIFY_SOCKET=os.path.join(work, "notify")),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = [None]
+    done = threading.Event()
+
+    def sampler():
+        while not done.wait(0.1):
+            reading = smaps(proc.pid)
+            if reading and (peak[0] is None or sum(reading[0].values()) > sum(peak[0][0].values())):
+                peak[0] = reading
+
+    threading.Thread(target=sampler, daemon=True).start()
+    try:
+        while "READY=1" not in notify.recv(4096).decode().split("\n"):
+            pass
+        events = subprocess.Popen([ADPLAYERCTL, "--socket", control, "--json", "events", "player.ended", "ad.ended"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        subprocess.run([ADPLAYERCTL, "--socket", control, "open", LONG_EPISODE], check=True, stdout=subprocess.DEVNULL)
+        ended = False
+        for line in events.stdout:
+            ended = ended or '"player.ended"' in line
+            if ended and (not ads or ('"ad.ended"' in line and '"postroll"' in line)):
+                break
+        events.kill()
+        events.wait()
+    finally:
+        proc.terminate()
+        _, status, usage = os.wait4(proc.pid, 0)
+        done.set()
+        notify.close()
+        os.unlink(os.path.join(work, "notify"))
+    wall = time.monotonic() - start
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, peak[0]
+
+
+def daemon_memory():
+    """Issue 47's figure: the daemon against the bare client playing what it plays."""
+    rows = [("bare libmpv client: the 30 s episode", lambda: measure([BARE, LONG_EPISODE], True)),
+            ("bare libmpv client: the 30 s episode + the post-roll", lambda: measure([BARE, LONG_EPISODE, POSTROLL], True))]
+    for ads in (False, True):
+        def run(ads=ads):
+            with tempfile.TemporaryDirectory() as work:
+                return daemon_run(work, ads)
+        rows.append((f"adplayerd ({BUILD}), through its socket, " + ("the sample catalog" if ads else "no ads"), run))
+    print(f"\n| the daemon as a box runs it (median of {RUNS}) | wall s | CPU s | peak RSS MiB | over its bare client MiB |")
+    print("|---|---|---|---|---|")
+    floors = {}
+    peaks = {}
+    for index, (name, run) in enumerate(rows):
+        results = [run() for _ in range(RUNS)]
+        rss = statistics.median(r[2] for r in results)
+        floor = rss if index < 2 else floors[index - 2]
+        floors[index] = rss
+        peaks[index] = max((r[3] for r in results if r[3]), key=lambda p: sum(p[0].values()))
+        print(f"| {name} | {statistics.median(r[0] for r in results):.2f} | {statistics.median(r[1] for r in results):.2f} | {rss:.1f} | {rss - floor:+.1f} |")
+    sizes, threads = peaks[3]
+    base_sizes, base_threads = peaks[1]
+    diff = {k: sizes.get(k, 0) - base_sizes.get(k, 0) for k in set(sizes) | set(base_sizes)}
+    shown = sorted(diff.items(), key=lambda kv: -abs(kv[1]))
+    print(f"\nWhere the daemon with the catalog is above its bare client, at the largest reading of each ({threads} threads "
+          f"against {base_threads}), MiB: " + " | ".join(f"{k} {v / 1024:+.1f}" for k, v in shown[:10]))
+
+
 def startup_bare():
     start = time.monotonic_ns()
     proc = subprocess.Popen([BARE, EPISODES[0]], env=dict(os.environ, BARE_MPV_READY="1"), stdout=subprocess.PIPE,
@@ -196,4 +278,5 @@ def startup():
 if __name__ == "__main__":
     build_bare()
     memory()
+    daemon_memory()
     startup()

@@ -1,8 +1,5 @@
 import AdRuntime
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 
 /// The seed vendor's Video Ads API (SPEC §4.3): `POST /v1/ads` with a bearer token and a
 /// JSON body naming the video by `title_id`; the answer's `slots` (empty = no overlays) are

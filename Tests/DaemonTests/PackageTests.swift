@@ -48,6 +48,10 @@ final class PackageTests: XCTestCase {
         // The package as lintian reads it: no error.
         let lint = try runToEnd("/usr/bin/lintian", ["--tag-display-limit", "0", package.path])
         XCTAssertFalse(lint.output.split(separator: "\n").contains { $0.hasPrefix("E: ") }, lint.output)
+        // Small enough to roll out over a cellular link (issue 47, 5): the package ≤ 30 MB,
+        // adplayerctl ≤ 10 MB as installed.
+        let size = (try FileManager.default.attributesOfItem(atPath: package.path)[.size] as? NSNumber)?.intValue ?? .max
+        XCTAssertLessThanOrEqual(size, 30_000_000, "the package is \(size) bytes")
         // Its dependencies were computed from the binaries, not listed by hand.
         let fields = try dpkg(["--field", package.path, "Depends", "Version"])
         XCTAssertTrue(fields.contains("libmpv2") && fields.contains("libsqlite3-0") && fields.contains("libc6 (>="), fields)
@@ -64,6 +68,8 @@ final class PackageTests: XCTestCase {
             XCTAssertTrue(FileManager.default.fileExists(atPath: path), "\(path) not installed")
         }
         XCTAssertEqual(try dpkg(["-L", "adplayerd"]).split(separator: "\n").filter { $0.hasPrefix("/usr/local") }, [])
+        let control = (try FileManager.default.attributesOfItem(atPath: "/usr/bin/adplayerctl")[.size] as? NSNumber)?.intValue ?? .max
+        XCTAssertLessThanOrEqual(control, 10_000_000, "adplayerctl is \(control) bytes")
         let unit = try String(contentsOfFile: "/lib/systemd/system/adplayerd.service", encoding: .utf8)
         XCTAssertTrue(unit.contains("ExecStart=/usr/bin/adplayerd --config /etc/adplayerd.conf"), unit)
         XCTAssertTrue(try String(contentsOfFile: "/var/lib/dpkg/info/adplayerd.conffiles", encoding: .utf8).contains("/etc/adplayerd.conf"))
@@ -107,10 +113,10 @@ final class PackageTests: XCTestCase {
         let unpacked = scratch.appendingPathComponent("unpacked").path
         _ = try dpkg(["-x", package.path, unpacked])
         _ = try dpkg(["-e", package.path, unpacked + "/DEBIAN"])
-        let control = unpacked + "/DEBIAN/control"
+        let controlFile = unpacked + "/DEBIAN/control"
         let later = Product.version + "+1"
-        try (try String(contentsOfFile: control, encoding: .utf8)).replacingOccurrences(of: "Version: \(Product.version)\n", with: "Version: \(later)\n")
-            .write(toFile: control, atomically: true, encoding: .utf8)
+        try (try String(contentsOfFile: controlFile, encoding: .utf8)).replacingOccurrences(of: "Version: \(Product.version)\n", with: "Version: \(later)\n")
+            .write(toFile: controlFile, atomically: true, encoding: .utf8)
         let upgrade = scratch.appendingPathComponent("adplayerd-later.deb").path
         let built = try runToEnd("/usr/bin/dpkg-deb", ["--root-owner-group", "--build", unpacked, upgrade])
         XCTAssertEqual(built.status, 0, built.output)
