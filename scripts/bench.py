@@ -87,21 +87,26 @@ def smaps(pid):
     return sizes, threads
 
 
-def measure(argv, sample=False):
-    start = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def sample_peak(pid):
+    """Reads /proc/PID/smaps every 100 ms until `done` is set: `peak[0]` is the reading with the
+    most resident memory."""
     peak = [None]
     done = threading.Event()
 
     def sampler():
         while not done.wait(0.1):
-            reading = smaps(proc.pid)
+            reading = smaps(pid)
             if reading and (peak[0] is None or sum(reading[0].values()) > sum(peak[0][0].values())):
                 peak[0] = reading
 
-    thread = threading.Thread(target=sampler, daemon=True) if sample else None
-    if thread:
-        thread.start()
+    threading.Thread(target=sampler, daemon=True).start()
+    return peak, done
+
+
+def measure(argv, sample=False):
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak, done = sample_peak(proc.pid) if sample else ([None], threading.Event())
     _, status, usage = os.wait4(proc.pid, 0)
     done.set()
     wall = time.monotonic() - start
@@ -166,16 +171,7 @@ def daemon_run(work, ads):
     start = time.monotonic()
     proc = subprocess.Popen(argv, env=dict(os.environ, NOTIFY_SOCKET=os.path.join(work, "notify")),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    peak = [None]
-    done = threading.Event()
-
-    def sampler():
-        while not done.wait(0.1):
-            reading = smaps(proc.pid)
-            if reading and (peak[0] is None or sum(reading[0].values()) > sum(peak[0][0].values())):
-                peak[0] = reading
-
-    threading.Thread(target=sampler, daemon=True).start()
+    peak, done = sample_peak(proc.pid)
     try:
         while "READY=1" not in notify.recv(4096).decode().split("\n"):
             pass
