@@ -39,6 +39,48 @@ final class CommandLineTests: XCTestCase {
         XCTAssertEqual(String(decoding: daemon.errors, as: UTF8.self), "adplayerd: command line: unknown option --no-such-flag\n")
     }
 
+    /// Paths as a person types them: relative to the working folder, for every tool.
+    func testToolsTakePathsRelativeToTheWorkingFolder() throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("relative-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        try FileManager.default.copyItem(atPath: try Media.path("catalog"), toPath: scratch.appendingPathComponent("catalog").path)
+        try FileManager.default.createDirectory(at: scratch.appendingPathComponent("lib"), withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: try Media.path("episode-1.mp4"), toPath: scratch.appendingPathComponent("lib/episode-1.mp4").path)
+        // The daemon's own file keeps absolute paths (docs/configuration.md); the tools' flags need not.
+        try "library = \(scratch.appendingPathComponent("lib").path)\n".write(to: scratch.appendingPathComponent("box.conf"), atomically: true, encoding: .utf8)
+        func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: Executables.adplayerd)
+            process.arguments = arguments
+            process.currentDirectoryURL = scratch
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            try process.run()
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        }
+        let check = try run(["check-config", "--config", "box.conf"])
+        XCTAssertEqual(check.status, 0, check.output)
+        let ads = try run(["ads-check", "catalog"])
+        XCTAssertEqual(ads.status, 0, ads.output)
+        XCTAssertTrue(ads.output.contains("catalog (catalog)"), ads.output)
+        let simulate = try run(["simulate", "--library", "lib", "--ads", "catalog", "--from", "2026-12-07T00:00:00Z", "--for", "1m",
+                                "--out", "sim", "--keep-state", "kept", "--send-beacons"])
+        XCTAssertEqual(simulate.status, 0, simulate.output)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: scratch.appendingPathComponent("sim/summary.txt").path), simulate.output)
+        let export = try run(["plays", "export", "--state-dir", "kept", "--format", "jsonl", "--output", "plays.jsonl"])
+        XCTAssertEqual(export.status, 0, export.output)
+        let verify = try run(["plays", "verify", "plays.jsonl"])
+        XCTAssertEqual(verify.status, 0, verify.output)
+        let state = try run(["plays", "verify", "--state-dir", "kept"])
+        XCTAssertEqual(state.status, 0, state.output)
+        let beacons = try run(["beacons", "status", "--state-dir", "kept"])
+        XCTAssertEqual(beacons.status, 0, beacons.output)
+    }
+
     /// `plays verify` in a shell: `adplayerd plays: …`, no `<3>`; the same with stderr the
     /// journal's stream (`$JOURNAL_STREAM` naming its device and inode): `<3>adplayerd plays: …`.
     func testStderrCarriesAPriorityOnlyOnTheJournalsStream() throws {

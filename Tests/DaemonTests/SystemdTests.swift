@@ -15,6 +15,15 @@ final class SystemdTests: XCTestCase {
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("units-\(UUID().uuidString.prefix(8))")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             defer { try? FileManager.default.removeItem(at: folder) }
+            // The man pages the units name (Documentation=man:…), as `make install` puts them
+            // beside the program: systemd-analyze looks each up with man.
+            for (page, section) in [("adplayerd.8", "8"), ("adplayerd.conf.5", "5")] {
+                let made = try runProcess(Executables.adplayerd, ["manual", page, "--docs", repositoryRoot.appendingPathComponent("docs").path], mergeErrors: false)
+                XCTAssertEqual(made.status, 0, page)
+                let manFolder = folder.appendingPathComponent("man/man\(section)")
+                try FileManager.default.createDirectory(at: manFolder, withIntermediateDirectories: true)
+                try made.output.write(to: manFolder.appendingPathComponent(page))
+            }
             for unit in units {
                 let text = try String(contentsOf: repositoryRoot.appendingPathComponent("systemd/\(user ? "user" : "system")/\(unit)"), encoding: .utf8)
                 if unit == "adplayerd.service" {
@@ -33,6 +42,7 @@ final class SystemdTests: XCTestCase {
                 process.arguments = ["systemd-analyze"] + (user ? ["--user"] : []) + ["verify", folder.appendingPathComponent(unit).path]
                 var environment = ProcessInfo.processInfo.environment
                 environment["XDG_RUNTIME_DIR"] = folder.path   // a user manager needs one, even offline
+                environment["MANPATH"] = folder.appendingPathComponent("man").path
                 process.environment = environment
                 process.currentDirectoryURL = folder
                 let output = Pipe()
