@@ -230,8 +230,9 @@ enum Manual {
                        + "the working directory."),
                   ".SH OPTIONS",
                   ".TP", "\\fB\\-\\-socket\\fR \\fIPATH\\fR",
-                  roff("the control socket (default: `$ADPLAYERD_SOCKET`, `/run/adplayerd/control.sock` for root, else "
-                       + "`$XDG_RUNTIME_DIR/adplayerd/control.sock`)."),
+                  roff("the control socket (default: `$ADPLAYERD_SOCKET`, else the first that exists of "
+                       + "`$XDG_RUNTIME_DIR/adplayerd/control.sock`, `/tmp/adplayerd-UID/control.sock` and "
+                       + "`/run/adplayerd/control.sock`)."),
                   ".TP", "\\fB\\-\\-json\\fR", roff("the daemon's reply as it sent it, one JSON object a line."),
                   ".TP", "\\fB\\-\\-help\\fR, \\fB\\-h\\fR", roff("the list of commands."),
                   ".TP", "\\fB\\-\\-version\\fR", roff("this program's version (the daemon's: `adplayerctl version`)."),
