@@ -11,14 +11,16 @@ public struct ProcessOutput: Sendable {
 }
 
 /// The one process runner of the tests: runs `executable` with `arguments` to its end.
-/// `environment` replaces the test's own when given; `mergeErrors` sends standard error into
-/// `output`, else it is read apart (at the same time, so that neither pipe can fill and stall).
-public func runProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+/// `environment` replaces the test's own when given; `directory` is its working folder (the
+/// test's when nil); `mergeErrors` sends standard error into `output`, else it is read apart
+/// (at the same time, so that neither pipe can fill and stall).
+public func runProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil, directory: URL? = nil,
                        mergeErrors: Bool = true) throws -> ProcessOutput {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     if let environment { process.environment = environment }
+    if let directory { process.currentDirectoryURL = directory }
     let output = Pipe()
     process.standardOutput = output
     let errors = Locked(Data())

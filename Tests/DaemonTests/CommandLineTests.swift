@@ -50,17 +50,8 @@ final class CommandLineTests: XCTestCase {
         // The daemon's own file keeps absolute paths (docs/configuration.md); the tools' flags need not.
         try "library = \(scratch.appendingPathComponent("lib").path)\n".write(to: scratch.appendingPathComponent("box.conf"), atomically: true, encoding: .utf8)
         func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: Executables.adplayerd)
-            process.arguments = arguments
-            process.currentDirectoryURL = scratch
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = pipe
-            try process.run()
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+            let result = try runProcess(Executables.adplayerd, arguments, directory: scratch)
+            return (result.status, String(decoding: result.output, as: UTF8.self))
         }
         let check = try run(["check-config", "--config", "box.conf"])
         XCTAssertEqual(check.status, 0, check.output)
