@@ -54,7 +54,9 @@ let package = Package(
         .systemLibrary(name: "CMpv", path: "Sources/CMpv", providers: [.apt(["libmpv-dev"])]),
         // FFmpeg's libavformat/libavcodec/libswscale (pulled in by libmpv-dev): ad images to BGRA.
         .systemLibrary(name: "CFFmpeg", path: "Sources/CFFmpeg",
-                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev"])]),
+                       providers: [.apt(["libavformat-dev", "libavcodec-dev", "libswscale-dev", "libswresample-dev"])]),
+        // libebur128 (ITU-R BS.1770 / EBU R128): each creative's and episode's loudness (R28).
+        .systemLibrary(name: "CEbur128", path: "Sources/CEbur128", providers: [.apt(["libebur128-dev"])]),
         // MPRIS2 and logind's PrepareForSleep over sd-bus (libsystemd): its vtables are C macros.
         .target(name: "CMpris", path: "Sources/CMpris", linkerSettings: [.linkedLibrary("systemd")]),
         // accept4 and SO_PEERCRED, which glibc declares only with _GNU_SOURCE (the control socket);
@@ -72,7 +74,7 @@ let package = Package(
         // The SDK core: VideoAds, the player model and its loop, the lifecycles. Foundation only.
         .target(name: "AdRuntime", dependencies: ["Bounds"], swiftSettings: strict),
         // Where ads come from: the local catalog, VAST, the slots API, and their HTTP reader.
-        .target(name: "AdSources", dependencies: ["AdRuntime", "CCurl", "CFFmpeg"], swiftSettings: strict),
+        .target(name: "AdSources", dependencies: ["AdRuntime", "CCurl", "CFFmpeg", "CEbur128"], swiftSettings: strict),
         // What is sent and recorded of the ads: beacons (the outbox), proof of play, metrics.
         .target(name: "AdTracking", dependencies: ["CSQLite", "CSystem", "CSign", "AdRuntime", "AdSources"], swiftSettings: strict),
         .target(name: "MpvPlayerAdapter", dependencies: ["CMpv", "CFFmpeg", "AdRuntime"], swiftSettings: strict),

@@ -39,6 +39,7 @@ packages=(
   libssl-dev        # libcrypto (CSign): the ledger's SHA-256, Ed25519 signatures of proof-of-play exports
   libxml2-dev       # the executables link Foundation statically: FoundationXML (VAST) needs libxml2 at link time
   libstdc++-12-dev  # ... and the static Swift runtime needs libstdc++ at link time
+  libebur128-dev    # each creative's and episode's loudness, EBU R128 (CEbur128, R28)
   dpkg-dev          # make deb: dpkg-shlibdeps computes the package's Depends from the binaries
   binutils          # ... strip, as Debian ships binaries
   lintian           # ... and the package test checks it with Debian's lintian

@@ -468,7 +468,7 @@ public final class FleetBridge: Sendable {
     /// chain — `sequence`, `chain`, `hash`, `prev_hash`, `segment` — so the back office holds the
     /// chain's head outside the box (docs/reporting.md, "What the chain proves").
     static let playFields = ["id", "row", "sequence", "chain", "ad_id", "kind", "source", "content_id", "started", "ended", "seconds", "viewable",
-                             "reason", "display", "display_evidence", "hash", "prev_hash", "segment"]
+                             "reason", "display", "display_evidence", "loudness", "hash", "prev_hash", "segment"]
     /// What a play too large to publish whole still says: its link.
     static let linkFields = ["id", "row", "sequence", "chain", "kind", "started", "ended", "hash", "prev_hash", "segment"]
 

@@ -29,7 +29,7 @@ public enum MpvStage {
             log.warning("--mpv-ipc-socket \(configuration.mpvIPCSocket!): mpv's own IPC is open; anyone who can reach it drives the player (unsafe, for tests and debugging)")
         }
         let player = try MpvPlayer(configuration: playerConfiguration) { message in log.mpv(message) }
-        player.setAdAudio(volumePercent: configuration.adVolume, loudnorm: configuration.adLoudnorm)
+        player.setAdAudio(volumePercent: configuration.adVolume)
         // HTML creatives (the slots API's) are for a UI shell to draw: announced on the socket,
         // a hide in the turn that takes the creative down (docs/benchmarks.md §5).
         let surface = MpvAdSurface(player: player, hideAtOnce: true, onHTML: announce)

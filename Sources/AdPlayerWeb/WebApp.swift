@@ -300,10 +300,12 @@ public final class WebApp: Sendable {
         case .success(let value):
             guard csv else { return json(200, value) }
             let columns = ["row", "id", "ad_id", "kind", "source", "content_id", "started", "ended", "seconds", "reason", "viewable", "display", "display_evidence"]
-            var text = (columns + ["beacons_sent", "beacons_pending", "beacons_failed"]).joined(separator: ",") + "\r\n"
+            let loudness = ["ad_lufs", "ad_peak_dbtp", "content_lufs", "target_lufs", "gain_db"]
+            var text = (columns + ["beacons_sent", "beacons_pending", "beacons_failed"] + loudness).joined(separator: ",") + "\r\n"
             for play in value["plays"]?.array ?? [] {
                 var cells = columns.map { Self.csvCell(play[$0] ?? .null) }
                 cells += ["sent", "pending", "failed"].map { Self.csvCell(play["beacons"]?[$0] ?? .null) }
+                cells += loudness.map { Self.csvCell(play["loudness"]?[$0] ?? .null) }
                 text += cells.joined(separator: ",") + "\r\n"
             }
             return HTTPResponse(status: 200, headers: [("Content-Type", "text/csv; charset=utf-8"),

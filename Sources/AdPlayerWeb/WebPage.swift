@@ -86,7 +86,7 @@ enum WebPage {
         <section class="card wide">
           <h2>Proof of play <a href="/api/plays.csv">CSV</a></h2>
           <table>
-            <thead><tr><th>#</th><th>Started</th><th>Kind</th><th>Ad</th><th>Episode</th><th>Seconds</th><th>Ended</th><th>Viewable</th><th>Display</th></tr></thead>
+            <thead><tr><th>#</th><th>Started</th><th>Kind</th><th>Ad</th><th>Episode</th><th>Seconds</th><th>Ended</th><th>Viewable</th><th>Display</th><th>Loudness</th></tr></thead>
             <tbody data-field="plays"></tbody>
           </table>
         </section>
@@ -228,6 +228,15 @@ enum WebPage {
           }
         }
 
+        function loudnessText(l) {
+          if (!l) return '–';
+          const lu = v => (v == null ? '?' : v.toFixed(1)) + ' LUFS';
+          const said = 'ad ' + lu(l.ad_lufs);
+          if (l.target_lufs == null) return said + ', as mastered';
+          const to = ' → ' + lu(l.target_lufs) + (l.content_lufs == null ? ' (fixed target)' : ' (the episode)');
+          return said + to + (l.gain_db == null ? ', normalised as it played' : ', gain ' + (l.gain_db > 0 ? '+' : '') + l.gain_db.toFixed(1) + ' dB');
+        }
+
         function renderPlays(plays) {
           const body = field('plays');
           body.replaceChildren();
@@ -244,6 +253,11 @@ enum WebPage {
             shown.textContent = (p.display ?? '–') + (p.display_evidence?.reason ? ': ' + p.display_evidence.reason : '');
             shown.title = (p.display_evidence?.checks ?? []).map(c => c.what + ' ' + c.said + ' at ' + c.at).join('\n');
             tr.append(shown);
+            // How loud it played (R28): the ad as measured, the level aimed at, the gain.
+            const level = document.createElement('td');
+            level.className = 'loudness';
+            level.textContent = loudnessText(p.loudness);
+            tr.append(level);
             body.append(tr);
           }
         }

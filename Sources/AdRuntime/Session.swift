@@ -204,7 +204,7 @@ final class AdSession: @unchecked Sendable {
             self?.finishRequest(id, .failure(.timeout(seconds: timeout)))
         }
         // The source and the surface's preparation run off the loop; the answer comes back to it.
-        let source = self.source, surface = self.surface, loop = self.loop
+        let source = self.source, surface = self.surface, loop = self.loop, meter = configuration.loudnessSource
         pending.task = Task(executorPreference: configuration.executor) { [weak self] in
             let outcome: Result<LoadedCreative?, AdError>
             do {
@@ -216,7 +216,13 @@ final class AdSession: @unchecked Sendable {
                     if let refusal = Self.refusal(of: creative, for: kind) {
                         outcome = .failure(refusal)
                     } else {
-                        outcome = .success(LoadedCreative(creative: creative, prepared: await surface.prepare(creative)))
+                        let prepared = await surface.prepare(creative)
+                        // A video's loudness, measured once per file off the loop (R28).
+                        var loudness: Loudness?
+                        if let meter, case .video(let location) = creative.content, !location.contains("://") {
+                            loudness = await meter.measure(location)
+                        }
+                        outcome = .success(LoadedCreative(creative: creative, prepared: prepared, loudness: loudness))
                     }
                 } else {
                     outcome = .success(nil)
@@ -252,7 +258,7 @@ final class AdSession: @unchecked Sendable {
             guard let loaded else { return .failure(.noFill) }
             let ad = Ad(kind: pending.kind, creative: loaded.creative, session: self)
             ads[ad.id] = AdRecord(presentation: AdPresentation(id: ad.id, kind: pending.kind, creative: loaded.creative,
-                                                               prepared: loaded.prepared),
+                                                               prepared: loaded.prepared, measuredLoudness: loaded.loudness),
                                   item: pending.item)
             return .success(ad)
         }
@@ -366,6 +372,7 @@ final class AdSession: @unchecked Sendable {
         let presentation = record.presentation
         var started = info(id, presentation.kind, presentation.creative.id)
         started.contentPosition = record.linearPosition ?? currentPosition()
+        started.loudness = presentation.loudness
         emit(.started(started))
         ads[id]?.exposure.started = true
         ads[id]?.exposure.onOutput = true
@@ -443,6 +450,15 @@ final class AdSession: @unchecked Sendable {
                          heldItem: openBreak?.held, session: self)
     }
 
+    /// The level a video ad plays at (R28): its measured loudness against the content's — what
+    /// is known of the episode now, on the loop, without waiting for it.
+    func loudnessDecision(for presentation: AdPresentation) -> LoudnessDecision? {
+        guard case .video(let location) = presentation.creative.content else { return nil }
+        let contentLoudness = content.mediaPath.flatMap { $0.contains("://") ? nil : configuration.loudnessSource?.known($0) }
+        let measured = presentation.measuredLoudness ?? (location.contains("://") ? nil : configuration.loudnessSource?.known(location))
+        return LoudnessDecision.decide(configuration.loudness, ad: measured, content: contentLoudness)
+    }
+
     func info(_ id: UInt64, _ kind: AdKind, _ creativeID: String) -> AdInfo {
         AdInfo(id: id, kind: kind, creativeID: creativeID, contentID: content.id, at: loop.now())
     }
@@ -493,7 +509,10 @@ final class AdSession: @unchecked Sendable {
                     } else {
                         // A linear ad starts at its first frame (`PostrollReporter.began`).
                         ads[id]?.linearPosition = endedAt ?? currentPosition()
-                        try surface.playPostroll(presentation, reporter: PostrollReporter(session: self, id: id))
+                        var playing = presentation
+                        playing.loudness = loudnessDecision(for: presentation)
+                        ads[id]?.presentation.loudness = playing.loudness
+                        try surface.playPostroll(playing, reporter: PostrollReporter(session: self, id: id))
                     }
                 } catch {
                     return fail(id, presentation, error)
@@ -581,7 +600,7 @@ final class AdSession: @unchecked Sendable {
 
 /// An ad the source delivered, and once shown, its lifecycle. Loop-only.
 struct AdRecord {
-    let presentation: AdPresentation
+    var presentation: AdPresentation
     /// The item it belongs to; nil until shown when requested with no bound item (a prefetch).
     var item: PlayerItem?
     var lifecycle: (any AdLifecycle)?
@@ -632,6 +651,7 @@ struct PendingRequest {
 struct LoadedCreative: Sendable {
     let creative: AdCreative
     let prepared: PreparedCreative
+    var loudness: Loudness?
 }
 
 /// Observes the player on behalf of a session, which it does not keep alive. Loop-only.

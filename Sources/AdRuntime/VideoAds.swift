@@ -21,6 +21,11 @@ public struct VideoAdsConfiguration: Sendable {
     public var linearStartTimeout = 8.0
     /// The box's clocks and randomness (ads' instance ids): the system's, or a simulation's.
     public var environment = AdEnvironment.system
+    /// How loud an ad with sound plays (SPEC R28): matched to its content by a static gain,
+    /// at a fixed target, or as mastered. `loudnessSource` measures the files; without one
+    /// nothing is measured and an ad under `match`/`target` is normalised dynamically.
+    public var loudness = AdLoudnessPolicy.off
+    public var loudnessSource: (any LoudnessSource)?
 
     public init() {}
 }

@@ -22,6 +22,7 @@ public final class RecordingAdSurface: AdSurface {
         var refuseRemoval = false
         var silentVideos = false
         var presentCount: [UInt64: Int] = [:]
+        var videos: [UInt64: AdPresentation] = [:]
     }
 
     private let state = Locked(State())
@@ -64,7 +65,10 @@ public final class RecordingAdSurface: AdSurface {
             if state.refuse.contains(presentation.creative.id) { throw Refused(description: "refused \(presentation.creative.id)") }
             state.calls.append(call)
             state.visible[presentation.id] = presentation
-            if let reporter { state.reporters[presentation.id] = reporter } else { state.presentCount[presentation.id, default: 0] += 1 }
+            if let reporter {
+                state.reporters[presentation.id] = reporter
+                state.videos[presentation.id] = presentation
+            } else { state.presentCount[presentation.id, default: 0] += 1 }
         }
         onCall(call)
     }
@@ -81,6 +85,8 @@ public final class RecordingAdSurface: AdSurface {
     public var visible: Set<UInt64> { state.withLock { Set($0.visible.keys) } }
     public func isVisible(_ id: UInt64) -> Bool { state.withLock { $0.visible[id] != nil } }
     public func reporter(_ id: UInt64) -> PostrollReporter? { state.withLock { $0.reporters[id] } }
+    /// A video ad as it was handed to `playPostroll` (its loudness decision among it).
+    public func video(_ id: UInt64) -> AdPresentation? { state.withLock { $0.videos[id] } }
     /// How often each ad was put up (an ad is presented at most once).
     public var presentCounts: [UInt64: Int] { state.withLock { $0.presentCount } }
 }

@@ -29,16 +29,24 @@ extension BeaconOutbox {
         enqueued(())   // the courier's heartbeat runs while it is on screen
     }
 
+    /// A play's loudness columns (`PlayRecord.loudnessColumns`), each a finite number or NULL.
+    static func loudnessValues(_ loudness: LoudnessDecision?) -> [SQLiteValue] {
+        [loudness?.ad?.integrated, loudness?.ad?.truePeak, loudness?.content, loudness?.target, loudness?.gain]
+            .map { value in value.flatMap { $0.isFinite ? SQLiteValue.real(($0 * 100).rounded() / 100) : nil } ?? .null }
+    }
+
     /// Writes a play's row with the ledger's next sequence number. Inside a transaction.
     private static func insertPlay(_ db: SQLiteDatabase, _ play: Play, run: Double, _ ledger: inout LedgerHead) throws {
         guard try db.execute("SELECT 1 FROM plays WHERE id = ?", [.text(play.id)]).isEmpty else { return }
         try db.execute("""
-            INSERT INTO plays (id, ad_id, kind, source, content_id, started_wall, started_run, venue, impressions, latlong, ad_duration, seq)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO plays (id, ad_id, kind, source, content_id, started_wall, started_run, venue, impressions, latlong, ad_duration, seq,
+                               ad_lufs, ad_peak_dbtp, content_lufs, target_lufs, gain_db)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, [.text(play.id), .text(play.adID), .text(play.kind), play.source.map { .text($0) } ?? .null,
                   .text(play.contentID), .real(play.startedWall), .real(play.startedRun ?? run),
                   play.venue.map { .text($0) } ?? .null, play.impressions.map { .real($0) } ?? .null,
-                  play.latLong.map { .text($0) } ?? .null, play.adDuration.map { .real($0) } ?? .null, .integer(ledger.lastSequence + 1)])
+                  play.latLong.map { .text($0) } ?? .null, play.adDuration.map { .real($0) } ?? .null, .integer(ledger.lastSequence + 1)]
+                + Self.loudnessValues(play.loudness))
         ledger.lastSequence += 1
         try db.execute("INSERT OR REPLACE INTO outbox_meta (key, value) VALUES ('ledger_seq', ?)", [.text(String(ledger.lastSequence))])
     }

@@ -181,9 +181,12 @@ extension BeaconOutbox {
                 INSERT INTO outbox_counters (name, value) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET value = value + excluded.value
                 """, [row[0], row[1]])
         }
+        // A side file an earlier version wrote has no loudness columns: NULL for them.
+        let sourceColumns = Set(try source.execute("PRAGMA table_info(plays)").compactMap { $0.count > 1 ? $0[1].text : nil })
+        let loudness = PlayRecord.loudnessColumns.map { sourceColumns.contains($0) ? $0 : "NULL" }.joined(separator: ", ")
         let plays = try source.execute("""
             SELECT id, ad_id, kind, source, content_id, started_wall, started_run, venue, impressions, latlong, ad_duration,
-                   beacons_total, beacons_sent, beacons_dropped, beacons_deadline, viewable, display, display_evidence
+                   beacons_total, beacons_sent, beacons_dropped, beacons_deadline, viewable, display, display_evidence, \(loudness)
             FROM plays ORDER BY seq
             """)
         var moved = 0
@@ -191,9 +194,10 @@ extension BeaconOutbox {
             guard try db.execute("SELECT 1 FROM plays WHERE id = ?", [row[0]]).isEmpty else { continue }
             try db.execute("""
                 INSERT INTO plays (id, ad_id, kind, source, content_id, started_wall, started_run, venue, impressions, latlong, ad_duration,
-                                   beacons_total, beacons_sent, beacons_dropped, beacons_deadline, viewable, display, display_evidence, seq)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, Array(row[0..<6]) + [shifted(row[6])] + Array(row[7..<18]) + [.integer(ledger.lastSequence + 1)])
+                                   beacons_total, beacons_sent, beacons_dropped, beacons_deadline, viewable, display, display_evidence,
+                                   ad_lufs, ad_peak_dbtp, content_lufs, target_lufs, gain_db, seq)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, Array(row[0..<6]) + [shifted(row[6])] + Array(row[7..<23]) + [.integer(ledger.lastSequence + 1)])
             ledger.lastSequence += 1
             moved += 1
         }

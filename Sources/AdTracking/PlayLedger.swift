@@ -24,7 +24,26 @@ public enum PlayLedger {
     /// `previous_hash` and `row_hash`.
     public static let columns = ["sequence", "play_id", "kind", "creative_id", "line_id", "content_id", "ad_start_utc", "ad_end_utc",
                                  "play_seconds", "ad_duration_seconds", "reason", "viewable", "venue_id", "impressions",
-                                 "latitude", "longitude", "segment", "display", "display_evidence"]
+                                 "latitude", "longitude", "segment", "display", "display_evidence"] + PlayRecord.loudnessColumns
+
+    /// Column groups added to the ledger since it began, in the order they were: a play whose
+    /// last groups are all empty hashes without them, as it did before they existed — a play
+    /// recorded earlier verifies as it was recorded, and blanking a group that was filled
+    /// changes the line.
+    static let laterGroups: [[String]] = [["display", "display_evidence"], PlayRecord.loudnessColumns]
+
+    /// How many leading fields of a row with columns `names` its hash covers; `empty(i)`:
+    /// whether field `i` is empty.
+    static func hashedCount(_ names: [String], empty: (Int) -> Bool) -> Int {
+        var end = names.count
+        for group in laterGroups.reversed() {
+            let start = end - group.count
+            guard start >= 0, Array(names[start..<end]) == group else { continue }   // a log made before the group
+            guard (start..<end).allSatisfy(empty) else { break }
+            end = start
+        }
+        return end
+    }
 
     /// The columns of `dooh-csv`, in order: the ledger's (hashed), the chain, then the
     /// export's own (covered by the signature, not the chain).
@@ -118,14 +137,14 @@ public enum PlayLedger {
                 CSV.field(play.viewable ?? ""), CSV.field(play.venue ?? ""), CSV.number(play.impressions ?? 1),
                 CSV.number(place.count == 2 ? place[0] : nil, "%.6f"), CSV.number(place.count == 2 ? place[1] : nil, "%.6f"),
                 CSV.field(play.segment ?? ""), CSV.field(play.display ?? ""), CSV.field(play.displayEvidence ?? "")]
+            + play.loudnessCells
     }
 
-    /// The text a play's hash covers: its ledger cells, the last two (`display`,
-    /// `display_evidence`) left out when both are empty — a play recorded before display
-    /// evidence hashes as it did then, and blanking a play's evidence changes its line.
+    /// The text a play's hash covers: its ledger cells, the groups added later (`laterGroups`)
+    /// left out at the end while all empty.
     public static func hashedLine(_ cells: [String]) -> String {
-        let kept = cells.count >= 2 && cells.suffix(2).allSatisfy(\.isEmpty) ? cells.dropLast(2) : cells[...]
-        return kept.joined(separator: ",")
+        let names = cells.count == columns.count ? columns : Array(columns.prefix(cells.count))
+        return cells.prefix(hashedCount(names) { cells[$0].isEmpty }).joined(separator: ",")
     }
 
     /// SHA-256 (hex) of a play's ledger line and the hash before it: its `row_hash`.
@@ -280,13 +299,10 @@ public enum PlayLedger {
                 verdict.anchor = before
                 if !segment.isEmpty { verdict.segments.append((sequence, segment)) }
             }
-            // The display columns just before `previous_hash`, both empty: out of the line
+            // The groups added later just before `previous_hash`, all empty: out of the line
             // (`hashedLine`).
-            let displayFirst = previousColumn - 2
-            let blankDisplay = displayFirst >= 0 && header[displayFirst] == "display" && header[displayFirst + 1] == "display_evidence"
-                && fields.raw[displayFirst].isEmpty && fields.raw[displayFirst + 1].isEmpty
-            let hashed = (blankDisplay ? Array(fields.raw[..<displayFirst]) + [fields.raw[previousColumn]] : Array(fields.raw[...previousColumn]))
-                .joined(separator: ",")
+            let kept = hashedCount(Array(header[..<previousColumn])) { fields.raw[$0].isEmpty }
+            let hashed = (Array(fields.raw[..<kept]) + [fields.raw[previousColumn]]).joined(separator: ",")
             guard sha256(Array(hashed.utf8)) == stored else {
                 verdict.broken = (sequence, "line \(lineNumber): its fields do not match its row_hash")
                 return .success(verdict)

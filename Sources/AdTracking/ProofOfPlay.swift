@@ -19,6 +19,9 @@ public struct Play: Sendable, Equatable {
     public var impressions: Double?
     public var latLong: String?
     public var adDuration: Double?
+    /// An ad with sound: its measured loudness, the content's, the target and the gain it
+    /// played with (R28).
+    public var loudness: LoudnessDecision?
     /// Set while the disk refuses writes: when it started by the run clock, and its end,
     /// waiting to be written with the start.
     var startedRun: Double?
@@ -80,13 +83,30 @@ public struct PlayRecord: Sendable, Equatable {
     /// recorded without it (before display evidence, or still open and not yet judged).
     public var display: String?
     public var displayEvidence: String?
+    /// An ad with sound (R28): its measured integrated loudness (LUFS) and true peak (dBTP),
+    /// the content's loudness (LUFS, when measured), the loudness aimed at (LUFS; nil: `off`)
+    /// and the static gain applied (dB; nil with a target: normalised dynamically, the ad could
+    /// not be measured). All nil: a play without sound, or recorded before loudness.
+    public var adLoudness: Double?
+    public var adTruePeak: Double?
+    public var contentLoudness: Double?
+    public var targetLoudness: Double?
+    public var gain: Double?
 
     /// The columns `init(row:)` reads, in order.
     static let columns = """
         id, ad_id, kind, source, content_id, started_wall, ended_wall, seconds, reason, viewable,
         beacons_total, beacons_sent, beacons_dropped, seq, beacons_deadline, venue, impressions, latlong, ad_duration,
-        chain_pos, prev_hash, hash, segment, display, display_evidence
+        chain_pos, prev_hash, hash, segment, display, display_evidence, ad_lufs, ad_peak_dbtp, content_lufs, target_lufs, gain_db
         """
+
+    /// Its loudness as CSV cells, in `loudnessColumns`' order (two decimals; empty for none).
+    public var loudnessCells: [String] {
+        [adLoudness, adTruePeak, contentLoudness, targetLoudness, gain].map { CSV.number($0, "%.2f") }
+    }
+
+    /// The loudness columns of `plays`, in `columns`' order.
+    public static let loudnessColumns = ["ad_lufs", "ad_peak_dbtp", "content_lufs", "target_lufs", "gain_db"]
 
     init(row: [SQLiteValue]) {
         id = row[0].text ?? ""
@@ -115,6 +135,11 @@ public struct PlayRecord: Sendable, Equatable {
         segment = row[22].text
         display = row[23].text
         displayEvidence = row[24].text
+        adLoudness = row[25].real
+        adTruePeak = row[26].real
+        contentLoudness = row[27].real
+        targetLoudness = row[28].real
+        gain = row[29].real
     }
 
     /// Reads a live daemon's database read only (a WAL reader: it does not stop or block the
@@ -188,7 +213,9 @@ enum OutboxSchema {
         for (name, type) in [("venue", "TEXT"), ("impressions", "REAL"), ("ad_duration", "REAL"), ("latlong", "TEXT"),
                              ("beacons_deadline", "INTEGER NOT NULL DEFAULT 0"), ("seq", "INTEGER"), ("chain_pos", "INTEGER"),
                              ("prev_hash", "TEXT"), ("hash", "TEXT"), ("segment", "TEXT"),
-                             ("display", "TEXT"), ("display_evidence", "TEXT")] where !columns.contains(name) {
+                             ("display", "TEXT"), ("display_evidence", "TEXT"),
+                             ("ad_lufs", "REAL"), ("ad_peak_dbtp", "REAL"), ("content_lufs", "REAL"), ("target_lufs", "REAL"),
+                             ("gain_db", "REAL")] where !columns.contains(name) {
             try db.execute("ALTER TABLE plays ADD COLUMN \(name) \(type)")
         }
         try db.execute("CREATE INDEX IF NOT EXISTS plays_seq ON plays(seq)")

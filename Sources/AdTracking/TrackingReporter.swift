@@ -208,6 +208,7 @@ public final class TrackingReporter: @unchecked Sendable {
         play.impressions = placement.impressionsPerPlay
         play.latLong = placement.latLong
         play.adDuration = ads[info.id]?.creative.duration
+        play.loudness = info.loudness
         outbox.recordPlayStart(play)
     }
 

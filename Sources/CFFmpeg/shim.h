@@ -6,6 +6,10 @@
 #include <libswscale/swscale.h>
 #include <libavutil/imgutils.h>
 #include <libavutil/error.h>
+/* Audio to float samples for the loudness meter (libswresample, with libmpv's FFmpeg). */
+#include <libswresample/swresample.h>
+#include <libavutil/channel_layout.h>
+#include <libavutil/opt.h>
 /* SHA-256: the creative cache names a file by its content. */
 #include <libavutil/sha.h>
 /* zlib (libavformat's own dependency): a PNG's image data is checked to be all there. */

@@ -30,7 +30,7 @@ public enum ConfigurationFile {
                                         "outbox-max-beacons", "outbox-max-mib", "beacon-max-days", "time-sync-wait",
                                         "plays-max-rows", "plays-max-days", "metrics-file", "metrics-interval",
                                         "cache-max-mib", "offline-ad-lifetime", "beacon-max-delay",
-                                        "audio-device", "mpv-option", "alang", "slang", "ad-volume", "ad-loudnorm",
+                                        "audio-device", "mpv-option", "alang", "slang", "ad-volume", "ad-loudness", "ad-loudnorm",
                                         "web-listen", "web-token-file",
                                         "mqtt-broker", "mqtt-box-id", "mqtt-prefix", "mqtt-groups", "mqtt-username", "mqtt-password-file",
                                         "mqtt-ca-file", "mqtt-cert-file", "mqtt-key-file", "mqtt-keepalive", "mqtt-commands", "mqtt-events",

@@ -364,7 +364,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         guard let player else { throw MpvError.shutDown("playPostroll") }
         let id = presentation.id
         postroll = (id, nil, false, reporter)
-        player.playAd(video.location) { [weak self] result in
+        player.playAd(video.location, loudness: presentation.loudness) { [weak self] result in
             guard let self, let current = postroll, current.id == id else { return }
             switch result {
             case .success(let entry):

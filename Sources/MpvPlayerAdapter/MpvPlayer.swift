@@ -247,15 +247,12 @@ public final class MpvPlayer: TrackablePlayer {
         try onLoop("set mute") { try core.handle.set("mute", muted) }
     }
 
-    /// How loud ads' videos may be: at most `volumePercent` % of the content's volume, and
-    /// (`loudnorm`) normalised to EBU R128's -24 LUFS on the ad's load only (mpv's
-    /// `af=lavfi=[loudnorm]` as a per-file option: the content's audio chain is untouched).
-    public func setAdAudio(volumePercent: Double, loudnorm: Bool) {
+    /// How loud ads' videos may be: at most `volumePercent` % of the content's volume
+    /// (`ad-volume`). Their level against the content (R28) comes with each ad
+    /// (`LoudnessDecision`, applied by `playAd`).
+    public func setAdAudio(volumePercent: Double) {
         let share = max(0, min(100, volumePercent.isFinite ? volumePercent : 100)) / 100
-        try? loop.sync {
-            core.adVolumeShare = share
-            core.adLoudnorm = loudnorm
-        }
+        try? loop.sync { core.adVolumeShare = share }
     }
 
     /// A track of the item, as mpv's `track-list` has it.
@@ -374,14 +371,14 @@ public final class MpvPlayer: TrackablePlayer {
     /// after the file). It is never reported as an item (R8); its progress and end go to the
     /// attached surface. `completion` gets its playlist entry id (mpv answers before the
     /// file starts, so the entry is known to be an ad's by then).
-    func playAd(_ location: String, completion: @escaping (Result<Int64, any Error>) -> Void) {
+    func playAd(_ location: String, loudness: LoudnessDecision?, completion: @escaping (Result<Int64, any Error>) -> Void) {
         do {
             try Self.checkThreads(location)
         } catch {
             completion(.failure(error))
             return
         }
-        core.playAd(location) { completion($0.mapError { $0 }) }
+        core.playAd(location, audioFilter: Self.audioFilter(loudness)) { completion($0.mapError { $0 }) }
     }
 
     /// Stops an ad's video if it has not ended yet (it replaced everything, so it is what plays).
@@ -405,6 +402,21 @@ public final class MpvPlayer: TrackablePlayer {
     /// Refuses a load when the process may not start the threads mpv needs for it: libmpv
     /// 0.35 then crashes (SIGSEGV in its core thread) or fails without a reason. A
     /// `PlayerFailure` `no-threads` naming the likely limits; nothing is handed to mpv.
+    /// The ad's audio filter (mpv's `af`, a per-file option: the content's chain is untouched
+    /// and comes back after the ad's file) for its level (R28): one static gain for the whole
+    /// ad (libavfilter's `volume`, no pumping), or, for an ad that could not be measured ahead,
+    /// a single-pass `loudnorm` toward the target. Numbers only: nothing from outside is in it.
+    static func audioFilter(_ loudness: LoudnessDecision?) -> String? {
+        guard let loudness else { return nil }
+        if let gain = loudness.gain, gain.isFinite {
+            return gain == 0 ? nil : String(format: "lavfi=[volume=%.2fdB]", gain)
+        }
+        if loudness.dynamic, let target = loudness.target, target.isFinite {
+            return String(format: "lavfi=[loudnorm=I=%.1f:TP=%.1f]", max(-70, min(-5, target)), LoudnessDecision.peakCeiling - 1)
+        }
+        return nil
+    }
+
     static func checkThreads(_ path: String) throws {
         guard let code = threadHeadroom(threadsToPlay) else { return }
         throw PlayerFailure(entry: -1, path: path, code: "no-threads",
@@ -466,7 +478,6 @@ final class PlayerCore: @unchecked Sendable {
     /// The content's volume as last set (mpv's default, 100, until then), and the ads' audio.
     var contentVolume = 100.0
     var adVolumeShare = 1.0
-    var adLoudnorm = false
     /// Tests: sees every event after the mapping (`MpvPlayer.tapEvents`).
     var tap: (@Sendable (MpvEvent) -> Void)?
 
@@ -552,14 +563,14 @@ final class PlayerCore: @unchecked Sendable {
         }
     }
 
-    func playAd(_ location: String, completion: @escaping (Result<Int64, MpvError>) -> Void) {
+    func playAd(_ location: String, audioFilter: String?, completion: @escaping (Result<Int64, MpvError>) -> Void) {
         handle.requireInLoop()
         // Per-file options: mpv restores the content's after the ad's file.
         // keep-open: its last frame stays until the next file replaces it (no black frame
         // between the post-roll and the next episode); its end is told at `eof-reached`.
         var options = String(format: "speed=%g", handle.timeScale) + ",pause=no,keep-open=yes,keep-open-pause=no,loop-file=no"
         options += String(format: ",volume=%.3f", contentVolume * adVolumeShare)
-        if adLoudnorm { options += ",af=lavfi=[loudnorm=I=-24:TP=-2]" }
+        if let audioFilter { options += ",af=" + audioFilter }
         handle.commandAsync(["loadfile", location, "replace", options]) { [weak self] result in
             completion(result.flatMap { value in
                 guard let entry = value["playlist_entry_id"]?.int else {

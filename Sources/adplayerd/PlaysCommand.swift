@@ -84,7 +84,7 @@ struct PlaysCommand {
         switch format {
         case "csv":
             lines.append("sequence,id,ad_id,kind,source,content_id,started,ended,seconds,reason,viewable,beacons_sent,beacons_pending,beacons_failed,"
-                         + "beacons_deadline,venue_id,impressions,display,display_evidence")
+                         + "beacons_deadline,venue_id,impressions,display,display_evidence," + PlayRecord.loudnessColumns.joined(separator: ","))
             for play in try PlayRecord.read(path: path, since: since) {
                 let fields = [CSV.number(play.sequence), CSV.field(play.id), CSV.field(play.adID), CSV.field(play.kind), CSV.field(play.source ?? ""),
                               CSV.field(play.contentID), CSV.field(ISO8601.format(play.started)), CSV.field(play.ended.map(ISO8601.format) ?? ""),
@@ -92,6 +92,7 @@ struct PlaysCommand {
                               CSV.number(Int64(play.beaconsSent)), CSV.number(Int64(play.beaconsPending)), CSV.number(Int64(play.beaconsFailed)),
                               CSV.number(Int64(play.beaconsDeadline)), CSV.field(play.venue ?? ""), CSV.number(play.impressions),
                               CSV.field(play.display ?? ""), CSV.field(play.displayEvidence ?? "")]
+                    + play.loudnessCells
                 lines.append(fields.joined(separator: ","))
             }
         case "dooh-csv":

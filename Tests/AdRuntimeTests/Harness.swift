@@ -11,13 +11,14 @@ final class Harness: Sendable {
     let log = AdEventLog()
     let ads: VideoAds
 
-    init(content: String = "episode-1", source: TestAdSource = TestAdSource(), configure: (inout VideoAdsConfiguration) -> Void = { _ in }) {
+    init(content: String = "episode-1", mediaPath: String? = nil, source: TestAdSource = TestAdSource(),
+         configure: (inout VideoAdsConfiguration) -> Void = { _ in }) {
         player = VirtualPlayer(loop: loop)
         self.source = source
         var configuration = VideoAdsConfiguration()
         configure(&configuration)
         let log = self.log
-        ads = VideoAds(content: ContentInfo(id: content), source: source, surface: surface, loop: loop,
+        ads = VideoAds(content: ContentInfo(id: content, mediaPath: mediaPath), source: source, surface: surface, loop: loop,
                        configuration: configuration, onEvent: { log.record($0) })
     }
 

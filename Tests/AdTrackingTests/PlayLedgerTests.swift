@@ -237,7 +237,7 @@ final class PlayLedgerTests: XCTestCase {
     /// Numbers are written as numbers (west of Greenwich, south of the equator), text alone is
     /// guarded against formulas; an exported log's chain is checked from its bytes.
     func testNumbersAreNumbersAndAnExportedChainIsCheckedFromItsBytes() throws {
-        var record = PlayRecord(row: Array(repeating: .null, count: 25))
+        var record = PlayRecord(row: Array(repeating: .null, count: 30))
         record.sequence = 7
         record.id = "-1+1"
         record.adID = "=HYPERLINK(\"x\")"
@@ -275,11 +275,12 @@ final class PlayLedgerTests: XCTestCase {
 
         // Display evidence (issue 36): a play without it hashes its line as before the two
         // columns existed; with it, both are in the line — blanked, the row no longer verifies.
-        let before = PlayLedger.cells(record).dropLast(2).joined(separator: ",")
+        let before = PlayLedger.cells(record).dropLast(2 + PlayRecord.loudnessColumns.count).joined(separator: ",")
         XCTAssertEqual(PlayLedger.hash(record, previous: "p"), PlayLedger.hash(line: before, previous: "p"))
         record.display = "verified"
         record.displayEvidence = #"{"checks":[{"at":"2027-01-15T08:00:00.000Z","said":"the ad is shown","what":"pixels"}]}"#
-        XCTAssertEqual(PlayLedger.hash(record, previous: "p"), PlayLedger.hash(line: PlayLedger.cells(record).joined(separator: ","), previous: "p"))
+        XCTAssertEqual(PlayLedger.hash(record, previous: "p"),
+                       PlayLedger.hash(line: PlayLedger.cells(record).dropLast(PlayRecord.loudnessColumns.count).joined(separator: ","), previous: "p"))
         previous = PlayLedger.genesis("test")
         lines = [header]
         for n in 1...3 {
@@ -360,7 +361,7 @@ final class PlayLedgerTests: XCTestCase {
     /// with such a row verifies row by row (issue 45, 5: the verifier split lines before it read
     /// the quotes and refused a correct log); two logs of one ledger link, of two do not.
     func testALogWithALineBreakInAnIdVerifiesAndTwoLogsLink() throws {
-        var record = PlayRecord(row: Array(repeating: .null, count: 25))
+        var record = PlayRecord(row: Array(repeating: .null, count: 30))
         record.kind = "overlay"
         record.contentID = "ep"
         record.started = 1_800_000_000
@@ -388,6 +389,67 @@ final class PlayLedgerTests: XCTestCase {
         XCTAssertNoThrow(try PlayLedger.continues(ends(whole), after: ends(first)).get(), "an export that overlaps the earlier one")
         XCTAssertThrowsError(try PlayLedger.continues(ends(other), after: ends(first)).get(), "another ledger")
         XCTAssertThrowsError(try PlayLedger.continues(ends(first), after: ends(second)).get(), "not after it")
+    }
+
+    /// R28: a play's loudness (the ad's measured level and true peak, the content's, the target,
+    /// the gain) is in its row, hashed with it, and in every export. A play without sound hashes
+    /// its line as before the columns existed, so a ledger recorded by an earlier version — and a
+    /// `dooh-csv` log exported before them (no loudness columns in its header) — still verifies;
+    /// a play's loudness blanked or changed does not.
+    func testR28APlaysLoudnessIsInItsRowHashedAndAnOlderLogStillVerifies() throws {
+        let outbox = try outbox()
+        var loud = play("loud")
+        loud.loudness = LoudnessDecision(ad: Loudness(integrated: -14.03, truePeak: -10.5), content: -31, target: -31, gain: -16.97, dynamic: false)
+        outbox.recordPlayStart(loud)
+        outbox.recordPlayEnd(id: "loud", endedWall: 1_800_000_030, seconds: 30, reason: "completed", viewable: nil)
+        show(outbox, "silent")
+        var unmeasured = play("stream")
+        unmeasured.loudness = LoudnessDecision(ad: nil, content: nil, target: -24, gain: nil, dynamic: true)
+        outbox.recordPlayStart(unmeasured)
+        outbox.recordPlayEnd(id: "stream", endedWall: 1_800_000_040, seconds: 10, reason: "completed", viewable: nil)
+        let plays = outbox.plays(afterSequence: 0)
+        let first = try XCTUnwrap(plays.first { $0.id == "loud" })
+        XCTAssertEqual(first.adLoudness, -14.03)
+        XCTAssertEqual(first.adTruePeak, -10.5)
+        XCTAssertEqual(first.contentLoudness, -31)
+        XCTAssertEqual(first.targetLoudness, -31)
+        XCTAssertEqual(first.gain, -16.97)
+        let silent = try XCTUnwrap(plays.first { $0.id == "silent" })
+        XCTAssertEqual(silent.loudnessCells, ["", "", "", "", ""])
+        let stream = try XCTUnwrap(plays.first { $0.id == "stream" })
+        XCTAssertEqual(stream.loudnessCells, ["", "", "", "-24.00", ""], "normalised as it played: a target, no static gain")
+        XCTAssertNil(try BeaconOutbox.verifyLedger(path: database).verdict.broken)
+
+        // Without sound: the line the ledger hashed before loudness (and display) existed.
+        let old = PlayLedger.cells(silent).dropLast(2 + PlayRecord.loudnessColumns.count).joined(separator: ",")
+        XCTAssertEqual(PlayLedger.hash(silent, previous: "p"), PlayLedger.hash(line: old, previous: "p"))
+        // With it: every cell, the empty display ones included.
+        XCTAssertEqual(PlayLedger.hash(first, previous: "p"), PlayLedger.hash(line: PlayLedger.cells(first).joined(separator: ","), previous: "p"))
+        XCTAssertTrue(PlayLedger.cells(first).joined(separator: ",").hasSuffix(",,,-14.03,-10.50,-31.00,-31.00,-16.97"))
+
+        // The export: whole, then with a play's gain changed, then blanked.
+        let csv = PlayLedger.doohLog(plays.sorted { ($0.chainPosition ?? 0) < ($1.chainPosition ?? 0) }, screen: "s", ledger: outbox.ledger().id)
+        XCTAssertTrue(csv[0].contains("ad_lufs,ad_peak_dbtp,content_lufs,target_lufs,gain_db,previous_hash"), csv[0])
+        XCTAssertNil(try PlayLedger.verify(csv: csv.joined(separator: "\n")).get().broken)
+        var edited = csv
+        edited[1] = edited[1].replacingOccurrences(of: ",-16.97,", with: ",-6.97,")
+        XCTAssertEqual(try PlayLedger.verify(csv: edited.joined(separator: "\n")).get().broken?.sequence, first.sequence, "a louder gain claimed")
+        edited = csv
+        edited[1] = edited[1].replacingOccurrences(of: ",-14.03,-10.50,-31.00,-31.00,-16.97,", with: ",,,,,,")
+        XCTAssertEqual(try PlayLedger.verify(csv: edited.joined(separator: "\n")).get().broken?.sequence, first.sequence, "the loudness blanked")
+
+        // A log exported before the columns (its header without them) verifies as it did.
+        let oldColumns = Array(PlayLedger.columns.dropLast(PlayRecord.loudnessColumns.count))
+        var previous = PlayLedger.genesis("old"), lines = [(oldColumns + ["previous_hash", "row_hash"]).joined(separator: ",")]
+        for record in [silent, silent] {
+            let line = PlayLedger.cells(record).dropLast(PlayRecord.loudnessColumns.count)
+            let hash = PlayLedger.hash(record, previous: previous)
+            lines.append((line + [previous, hash]).joined(separator: ","))
+            previous = hash
+        }
+        let verdict = try PlayLedger.verify(csv: lines.joined(separator: "\n")).get()
+        XCTAssertNil(verdict.broken)
+        XCTAssertEqual(verdict.rows, 2)
     }
 
     /// The chain's SHA-256 (libcrypto's own implementation, without its provider set-up) gives

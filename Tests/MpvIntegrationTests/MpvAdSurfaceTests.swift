@@ -1,4 +1,5 @@
 import AdRuntime
+import AdSources
 import AdTestSupport
 import Foundation
 @_spi(Foreign) @testable import MpvPlayerAdapter
@@ -118,59 +119,67 @@ final class MpvAdSurfaceTests: MpvTestCase {
         _ = ads
     }
 
-    /// Ads are never louder than the content: a post-roll mastered far too loud (-3 LUFS)
-    /// is captured through mpv's own PCM output (`ao=pcm`) and measured with FFmpeg's EBU R128
-    /// meter: normalised (`ad-loudnorm`) it is at the -24 LUFS target, and at `ad-volume` 50 %
-    /// well below what it is at 100 %; the content's audio chain is left as it was.
-    func testAPostrollsLoudnessIsBroughtUnderTheCeiling() throws {
+    /// R28 on real output: an episode mastered at -31 LUFS, a post-roll at -14 and another at
+    /// -38 LUFS, each played by libmpv into its own PCM output (`ao=pcm`); the output is measured
+    /// with FFmpeg's EBU R128 meter, segment by segment. Matched (the default), each ad's segment
+    /// is within ±1 LU of the episode's and no sample of it is over -1 dBTP; `off` leaves the ads
+    /// as mastered; `ad-volume` 50 % still lowers one. The episode's own segment is untouched.
+    func testR28AdsPlayAtTheEpisodesLoudnessOnRealOutput() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("loud-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let loud = folder.appendingPathComponent("loud.mp4").path
-        let (made, why) = try runToEnd("/usr/bin/ffmpeg", ["-v", "error", "-y", "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=3",
-                                                           "-f", "lavfi", "-i", "color=c=blue:s=160x120:d=3", "-af", "volume=18dB",
-                                                           "-shortest", "-c:v", "libx264", "-c:a", "aac", "-b:a", "128k", loud])
-        XCTAssertEqual(made, 0, why)
-        func loudness(share: Double, loudnorm: Bool) throws -> Double {
-            let wav = folder.appendingPathComponent("out-\(Int(share))-\(loudnorm).wav").path
+        let episode = try LoudnessFixture.make(folder.appendingPathComponent("episode.mkv").path, lufs: -31, seconds: 4, frequency: 330)
+        let loudAd = try LoudnessFixture.make(folder.appendingPathComponent("loud.mkv").path, lufs: -14, seconds: 3, frequency: 550)
+        let quietAd = try LoudnessFixture.make(folder.appendingPathComponent("quiet.mkv").path, lufs: -38, seconds: 3, frequency: 770)
+        let book = LoudnessBook(path: nil)
+        _ = book.known(episode)   // measured in the background, as the daemon asks when an episode starts
+        book.settle()
+        XCTAssertEqual(try XCTUnwrap(book.known(episode)?.integrated), -31, accuracy: 0.3, "libebur128 agrees with FFmpeg's meter")
+
+        func play(_ ad: String, policy: AdLoudnessPolicy, share: Double = 100) throws -> (episode: LoudnessFixture.Reading, ad: LoudnessFixture.Reading, decision: LoudnessDecision?) {
+            let wav = folder.appendingPathComponent("out-\(UUID().uuidString.prefix(6)).wav").path
             let (player, recorder) = try makePlayer {
                 $0.ao = "pcm"
                 $0.untimed = true
                 $0.extraOptions = [("ao-pcm-file", wav)]
             }
-            player.setAdAudio(volumePercent: share, loudnorm: loudnorm)
+            player.setAdAudio(volumePercent: share)
             let surface = MpvAdSurface(player: player)
             let log = AdEventLog()
-            let ads = VideoAds(content: ContentInfo(id: "clip-1s"),
-                               source: TestAdSource([.postroll: creative(.postroll, .video(location: loud))]),
-                               surface: surface, loop: player.loop, onEvent: { log.record($0) })
+            var configuration = VideoAdsConfiguration()
+            configuration.loudness = policy
+            configuration.loudnessSource = book
+            let ads = VideoAds(content: ContentInfo(id: "episode", mediaPath: episode),
+                               source: TestAdSource([.postroll: creative(.postroll, .video(location: ad))]),
+                               surface: surface, loop: player.loop, configuration: configuration, onEvent: { log.record($0) })
             defer { ads.destroy() }
-            try player.load(Media.path("clip-1s.mp4"))
+            try player.load(episode)
             XCTAssertNotNil(recorder.next { $0.isPlaying })
             ads.track(player)
             let postroll = try XCTUnwrap(requestAd(ads, .postroll)).get()
-            XCTAssertTrue(waitUntil { log.all.contains(.contentEnded(contentID: "clip-1s")) })
+            XCTAssertTrue(waitUntil { log.all.contains(.contentEnded(contentID: "episode")) })
             try postroll.show(didEnd: log.didEnd(postroll.id))
             XCTAssertTrue(waitUntil(timeout: 30) { log.endReasons(postroll.id) == [.completed] }, "\(log.endReasons(postroll.id))")
             player.shutdown()   // the PCM file is complete once mpv is gone
-            // Only the ad's audio: the content's second (clip-1s) is trimmed off the front.
-            let (status, output) = try runToEnd("/usr/bin/ffmpeg", ["-hide_banner", "-nostats", "-i", wav, "-af", "atrim=start=1.2,ebur128",
-                                                                    "-f", "null", "-"])
-            XCTAssertEqual(status, 0, output)
-            guard let line = output.components(separatedBy: "\n").last(where: { $0.contains(" I: ") && $0.contains("LUFS") }),
-                  let value = Double(line.replacingOccurrences(of: "LUFS", with: "").split(separator: ":").last?
-                      .trimmingCharacters(in: .whitespaces) ?? "") else {
-                XCTFail("no integrated loudness in: \(output.suffix(800))")
-                return 0
-            }
-            return value
+            let decision = log.all.compactMap { if case .started(let info) = $0 { info.loudness } else { nil } }.first
+            // The episode's 4 s, then the ad's 3 s: each measured away from the joins.
+            return (try LoudnessFixture.read(wav, from: 0.3, to: 3.7), try LoudnessFixture.read(wav, from: 4.4, to: 6.7), decision)
         }
-        let raw = try loudness(share: 100, loudnorm: false)
-        XCTAssertGreaterThan(raw, -8, "the test's post-roll must be loud to mean anything")
-        let normalised = try loudness(share: 100, loudnorm: true)
-        XCTAssertLessThanOrEqual(normalised, -23, "normalised to -24 LUFS (raw \(raw))")
-        let halved = try loudness(share: 50, loudnorm: false)
-        XCTAssertLessThan(halved, raw - 6, "ad-volume 50 % (mpv's volume is cubic: -18 dB)")
+
+        for (ad, mastered) in [(loudAd, -14.0), (quietAd, -38.0)] {
+            let matched = try play(ad, policy: .match)
+            XCTAssertEqual(matched.episode.integrated, -31, accuracy: 1, "the episode's own audio is untouched")
+            XCTAssertEqual(matched.ad.integrated, matched.episode.integrated, accuracy: 1, "R28: the ad mastered at \(mastered) LUFS plays at the episode's loudness")
+            XCTAssertLessThanOrEqual(matched.ad.truePeak, -1, "no sample over -1 dBTP")
+            let decision = try XCTUnwrap(matched.decision)
+            XCTAssertEqual(decision.content ?? 0, -31, accuracy: 0.3)
+            XCTAssertEqual(decision.gain ?? 0, -31 - mastered, accuracy: 0.6, "one static gain, recorded with the play")
+            let asMastered = try play(ad, policy: .off)
+            XCTAssertEqual(asMastered.ad.integrated, mastered, accuracy: 1, "off: as mastered")
+            XCTAssertNil(asMastered.decision?.gain)
+        }
+        let halved = try play(loudAd, policy: .off, share: 50)
+        XCTAssertLessThan(halved.ad.integrated, -14 - 6, "ad-volume 50 % still caps it (mpv's volume is cubic: -18 dB)")
     }
 
     // R8: the post-roll plays in the same mpv, at 1x, and is never taken for an episode.

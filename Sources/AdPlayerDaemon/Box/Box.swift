@@ -158,6 +158,12 @@ public final class Box: @unchecked Sendable {
         adsConfiguration.viewabilityMeasurable = stage.viewabilityMeasurable
         adsConfiguration.pauseAdMaxShowing = configuration.pauseAdMax
         adsConfiguration.environment = environment
+        // Loudness (R28): each creative and episode measured once, kept beside the state; a
+        // simulation measures at full pace on its own thread (its time is virtual).
+        adsConfiguration.loudness = configuration.adLoudness
+        adsConfiguration.loudnessSource = LoudnessBook(path: durable ? stage.stateFolder.map { $0 + "/loudness.tsv" } : nil,
+                                                       pace: environment.isSimulated ? 1 : 0.5, environment: environment,
+                                                       note: { log.warning("loudness: \($0)") })
         var reporting = AdReporting(record: { event in
             adObserver?(event)
             reporter.record(event)

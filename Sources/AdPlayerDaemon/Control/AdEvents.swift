@@ -19,8 +19,17 @@ extension ControlEvent {
     }
 
     public static func adStarted(_ info: AdInfo) -> ControlEvent {
-        ControlEvent(.adStarted, ["kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID),
-                                  "instance": instance(info.id), "content_id": .string(info.contentID)])
+        var fields: [String: JSONValue] = ["kind": .string(info.kind.protocolName), "ad_id": .string(info.creativeID),
+                                           "instance": instance(info.id), "content_id": .string(info.contentID)]
+        if let loudness = info.loudness { fields["loudness"] = describe(loudness) }
+        return ControlEvent(.adStarted, fields)
+    }
+
+    /// An ad's level (R28) as `ad.started` and `simulate`'s timeline say it.
+    static func describe(_ loudness: LoudnessDecision) -> JSONValue {
+        func number(_ value: Double?) -> JSONValue { value.map { .number(($0 * 100).rounded() / 100) } ?? .null }
+        return ["ad_lufs": number(loudness.ad?.integrated), "ad_peak_dbtp": number(loudness.ad?.truePeak), "content_lufs": number(loudness.content),
+                "target_lufs": number(loudness.target), "gain_db": number(loudness.gain), "dynamic": .bool(loudness.dynamic)]
     }
 
     public static func adQuartile(_ info: AdInfo, _ quartile: Int) -> ControlEvent {

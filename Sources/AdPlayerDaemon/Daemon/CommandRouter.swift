@@ -276,7 +276,16 @@ public final class CommandRouter: Sendable {
          "segment": play.segment.map { .string($0) } ?? .null, "venue_id": play.venue.map { .string($0) } ?? .null, "impressions": play.impressions.map { .number($0) } ?? .null,
          "latlong": play.latLong.map { .string($0) } ?? .null, "ad_duration": play.adDuration.map { .number($0) } ?? .null,
          "display": play.display.map { .string($0) } ?? .null,
-         "display_evidence": play.displayEvidence.map { (try? JSONValue.parse($0)) ?? .string($0) } ?? .null]
+         "display_evidence": play.displayEvidence.map { (try? JSONValue.parse($0)) ?? .string($0) } ?? .null,
+         "loudness": loudness(play)]
+    }
+
+    /// A play's loudness (R28) as `plays` answers it; null for a play without sound.
+    static func loudness(_ play: PlayRecord) -> JSONValue {
+        let values = [("ad_lufs", play.adLoudness), ("ad_peak_dbtp", play.adTruePeak), ("content_lufs", play.contentLoudness),
+                      ("target_lufs", play.targetLoudness), ("gain_db", play.gain)]
+        guard values.contains(where: { $0.1 != nil }) else { return .null }
+        return .object(Dictionary(uniqueKeysWithValues: values.map { ($0.0, $0.1.map { JSONValue.number($0) } ?? .null) }))
     }
 
     /// Runs `body` on the loop and replies with what it returned or threw.

@@ -76,7 +76,9 @@ public struct Configuration: Sendable {
     /// Ads' videos play at most at this share (%) of the content's volume, and optionally
     /// loudness-normalised (EBU R128, -24 LUFS).
     public var adVolume = 100.0
-    public var adLoudnorm = false
+    /// How loud ads with sound play (`ad-loudness`, R28): at the content's measured loudness
+    /// by default; `ad-loudnorm = yes` is `target -24`, `no` is `off`.
+    public var adLoudness = AdLoudnessPolicy.match
     /// `adplayerd web`: where it listens, and its tokens (`ROLE TOKEN` lines, a 0600 file).
     public var webListen = try! ListenAddress(parsing: "127.0.0.1:8080")
     public var webTokenFile: String?
@@ -158,7 +160,7 @@ public struct Configuration: Sendable {
         "ads-token": "TOKEN", "log-level": "LEVEL", "outbox-max-beacons": "N", "outbox-max-mib": "N", "beacon-max-days": "N",
         "time-sync-wait": "S", "plays-max-rows": "N", "plays-max-days": "N", "metrics-file": "PATH", "metrics-interval": "S",
         "cache-max-mib": "N", "offline-ad-lifetime": "S", "beacon-max-delay": "S", "audio-device": "NAME", "mpv-option": "KEY=VALUE",
-        "alang": "LANGS", "slang": "LANGS", "ad-volume": "PERCENT", "web-listen": "HOST:PORT", "web-token-file": "FILE",
+        "alang": "LANGS", "slang": "LANGS", "ad-volume": "PERCENT", "ad-loudness": "match|off|target LUFS", "web-listen": "HOST:PORT", "web-token-file": "FILE",
         "mqtt-broker": "URL", "mqtt-box-id": "ID", "mqtt-prefix": "PREFIX", "mqtt-groups": "G,G", "mqtt-username": "NAME",
         "mqtt-password-file": "FILE", "mqtt-ca-file": "FILE", "mqtt-cert-file": "FILE", "mqtt-key-file": "FILE", "mqtt-keepalive": "S",
         "mqtt-commands": "none|read|control|admin", "mqtt-events": "NAMES",
@@ -276,6 +278,7 @@ public struct Configuration: Sendable {
             }
             if key == "alang" { audioLanguages = value.isEmpty ? nil : value } else { subtitleLanguages = value.isEmpty ? nil : value }
         case "ad-volume": adVolume = Double(try Self.integer(value, 0...100, key, fail))
+        case "ad-loudness": adLoudness = try Self.loudness(value, fail)
         case "timezone":
             guard value.utf8.count <= 64, value.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/_+-".contains($0)) }),
                   let zone = TimeZone(identifier: value) else {
@@ -371,7 +374,7 @@ public struct Configuration: Sendable {
             switch key {
             case "mpris": mpris = on
             case "loop": loop = on
-            case "ad-loudnorm": adLoudnorm = on
+            case "ad-loudnorm": adLoudness = on ? .target(LoudnessDecision.fallbackTarget) : .off
             case "pause-ad-rotate": pauseAdRotate = on
             case "pop-require-display": popRequireDisplay = on
             case "record-content-plays": recordContentPlays = on
@@ -415,6 +418,24 @@ public struct Configuration: Sendable {
             metricsFile = value.isEmpty ? nil : value
         default:
             throw fail("unknown key \"\(key)\" (known: \(Self.keys.joined(separator: ", ")))")
+        }
+    }
+
+    /// `ad-loudness`: `match`, `off`, or `target LUFS` (`target -23`; the bounds of
+    /// `AdLoudnessPolicy.targetRange`).
+    static func loudness(_ value: String, _ fail: (String) -> ConfigurationError) throws(ConfigurationError) -> AdLoudnessPolicy {
+        let words = value.lowercased().split(whereSeparator: { $0 == " " || $0 == "\t" })
+        switch words.first {
+        case "match" where words.count == 1: return .match
+        case "off" where words.count == 1: return .off
+        case "target" where words.count == 2:
+            let range = AdLoudnessPolicy.targetRange
+            guard let level = Double(words[1]), level.isFinite, range.contains(level) else {
+                throw fail("ad-loudness: target \"\(words[1].prefix(40))\" is not a loudness in LUFS from \(Int(range.lowerBound)) to \(Int(range.upperBound))")
+            }
+            return .target(level)
+        default:
+            throw fail("ad-loudness: \"\(value.prefix(80))\" is not match, off or target LUFS (target -23)")
         }
     }
 

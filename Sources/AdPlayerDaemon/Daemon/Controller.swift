@@ -599,8 +599,12 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         if fresh { store.resetCounters(content: entry.contentID) }
         serial += 1
         let serial = self.serial
+        // Its loudness (R28): known from the book, or measured now in the background (paced, a
+        // lock and a queue here: microseconds) — its ads match it once it is.
+        let mediaPath = entry.path.contains("://") ? nil : entry.path
+        if let mediaPath { adsConfiguration.loudnessSource?.refresh(mediaPath) }
         let policy = source.map { source in
-            EpisodePolicy(content: ContentInfo(id: entry.contentID), source: source, surface: surface, loop: player.loop,
+            EpisodePolicy(content: ContentInfo(id: entry.contentID, mediaPath: mediaPath), source: source, surface: surface, loop: player.loop,
                           pauseAdDelay: pauseAdDelay, pauseAdRotate: pauseAdRotate, separation: separation, configuration: adsConfiguration,
                           onEvent: { [weak self] event in self?.queueAdEvent(event) },
                           onFinished: { [weak self] in self?.episodeFinished(serial) })

@@ -14,6 +14,8 @@ public struct AdInfo: Sendable, Equatable {
     /// `ended`: seconds the ad was on a visible output (an overlay frozen while the output was
     /// hidden, a paused post-roll, do not count).
     public var onScreenSeconds: Double?
+    /// `started` of an ad with sound: the level it plays at (R28), recorded with its play.
+    public var loudness: LoudnessDecision?
 
     public init(id: UInt64, kind: AdKind, creativeID: String, contentID: String, at: UInt64 = 0,
                 contentPosition: Double? = nil, onScreenSeconds: Double? = nil) {

@@ -16,9 +16,14 @@ public struct ContentInfo: Sendable, Equatable {
     /// pass of its episode (a loop), is a viewing of its own, numbered once in the process.
     /// Set by the runtime on what it hands a source; nil on what an app made itself.
     public var viewing: UInt64?
+    /// The episode's file, where the box has one: what its loudness is measured and known by
+    /// (R28: ads play at the loudness of the content they belong to).
+    public var mediaPath: String?
 
-    public init(id: String, title: String? = nil, duration: Double? = nil, tags: [String] = [], cuePoints: [Double]? = nil) {
+    public init(id: String, title: String? = nil, duration: Double? = nil, tags: [String] = [], cuePoints: [Double]? = nil,
+                mediaPath: String? = nil) {
         self.id = id
+        self.mediaPath = mediaPath
         self.title = title
         self.duration = duration
         self.tags = tags

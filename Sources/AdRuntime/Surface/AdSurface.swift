@@ -20,12 +20,19 @@ public struct AdPresentation: Sendable {
     public var creative: AdCreative
     /// What `prepare` returned for this creative.
     public var prepared: PreparedCreative
+    /// The creative's measured loudness (off the loop, with its preparation), when measured.
+    public var measuredLoudness: Loudness?
+    /// A video's: the level it plays at (R28), decided when it starts; nil for no sound or
+    /// nothing to apply. The surface applies `gain` (or `dynamic` toward `target`) to the ad's
+    /// audio only.
+    public var loudness: LoudnessDecision?
 
-    public init(id: UInt64, kind: AdKind, creative: AdCreative, prepared: PreparedCreative = .nothing) {
+    public init(id: UInt64, kind: AdKind, creative: AdCreative, prepared: PreparedCreative = .nothing, measuredLoudness: Loudness? = nil) {
         self.id = id
         self.kind = kind
         self.creative = creative
         self.prepared = prepared
+        self.measuredLoudness = measuredLoudness
     }
 }
 
