@@ -72,6 +72,13 @@ bench: deps media
 	$(SWIFT) build -c release --product adplayerd-web
 	$(SWIFT) build -c release --product adplayerd-mqtt
 	.build/release/adplayerd-dev bench-latency --rounds 1000 media/episode-long.mp4
+	@# R28: a 2-hour episode's loudness (made once: ffmpeg, 2.5 min), flat out and in the
+	@# background, then the same latencies while the background measures it.
+	test -s media/episode-2h.m4a || ffmpeg -v error -y -f lavfi -i "sine=frequency=440:sample_rate=48000:duration=7200" \
+	  -f lavfi -i "anoisesrc=color=pink:sample_rate=48000:duration=7200:amplitude=0.05" \
+	  -filter_complex "[0][1]amix=inputs=2,aformat=channel_layouts=stereo" -c:a aac -b:a 96k media/episode-2h.m4a
+	.build/release/adplayerd-dev bench-loudness media/episode-2h.m4a
+	.build/release/adplayerd-dev bench-latency --rounds 1000 --measure-loudness media/episode-2h.m4a media/episode-long.mp4
 	.build/release/adplayerd-dev bench-catalog --slots 100000
 	.build/release/adplayerd-dev bench-schedule
 	.build/release/adplayerd-dev bench-ledger --plays 1000

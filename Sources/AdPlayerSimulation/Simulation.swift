@@ -57,7 +57,7 @@ public final class Simulation: @unchecked Sendable {
     private let rules: RuleBook
     private let timeline: LineWriter
     private let har: HAR.Writer
-    private let counts = Locked((ads: 0, requests: 0, unanswered: 0, beacons: 0, entries: 0))
+    private let counts = Locked((ads: 0, requests: 0, unanswered: 0, beacons: 0, entries: 0, loudness: SimulationReport.LoudnessTally()))
     private let observers: Observers
     /// The outbox's courier, as the daemon's: woken by a beacon queued (`poked`), or at the
     /// time the outbox said (simulated wall time).
@@ -186,7 +186,8 @@ public final class Simulation: @unchecked Sendable {
         let results = rules.finish(at: wallNow())
         let counted = counts.withLock { $0 }
         let summary = SimulationReport.summary(results, from: settings.from, seconds: settings.seconds, ads: counted.ads, plays: plays,
-                                               requests: counted.requests, unanswered: counted.unanswered, beacons: counted.beacons)
+                                               requests: counted.requests, unanswered: counted.unanswered, beacons: counted.beacons,
+                                               loudness: counted.loudness)
         let report = SimulationReport.junit(results, from: settings.from, seconds: settings.seconds, configuration: configuration)
         try AtomicFile.replace([(settings.out + "/report.xml", Data(report.utf8)), (settings.out + "/summary.txt", Data(summary.utf8))],
                                mode: 0o644, durable: false)
@@ -265,7 +266,12 @@ public final class Simulation: @unchecked Sendable {
     }
 
     private func adEvent(_ event: AdEvent) {
-        if case .started = event { counts.withLock { $0.ads += 1 } }
+        if case .started(let info) = event {
+            counts.withLock { counted in
+                counted.ads += 1
+                if let loudness = info.loudness { counted.loudness.add(loudness) }
+            }
+        }
         let at = wallNow()
         rules.adEvent(at, event)
         observers.ad?(at, event)

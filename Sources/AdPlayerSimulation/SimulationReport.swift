@@ -1,3 +1,4 @@
+import AdRuntime
 import AdPlayerDaemon
 import ControlProtocol
 import Foundation
@@ -59,12 +60,44 @@ public enum SimulationReport {
         return out
     }
 
+    /// The levels ads with sound played at (R28), for the summary; each ad's own is in its
+    /// `ad.started` in the timeline and its row in plays.csv.
+    public struct LoudnessTally: Sendable {
+        var ads = 0
+        var gains: ClosedRange<Double>?
+        var fixedTarget = 0
+        var dynamic = 0
+        var asMastered = 0
+
+        public init() {}
+
+        public mutating func add(_ decision: LoudnessDecision) {
+            ads += 1
+            if let gain = decision.gain { gains = gains.map { min($0.lowerBound, gain)...max($0.upperBound, gain) } ?? gain...gain }
+            if decision.target != nil, decision.content == nil { fixedTarget += 1 }
+            if decision.dynamic { dynamic += 1 }
+            if decision.target == nil { asMastered += 1 }
+        }
+
+        /// Nil when no ad with sound played.
+        public var line: String? {
+            guard ads > 0 else { return nil }
+            var parts = ["\(ads) ads with sound"]
+            if let gains { parts.append(String(format: "gains %+.1f to %+.1f dB", gains.lowerBound, gains.upperBound)) }
+            if fixedTarget > 0 { parts.append("\(fixedTarget) at the fixed target (the episode not measured yet)") }
+            if dynamic > 0 { parts.append("\(dynamic) normalised as they played (not measured)") }
+            if asMastered > 0 { parts.append("\(asMastered) as mastered (ad-loudness = off)") }
+            return "loudness (R28): " + parts.joined(separator: ", ")
+        }
+    }
+
     public static func summary(_ results: [SimulationRules.Result], from: Double, seconds: Double, ads: Int, plays: Int, requests: Int, unanswered: Int = 0,
-                               beacons: Int) -> String {
+                               beacons: Int, loudness: LoudnessTally = LoudnessTally()) -> String {
         // `unanswered`: requests the server did not answer in time (each cost the run its bounded real wait, the box its deadline).
         var lines = ["adplayerd simulate: \(ISO8601.format(from)) + \(String(format: "%g", seconds)) s: "
                      + "\(ads) ads started, \(plays) plays in the ledger, \(requests) ad requests"
                      + (unanswered > 0 ? " (\(unanswered) unanswered: timed out)" : "") + ", \(beacons) beacons"]
+        if let line = loudness.line { lines.append(line) }
         for result in results {
             lines.append("  \(result.passed ? "PASS" : "FAIL") \(result.name): \(result.checked)"
                          + (result.passed ? "" : ", \(result.failureCount) failure\(result.failureCount == 1 ? "" : "s")"))

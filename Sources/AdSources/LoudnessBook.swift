@@ -64,7 +64,7 @@ public final class LoudnessBook: LoudnessSource, @unchecked Sendable {
         self.pace = pace
         self.note = note
         background = Workers(name: "adplayerd-lufs", environment: environment)
-        foreground = Workers(name: "adplayerd-lufsad", environment: environment)
+        foreground = Workers(name: "adplayerd-meter", environment: environment)
         if let path { state.withLock { $0.entries = Self.load(path) } }
         background.execute { Self.lowerPriority() }
     }

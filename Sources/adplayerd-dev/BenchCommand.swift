@@ -1,4 +1,5 @@
 import AdRuntime
+import AdSources
 import ControlProtocol
 import Foundation
 @_spi(Foreign) @_spi(Bench) import MpvPlayerAdapter
@@ -15,14 +16,14 @@ import Foundation
 /// - end to end: `t0` → `ad.ended` handed to the app.
 struct BenchCommand {
     static let usage = """
-        usage: adplayerd-dev bench-latency [--rounds N] [--idle S] FILE
+        usage: adplayerd-dev bench-latency [--rounds N] [--idle S] [--measure-loudness EPISODE] FILE
                                                   pause-to-removal latency and wakeups while paused (docs/benchmarks.md)
         """
 
     let arguments: [String]
 
     func run() throws -> Int32 {
-        let parsed = try CommandLineArguments(arguments, spec: ["rounds": .value, "idle": .value])
+        let parsed = try CommandLineArguments(arguments, spec: ["rounds": .value, "idle": .value, "measure-loudness": .value])
         let rounds = try parsed.integer("rounds", in: 1...100_000) ?? 1000
         var idle = 10.0
         if let text = parsed.value("idle") {
@@ -43,6 +44,14 @@ struct BenchCommand {
         guard pauses.waitUntilPlaying(player) else { throw UsageError("\(file) does not play") }
 
         print("bench-latency: \(rounds) pauses per overlay kind, \(file)")
+        // R28: an episode's loudness measured in the background meanwhile, as the daemon does
+        // when an episode first plays (the loudness book: nice 19, at most half a core).
+        let book = LoudnessBook(path: nil)
+        let measuring = parsed.value("measure-loudness")
+        if let measuring {
+            _ = book.known(measuring)
+            print("meanwhile: the loudness of \(measuring) measured in the background")
+        }
         for (name, content) in [("text overlay", AdCreativeContent.text("Sponsored · bench")),
                                 ("image overlay", .image(location: overlayImage))] {
             let samples = try measure(content, rounds: rounds, player: player, surface: surface, client: client, pauses: pauses)
@@ -61,6 +70,11 @@ struct BenchCommand {
         print("|---|---|---|---|---|")
         for (name, values) in try player.measureLoopCalls(rounds: min(rounds, 300)) {
             print(Self.row(name, values))
+        }
+
+        if let measuring {
+            print("\nthe background's measurement: \(book.known(measuring).map { "done (\($0.integrated.map { String(format: "%.2f LUFS", $0) } ?? "silent"))" } ?? "still under way at the rounds' end")")
+            book.settle()
         }
 
         // Wakeups while paused with nothing scheduled: every thread's context switches.

@@ -17,6 +17,7 @@ let tools: [String: ProcessSetup.Tool] = [
     "bench-schedule": .init(usage: BenchScheduleCommand.usage) { try BenchScheduleCommand(arguments: $0).run() },
     "bench-outbox": .init(usage: BenchOutboxCommand.usage) { try BenchOutboxCommand(arguments: $0).run() },
     "bench-ledger": .init(usage: BenchLedgerCommand.usage) { try BenchLedgerCommand(arguments: $0).run() },
+    "bench-loudness": .init(usage: BenchLoudnessCommand.usage) { try BenchLoudnessCommand(arguments: $0).run() },
     "off-loop": .init(usage: OffLoopCommand.usage) { try OffLoopCommand(arguments: $0).run() },
 ]
 let usage = tools.values.map(\.usage).sorted().joined(separator: "\n")

@@ -116,6 +116,10 @@ final class SimulateTests: XCTestCase {
         let timeline = String(decoding: one["timeline.jsonl"]!, as: UTF8.self).split(separator: "\n")
         XCTAssertTrue(timeline.contains { $0.contains("\"ad_id\":\"capped\"") && $0.contains("ad.started") }, "the catalog's overlays showed")
         XCTAssertTrue(timeline.contains { $0.contains("\"ad_id\":\"vmap-mid\"") && $0.contains("ad.started") }, "the VMAP's mid-roll played")
+        // R28: each ad with sound says the level it played at; the summary sums them up.
+        XCTAssertTrue(timeline.contains { $0.contains("\"ad_id\":\"vmap-mid\"") && $0.contains("ad.started") && $0.contains("\"loudness\":{") },
+                      "the mid-roll's level in its start")
+        XCTAssertTrue(summary.contains("loudness (R28): "), summary)
         XCTAssertTrue(timeline.contains { $0.contains("\"event\":\"viewer\"") && $0.contains("pause for 20 s") })
         XCTAssertTrue(timeline.last!.contains("2026-12-08T05:00:00.000Z"), "the run ends 24 h after --from: \(timeline.last!)")
         // Beacons recorded, not sent: the server heard none.

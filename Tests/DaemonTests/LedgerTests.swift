@@ -60,6 +60,58 @@ final class LedgerTests: XCTestCase {
         return (try JSONSerialization.jsonObject(with: Data(output.utf8)) as? [[String: Any]]) ?? []
     }
 
+    /// R28 through the daemon: a post-roll's `ad.started` says the level it plays at — its
+    /// creative measured, a static gain toward the episode's loudness (or the fixed -24 LUFS
+    /// while the episode is still being measured) — and its play in the ledger says the same,
+    /// hashed: the DOOH export verifies and carries the five columns. The measurements are kept
+    /// beside the state (`loudness.tsv`) and a restart measures nothing again: the second
+    /// viewing's post-roll matches the episode's loudness.
+    func testR28APostrollsLevelIsInItsStartAndItsLedgerRowAndKeptAcrossARestart() throws {
+        let daemon = try DaemonProcess(catalog: try catalog(overlay: 0.5), extra: ["--time-sync-wait", "0"])
+        func postroll() throws -> (id: String, loudness: [String: Any]) {
+            let events = try daemon.connect()
+            _ = try events.call("subscribe", ["events": ["ad.started"]])
+            _ = try daemon.connect().call("open", ["path": try Media.path("episode-10s.mp4")])
+            let started = try events.event(named("ad.started", "kind", "postroll"))
+            return (try XCTUnwrap(started["instance"] as? String), try XCTUnwrap(started["loudness"] as? [String: Any], "\(started)"))
+        }
+        var (id, level) = try postroll()
+        let adLevel = try XCTUnwrap(level["ad_lufs"] as? Double, "the creative is measured before it plays: \(level)")
+        XCTAssertNotNil(level["ad_peak_dbtp"] as? Double)
+        let target = try XCTUnwrap(level["target_lufs"] as? Double)
+        if let content = level["content_lufs"] as? Double {
+            XCTAssertEqual(target, content, "matched to the episode")
+        } else {
+            XCTAssertEqual(target, -24, "the episode not measured yet: the fixed target")
+        }
+        XCTAssertEqual(try XCTUnwrap(level["gain_db"] as? Double), target - adLevel, accuracy: 0.02, "one static gain")
+        XCTAssertEqual(level["dynamic"] as? Bool, false)
+        XCTAssertTrue(waitUntil(timeout: 30) { ((try? self.plays(daemon)) ?? []).contains { $0["id"] as? String == id && $0["ended"] is String } })
+        let row = try XCTUnwrap(try plays(daemon).first { $0["id"] as? String == id }?["loudness"] as? [String: Any])
+        XCTAssertEqual(row["ad_lufs"] as? Double, adLevel)
+        XCTAssertEqual(row["gain_db"] as? Double, level["gain_db"] as? Double)
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        let book = try String(contentsOfFile: daemon.stateDir + "/loudness.tsv", encoding: .utf8)
+        XCTAssertTrue(book.contains(try Media.path("episode-10s.mp4")) && book.contains("postroll.mp4"), book)
+
+        try daemon.launch()
+        (id, level) = try postroll()
+        let episode = try XCTUnwrap(level["content_lufs"] as? Double, "known from the book at once after a restart: \(level)")
+        XCTAssertEqual(level["target_lufs"] as? Double, episode)
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        XCTAssertFalse(daemon.log.contains("loudness:"), "nothing to say about loudness: \(daemon.log)")
+
+        let log = scratch.appendingPathComponent("loud.csv").path
+        let (status, output) = try export(daemon.stateDir, ["--format", "dooh-csv", "--output", log, "--screen-id", "s1"])
+        XCTAssertEqual(status, 0, output)
+        let rows = try pythonRows(log)
+        let exported = try XCTUnwrap(rows.first { $0["play_id"] as? String == id })
+        XCTAssertEqual(Double(exported["content_lufs"] as? String ?? ""), episode)
+        XCTAssertNotNil(Double(exported["gain_db"] as? String ?? ""))
+        let (verified, said) = try runToEnd(Executables.adplayerd, ["plays", "verify", log])
+        XCTAssertEqual(verified, 0, said)
+    }
+
     /// `kill -9` while an overlay is on screen, and again while a post-roll plays: at each
     /// restart the play left open is closed `interrupted`, ended no later than the kill and not
     /// before its start, and it is in the DOOH export with its reason; the chain is whole.
