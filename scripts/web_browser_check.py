@@ -89,6 +89,10 @@ try:
         return (cells[0].text, cells[0].get_attribute("title")) if cells else ("", "")
     until("the page's proof of play shows the play's display evidence",
           lambda: display_cell()[0] == "unverified: no output" and "pixels no grab: no output at 20" in display_cell()[1])
+    # Its loudness column (R28): an overlay has no sound to level.
+    loudness = driver.find_elements(By.CSS_SELECTOR, '[data-field="plays"] td.loudness')
+    if not loudness or loudness[0].text != "–":
+        fail("the overlay's play shows a loudness: %r" % (loudness[0].text if loudness else None))
 
     driver.find_element(By.CSS_SELECTOR, '[data-action="play"]').click()
     until("the Play button plays (the daemon says playing)", lambda: daemon_status()["playing"] is True)

@@ -146,7 +146,7 @@ struct RecentCommands {
     /// FNV-1a of different bases, and the length): only a byte-identical message is the same
     /// command — `{"id":1,"cmd":"pause"}` and then `{"id":1,"cmd":"play"}` are two.
     static func key(id: JSONValue, topic: String, responseTopic: String?, correlation: [UInt8]?, payload: [UInt8]) -> String {
-        "\(topic)\u{1}\(responseTopic ?? "")\u{1}\(correlation.map { $0.map { hex($0, width: 2) }.joined() } ?? "")\u{1}\(id.text)"
+        "\(topic)\u{1}\(responseTopic ?? "")\u{1}\(correlation.map { Digits.hex($0) } ?? "")\u{1}\(id.text)"
             + "\u{1}\(payload.count):\(String(digest(payload, basis: 0xcbf29ce484222325), radix: 16)):\(String(digest(payload, basis: 0x84222325cbf29ce4), radix: 16))"
     }
 

@@ -97,7 +97,8 @@ public final class SimulationStage: @unchecked Sendable {
         let simulated = SimulatedAdSurface(loop: loop, probe: measure)
         player.observePauseFlag { paused in simulated.viewerPaused(paused) }
         let surface = WatchedAdSurface(simulated)
-        let (box, http, beacons) = boxStage(parts, environment: environment, loop: loop, player: player, surface: surface, requestWait: requestWait)
+        let (box, http, beacons) = boxStage(parts, environment: environment, loop: loop, player: player, surface: surface, requestWait: requestWait,
+                                            virtualTime: true)
         return SimulationStage(box: box, http: http, beacons: beacons, surface: surface, start: start, isVirtual: true, virtualPlayer: player,
                                drive: { end, step in loop.run(until: end, step: step) },
                                shutdown: { loop.stop() })
@@ -107,14 +108,15 @@ public final class SimulationStage: @unchecked Sendable {
     /// and `--speed`'s): the network recorded or replayed, beacons recorded, a virtual screen,
     /// simulated tracking time, the private state folder.
     public static func boxStage(_ parts: Parts, environment: AdEnvironment, loop: any PlayerLoop, player: any ContentPlayer, surface: WatchedAdSurface,
-                                requestWait: Double) -> (BoxStage, SimulationHTTP, RecordingBeaconSender) {
+                                requestWait: Double, virtualTime: Bool = false) -> (BoxStage, SimulationHTTP, RecordingBeaconSender) {
         let http = SimulationHTTP(parts.network, environment: environment, realWait: requestWait)
         let beacons = RecordingBeaconSender(environment: environment, send: parts.sendBeacons ? BoundedHTTP(threads: 1) : nil)
         let screen = VirtualScreen(parts.screen, environment: environment)
         let box = BoxStage(environment: environment, loop: loop, player: player, surface: surface, fetcher: http, beaconSender: beacons,
                            trackingClock: SimulatedTrackingClock(environment), stateFolder: parts.workFolder,
                            screen: ScreenStage(dark: { screen.dark }, witness: { record in screen.witness(record) }),
-                           measure: parts.measure, viewabilityMeasurable: true, courierThread: false, backgroundChecks: false, displayPower: nil)
+                           measure: parts.measure, viewabilityMeasurable: true, courierThread: false, backgroundChecks: false, displayPower: nil,
+                           virtualTime: virtualTime)
         return (box, http, beacons)
     }
 

@@ -300,7 +300,7 @@ public final class WebApp: Sendable {
         case .success(let value):
             guard csv else { return json(200, value) }
             let columns = ["row", "id", "ad_id", "kind", "source", "content_id", "started", "ended", "seconds", "reason", "viewable", "display", "display_evidence"]
-            let loudness = ["ad_lufs", "ad_peak_dbtp", "content_lufs", "target_lufs", "gain_db"]
+            let loudness = ["rule", "ad_lufs", "ad_peak_dbtp", "content_lufs", "target_lufs", "gain_db"]
             var text = (columns + ["beacons_sent", "beacons_pending", "beacons_failed"] + loudness).joined(separator: ",") + "\r\n"
             for play in value["plays"]?.array ?? [] {
                 var cells = columns.map { Self.csvCell(play[$0] ?? .null) }

@@ -29,10 +29,12 @@ extension BeaconOutbox {
         enqueued(())   // the courier's heartbeat runs while it is on screen
     }
 
-    /// A play's loudness columns (`PlayRecord.loudnessColumns`), each a finite number or NULL.
+    /// A play's loudness columns (`PlayRecord.loudnessColumns`): its rule (`none` without
+    /// sound: never NULL for a play recorded now), then each level a finite number or NULL.
     static func loudnessValues(_ loudness: LoudnessDecision?) -> [SQLiteValue] {
-        [loudness?.ad?.integrated, loudness?.ad?.truePeak, loudness?.content, loudness?.target, loudness?.gain]
-            .map { value in value.flatMap { $0.isFinite ? SQLiteValue.real(($0 * 100).rounded() / 100) : nil } ?? .null }
+        [.text(loudness?.rule.rawValue ?? "none")]
+            + [loudness?.ad?.integrated, loudness?.ad?.truePeak, loudness?.content, loudness?.target, loudness?.gain]
+                .map { value in value.flatMap { $0.isFinite ? SQLiteValue.real(($0 * 100).rounded() / 100) : nil } ?? .null }
     }
 
     /// Writes a play's row with the ledger's next sequence number. Inside a transaction.
@@ -40,8 +42,8 @@ extension BeaconOutbox {
         guard try db.execute("SELECT 1 FROM plays WHERE id = ?", [.text(play.id)]).isEmpty else { return }
         try db.execute("""
             INSERT INTO plays (id, ad_id, kind, source, content_id, started_wall, started_run, venue, impressions, latlong, ad_duration, seq,
-                               ad_lufs, ad_peak_dbtp, content_lufs, target_lufs, gain_db)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                               audio, ad_lufs, ad_peak_dbtp, content_lufs, target_lufs, gain_db)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """, [.text(play.id), .text(play.adID), .text(play.kind), play.source.map { .text($0) } ?? .null,
                   .text(play.contentID), .real(play.startedWall), .real(play.startedRun ?? run),
                   play.venue.map { .text($0) } ?? .null, play.impressions.map { .real($0) } ?? .null,

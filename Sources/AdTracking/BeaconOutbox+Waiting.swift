@@ -195,9 +195,9 @@ extension BeaconOutbox {
             try db.execute("""
                 INSERT INTO plays (id, ad_id, kind, source, content_id, started_wall, started_run, venue, impressions, latlong, ad_duration,
                                    beacons_total, beacons_sent, beacons_dropped, beacons_deadline, viewable, display, display_evidence,
-                                   ad_lufs, ad_peak_dbtp, content_lufs, target_lufs, gain_db, seq)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, Array(row[0..<6]) + [shifted(row[6])] + Array(row[7..<23]) + [.integer(ledger.lastSequence + 1)])
+                                   audio, ad_lufs, ad_peak_dbtp, content_lufs, target_lufs, gain_db, seq)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, Array(row[0..<6]) + [shifted(row[6])] + Array(row[7..<24]) + [.integer(ledger.lastSequence + 1)])
             ledger.lastSequence += 1
             moved += 1
         }

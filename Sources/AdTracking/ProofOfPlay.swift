@@ -87,6 +87,10 @@ public struct PlayRecord: Sendable, Equatable {
     /// the content's loudness (LUFS, when measured), the loudness aimed at (LUFS; nil: `off`)
     /// and the static gain applied (dB; nil with a target: normalised dynamically, the ad could
     /// not be measured). All nil: a play without sound, or recorded before loudness.
+    /// How its level was chosen (`LoudnessDecision.Rule`), or `none`: no ad sound to level (an
+    /// image, a text, a content play). Set on every play recorded since loudness, so that its
+    /// loudness columns are always in its hashed line; nil for a play recorded before.
+    public var audio: String?
     public var adLoudness: Double?
     public var adTruePeak: Double?
     public var contentLoudness: Double?
@@ -97,16 +101,16 @@ public struct PlayRecord: Sendable, Equatable {
     static let columns = """
         id, ad_id, kind, source, content_id, started_wall, ended_wall, seconds, reason, viewable,
         beacons_total, beacons_sent, beacons_dropped, seq, beacons_deadline, venue, impressions, latlong, ad_duration,
-        chain_pos, prev_hash, hash, segment, display, display_evidence, ad_lufs, ad_peak_dbtp, content_lufs, target_lufs, gain_db
+        chain_pos, prev_hash, hash, segment, display, display_evidence, audio, ad_lufs, ad_peak_dbtp, content_lufs, target_lufs, gain_db
         """
 
     /// Its loudness as CSV cells, in `loudnessColumns`' order (two decimals; empty for none).
     public var loudnessCells: [String] {
-        [adLoudness, adTruePeak, contentLoudness, targetLoudness, gain].map { CSV.number($0, "%.2f") }
+        [CSV.field(audio ?? "")] + [adLoudness, adTruePeak, contentLoudness, targetLoudness, gain].map { CSV.number($0, "%.2f") }
     }
 
     /// The loudness columns of `plays`, in `columns`' order.
-    public static let loudnessColumns = ["ad_lufs", "ad_peak_dbtp", "content_lufs", "target_lufs", "gain_db"]
+    public static let loudnessColumns = ["audio", "ad_lufs", "ad_peak_dbtp", "content_lufs", "target_lufs", "gain_db"]
 
     init(row: [SQLiteValue]) {
         id = row[0].text ?? ""
@@ -135,11 +139,12 @@ public struct PlayRecord: Sendable, Equatable {
         segment = row[22].text
         display = row[23].text
         displayEvidence = row[24].text
-        adLoudness = row[25].real
-        adTruePeak = row[26].real
-        contentLoudness = row[27].real
-        targetLoudness = row[28].real
-        gain = row[29].real
+        audio = row[25].text
+        adLoudness = row[26].real
+        adTruePeak = row[27].real
+        contentLoudness = row[28].real
+        targetLoudness = row[29].real
+        gain = row[30].real
     }
 
     /// Reads a live daemon's database read only (a WAL reader: it does not stop or block the
@@ -214,7 +219,7 @@ enum OutboxSchema {
                              ("beacons_deadline", "INTEGER NOT NULL DEFAULT 0"), ("seq", "INTEGER"), ("chain_pos", "INTEGER"),
                              ("prev_hash", "TEXT"), ("hash", "TEXT"), ("segment", "TEXT"),
                              ("display", "TEXT"), ("display_evidence", "TEXT"),
-                             ("ad_lufs", "REAL"), ("ad_peak_dbtp", "REAL"), ("content_lufs", "REAL"), ("target_lufs", "REAL"),
+                             ("audio", "TEXT"), ("ad_lufs", "REAL"), ("ad_peak_dbtp", "REAL"), ("content_lufs", "REAL"), ("target_lufs", "REAL"),
                              ("gain_db", "REAL")] where !columns.contains(name) {
             try db.execute("ALTER TABLE plays ADD COLUMN \(name) \(type)")
         }

@@ -9,27 +9,21 @@ import Darwin
 /// `String(format:)`), with Foundation's meanings.
 extension StringProtocol {
     /// Without whitespace and line breaks at either end (Foundation's `.whitespacesAndNewlines`).
-    public func trimmed() -> String {
-        let scalars = String(self).unicodeScalars
-        guard let first = scalars.firstIndex(where: { !Self.isWhitespaceOrNewline($0) }) else { return "" }
-        let last = scalars.lastIndex(where: { !Self.isWhitespaceOrNewline($0) })!
-        return String(Substring.UnicodeScalarView(scalars[first...last]))
-    }
+    public func trimmed() -> String { trimming(where: Self.isWhitespaceOrNewline) }
 
     /// Without spaces and tabs at either end (Foundation's `.whitespaces`: a line break stays).
-    public func trimmedSpaces() -> String {
-        let scalars = String(self).unicodeScalars
-        guard let first = scalars.firstIndex(where: { !Self.isSpace($0) }) else { return "" }
-        let last = scalars.lastIndex(where: { !Self.isSpace($0) })!
-        return String(Substring.UnicodeScalarView(scalars[first...last]))
-    }
+    public func trimmedSpaces() -> String { trimming(where: Self.isSpace) }
 
     /// Without line breaks at either end (Foundation's `.newlines`: spaces stay).
     public func trimmingLineBreaks() -> String {
+        trimming { Self.isWhitespaceOrNewline($0) && !Self.isSpace($0) }
+    }
+
+    /// Without the scalars `cut` says at either end.
+    private func trimming(where cut: (Unicode.Scalar) -> Bool) -> String {
         let scalars = String(self).unicodeScalars
-        let isBreak = { (scalar: Unicode.Scalar) in Self.isWhitespaceOrNewline(scalar) && !Self.isSpace(scalar) }
-        guard let first = scalars.firstIndex(where: { !isBreak($0) }) else { return "" }
-        let last = scalars.lastIndex(where: { !isBreak($0) })!
+        guard let first = scalars.firstIndex(where: { !cut($0) }) else { return "" }
+        let last = scalars.lastIndex(where: { !cut($0) })!
         return String(Substring.UnicodeScalarView(scalars[first...last]))
     }
 

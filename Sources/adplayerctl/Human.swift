@@ -152,8 +152,7 @@ enum Human {
 
     static func time(_ seconds: Double) -> String {
         let whole = Int(seconds)
-        let secondsPart = whole % 60
-        return "\(whole / 60):\(secondsPart < 10 ? "0" : "")\(secondsPart).\(Int((seconds - Double(whole)) * 10))"
+        return "\(whole / 60):\(Digits.padded(whole % 60, 2)).\(Int((seconds - Double(whole)) * 10))"
     }
 
     /// `schedule`: what rules and why, what plays, the next change, the takeover and its audit.

@@ -237,7 +237,7 @@ final class PlayLedgerTests: XCTestCase {
     /// Numbers are written as numbers (west of Greenwich, south of the equator), text alone is
     /// guarded against formulas; an exported log's chain is checked from its bytes.
     func testNumbersAreNumbersAndAnExportedChainIsCheckedFromItsBytes() throws {
-        var record = PlayRecord(row: Array(repeating: .null, count: 30))
+        var record = PlayRecord(row: Array(repeating: .null, count: 31))
         record.sequence = 7
         record.id = "-1+1"
         record.adID = "=HYPERLINK(\"x\")"
@@ -361,7 +361,7 @@ final class PlayLedgerTests: XCTestCase {
     /// with such a row verifies row by row (issue 45, 5: the verifier split lines before it read
     /// the quotes and refused a correct log); two logs of one ledger link, of two do not.
     func testALogWithALineBreakInAnIdVerifiesAndTwoLogsLink() throws {
-        var record = PlayRecord(row: Array(repeating: .null, count: 30))
+        var record = PlayRecord(row: Array(repeating: .null, count: 31))
         record.kind = "overlay"
         record.contentID = "ep"
         record.started = 1_800_000_000
@@ -391,15 +391,18 @@ final class PlayLedgerTests: XCTestCase {
         XCTAssertThrowsError(try PlayLedger.continues(ends(first), after: ends(second)).get(), "not after it")
     }
 
-    /// R28: a play's loudness (the ad's measured level and true peak, the content's, the target,
-    /// the gain) is in its row, hashed with it, and in every export. A play without sound hashes
-    /// its line as before the columns existed, so a ledger recorded by an earlier version — and a
-    /// `dooh-csv` log exported before them (no loudness columns in its header) — still verifies;
-    /// a play's loudness blanked or changed does not.
+    /// R28: a play's loudness (how it was levelled, the ad's measured level and true peak, the
+    /// content's, the target, the gain) is in its row, hashed with it, and in every export — a
+    /// play without sound says `none`, so every play recorded now hashes its whole row (a buyer's
+    /// `printf ROW | sha256sum` holds). A play recorded before the columns hashes its line as it
+    /// did, so a ledger recorded by an earlier version — and a `dooh-csv` log exported before
+    /// them (no loudness columns in its header) — still verifies; a play's loudness blanked or
+    /// changed does not.
     func testR28APlaysLoudnessIsInItsRowHashedAndAnOlderLogStillVerifies() throws {
         let outbox = try outbox()
         var loud = play("loud")
-        loud.loudness = LoudnessDecision(ad: Loudness(integrated: -14.03, truePeak: -10.5), content: -31, target: -31, gain: -16.97, dynamic: false)
+        loud.loudness = LoudnessDecision(ad: Loudness(integrated: -14.03, truePeak: -10.5), content: -31, target: -31, gain: -16.97, dynamic: false,
+                                         rule: .matched)
         outbox.recordPlayStart(loud)
         outbox.recordPlayEnd(id: "loud", endedWall: 1_800_000_030, seconds: 30, reason: "completed", viewable: nil)
         show(outbox, "silent")
@@ -409,23 +412,28 @@ final class PlayLedgerTests: XCTestCase {
         outbox.recordPlayEnd(id: "stream", endedWall: 1_800_000_040, seconds: 10, reason: "completed", viewable: nil)
         let plays = outbox.plays(afterSequence: 0)
         let first = try XCTUnwrap(plays.first { $0.id == "loud" })
+        XCTAssertEqual(first.audio, "matched")
         XCTAssertEqual(first.adLoudness, -14.03)
         XCTAssertEqual(first.adTruePeak, -10.5)
         XCTAssertEqual(first.contentLoudness, -31)
         XCTAssertEqual(first.targetLoudness, -31)
         XCTAssertEqual(first.gain, -16.97)
         let silent = try XCTUnwrap(plays.first { $0.id == "silent" })
-        XCTAssertEqual(silent.loudnessCells, ["", "", "", "", ""])
+        XCTAssertEqual(silent.loudnessCells, ["none", "", "", "", "", ""])
         let stream = try XCTUnwrap(plays.first { $0.id == "stream" })
-        XCTAssertEqual(stream.loudnessCells, ["", "", "", "-24.00", ""], "normalised as it played: a target, no static gain")
+        XCTAssertEqual(stream.loudnessCells, ["normalised", "", "", "", "-24.00", ""], "normalised as it played: a target, no static gain")
         XCTAssertNil(try BeaconOutbox.verifyLedger(path: database).verdict.broken)
 
-        // Without sound: the line the ledger hashed before loudness (and display) existed.
-        let old = PlayLedger.cells(silent).dropLast(2 + PlayRecord.loudnessColumns.count).joined(separator: ",")
-        XCTAssertEqual(PlayLedger.hash(silent, previous: "p"), PlayLedger.hash(line: old, previous: "p"))
-        // With it: every cell, the empty display ones included.
-        XCTAssertEqual(PlayLedger.hash(first, previous: "p"), PlayLedger.hash(line: PlayLedger.cells(first).joined(separator: ","), previous: "p"))
-        XCTAssertTrue(PlayLedger.cells(first).joined(separator: ",").hasSuffix(",,,-14.03,-10.50,-31.00,-31.00,-16.97"))
+        // Recorded now, with or without sound: every cell, the empty ones included.
+        for play in [first, silent, stream] {
+            XCTAssertEqual(PlayLedger.hash(play, previous: "p"), PlayLedger.hash(line: PlayLedger.cells(play).joined(separator: ","), previous: "p"))
+        }
+        XCTAssertTrue(PlayLedger.cells(first).joined(separator: ",").hasSuffix(",,,matched,-14.03,-10.50,-31.00,-31.00,-16.97"))
+        // Recorded before loudness (and display) existed: the line it was hashed with then.
+        var older = silent
+        older.audio = nil
+        let old = PlayLedger.cells(older).dropLast(2 + PlayRecord.loudnessColumns.count).joined(separator: ",")
+        XCTAssertEqual(PlayLedger.hash(older, previous: "p"), PlayLedger.hash(line: old, previous: "p"))
 
         // The export: whole, then with a play's gain changed, then blanked.
         let csv = PlayLedger.doohLog(plays.sorted { ($0.chainPosition ?? 0) < ($1.chainPosition ?? 0) }, screen: "s", ledger: outbox.ledger().id)
@@ -435,13 +443,13 @@ final class PlayLedgerTests: XCTestCase {
         edited[1] = edited[1].replacingOccurrences(of: ",-16.97,", with: ",-6.97,")
         XCTAssertEqual(try PlayLedger.verify(csv: edited.joined(separator: "\n")).get().broken?.sequence, first.sequence, "a louder gain claimed")
         edited = csv
-        edited[1] = edited[1].replacingOccurrences(of: ",-14.03,-10.50,-31.00,-31.00,-16.97,", with: ",,,,,,")
+        edited[1] = edited[1].replacingOccurrences(of: ",matched,-14.03,-10.50,-31.00,-31.00,-16.97,", with: ",,,,,,,")
         XCTAssertEqual(try PlayLedger.verify(csv: edited.joined(separator: "\n")).get().broken?.sequence, first.sequence, "the loudness blanked")
 
         // A log exported before the columns (its header without them) verifies as it did.
         let oldColumns = Array(PlayLedger.columns.dropLast(PlayRecord.loudnessColumns.count))
         var previous = PlayLedger.genesis("old"), lines = [(oldColumns + ["previous_hash", "row_hash"]).joined(separator: ",")]
-        for record in [silent, silent] {
+        for record in [older, older] {
             let line = PlayLedger.cells(record).dropLast(PlayRecord.loudnessColumns.count)
             let hash = PlayLedger.hash(record, previous: previous)
             lines.append((line + [previous, hash]).joined(separator: ","))

@@ -86,6 +86,7 @@ final class LedgerTests: XCTestCase {
         }
         XCTAssertEqual(try XCTUnwrap(level["gain_db"] as? Double), target - adLevel, accuracy: 0.02, "one static gain")
         XCTAssertEqual(level["dynamic"] as? Bool, false)
+        XCTAssertEqual(level["rule"] as? String, level["content_lufs"] is Double ? "matched" : "target")
         XCTAssertTrue(waitUntil(timeout: 30) { ((try? self.plays(daemon)) ?? []).contains { $0["id"] as? String == id && $0["ended"] is String } })
         let row = try XCTUnwrap(try plays(daemon).first { $0["id"] as? String == id }?["loudness"] as? [String: Any])
         XCTAssertEqual(row["ad_lufs"] as? Double, adLevel)
@@ -107,6 +108,8 @@ final class LedgerTests: XCTestCase {
         let rows = try pythonRows(log)
         let exported = try XCTUnwrap(rows.first { $0["play_id"] as? String == id })
         XCTAssertEqual(Double(exported["content_lufs"] as? String ?? ""), episode)
+        XCTAssertEqual(exported["audio"] as? String, "matched")
+        XCTAssertEqual(rows.first { $0["kind"] as? String == "overlay" }?["audio"] as? String, "none", "an overlay: no sound to level")
         XCTAssertNotNil(Double(exported["gain_db"] as? String ?? ""))
         let (verified, said) = try runToEnd(Executables.adplayerd, ["plays", "verify", log])
         XCTAssertEqual(verified, 0, said)

@@ -159,10 +159,10 @@ public final class Box: @unchecked Sendable {
         adsConfiguration.pauseAdMaxShowing = configuration.pauseAdMax
         adsConfiguration.environment = environment
         // Loudness (R28): each creative and episode measured once, kept beside the state; a
-        // simulation measures at full pace on its own thread (its time is virtual).
+        // virtual simulation measures flat out on its own thread (its time stands still).
         adsConfiguration.loudness = configuration.adLoudness
         adsConfiguration.loudnessSource = LoudnessBook(path: durable ? stage.stateFolder.map { $0 + "/loudness.tsv" } : nil,
-                                                       pace: environment.isSimulated ? 1 : 0.5, environment: environment,
+                                                       pace: stage.virtualTime ? 1 : 0.5, environment: stage.virtualTime ? environment : .system,
                                                        note: { log.warning("loudness: \($0)") })
         var reporting = AdReporting(record: { event in
             adObserver?(event)

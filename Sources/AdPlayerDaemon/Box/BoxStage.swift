@@ -40,12 +40,17 @@ public struct BoxStage: Sendable {
     public var backgroundChecks: Bool
     /// Switches the display's power (HDMI-CEC, off the loop); nil: nothing to switch.
     public var displayPower: (@Sendable (Bool) -> Void)?
+    /// Time stands still while work is under way (the virtual simulation): files' loudness is
+    /// measured on the simulation's thread, flat out. False (the daemon, `--speed`): on threads
+    /// of their own in real time, an episode's in the background at nice 19 and half a core.
+    public var virtualTime: Bool
 
     public init(environment: AdEnvironment, loop: any PlayerLoop, player: any ContentPlayer, surface: any AdSurface, fetcher: any BoundedFetcher,
                 beaconSender: any BeaconSender, trackingClock: any TrackingClock, stateFolder: String?, screen: ScreenStage,
                 measure: @escaping @Sendable (String) -> Double?, viewabilityMeasurable: Bool, courierThread: Bool, backgroundChecks: Bool,
-                displayPower: (@Sendable (Bool) -> Void)?) {
+                displayPower: (@Sendable (Bool) -> Void)?, virtualTime: Bool = false) {
         self.environment = environment
+        self.virtualTime = virtualTime
         self.loop = loop
         self.player = player
         self.surface = surface

@@ -29,7 +29,8 @@ extension ControlEvent {
     static func describe(_ loudness: LoudnessDecision) -> JSONValue {
         func number(_ value: Double?) -> JSONValue { value.map { .number(($0 * 100).rounded() / 100) } ?? .null }
         return ["ad_lufs": number(loudness.ad?.integrated), "ad_peak_dbtp": number(loudness.ad?.truePeak), "content_lufs": number(loudness.content),
-                "target_lufs": number(loudness.target), "gain_db": number(loudness.gain), "dynamic": .bool(loudness.dynamic)]
+                "target_lufs": number(loudness.target), "gain_db": number(loudness.gain), "dynamic": .bool(loudness.dynamic),
+                "rule": .string(loudness.rule.rawValue)]
     }
 
     public static func adQuartile(_ info: AdInfo, _ quartile: Int) -> ControlEvent {

@@ -280,12 +280,14 @@ public final class CommandRouter: Sendable {
          "loudness": loudness(play)]
     }
 
-    /// A play's loudness (R28) as `plays` answers it; null for a play without sound.
+    /// A play's loudness (R28) as `plays` answers it; null for a play without sound (`audio`
+    /// `none`, or recorded before loudness).
     static func loudness(_ play: PlayRecord) -> JSONValue {
         let values = [("ad_lufs", play.adLoudness), ("ad_peak_dbtp", play.adTruePeak), ("content_lufs", play.contentLoudness),
                       ("target_lufs", play.targetLoudness), ("gain_db", play.gain)]
-        guard values.contains(where: { $0.1 != nil }) else { return .null }
-        return .object(Dictionary(uniqueKeysWithValues: values.map { ($0.0, $0.1.map { JSONValue.number($0) } ?? .null) }))
+        guard let rule = play.audio, rule != "none" else { return .null }
+        return .object(Dictionary(uniqueKeysWithValues: values.map { ($0.0, $0.1.map { JSONValue.number($0) } ?? .null) })
+                       .merging(["rule": .string(rule)]) { a, _ in a })
     }
 
     /// Runs `body` on the loop and replies with what it returned or threw.

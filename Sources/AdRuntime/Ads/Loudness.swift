@@ -45,6 +45,19 @@ public struct LoudnessDecision: Sendable, Equatable {
     /// The ad could not be measured ahead: a single-pass loudness normaliser (libavfilter's
     /// `loudnorm`) toward `target` plays it instead of a static gain.
     public var dynamic: Bool
+    /// How the level was chosen, as the ledger's `audio` column says it.
+    public var rule: Rule
+
+    public enum Rule: String, Sendable, Equatable {
+        /// A static gain to the content's measured loudness (`match`).
+        case matched
+        /// A static gain to a fixed target: `target LUFS`, or `match` before the episode was measured.
+        case target
+        /// Not measured ahead: normalised as it played (`loudnorm`).
+        case normalised
+        /// `off`: as mastered.
+        case asMastered = "as-mastered"
+    }
 
     /// The most an ad is raised, dB: a quiet creative is not lifted into its own noise floor.
     public static let maximumBoost = 12.0
@@ -56,12 +69,14 @@ public struct LoudnessDecision: Sendable, Equatable {
     /// ATSC A/85's −24 within a tolerance; −24 is what `ad-loudnorm` always aimed at).
     public static let fallbackTarget = -24.0
 
-    public init(ad: Loudness?, content: Double?, target: Double?, gain: Double?, dynamic: Bool) {
+    /// `rule` nil: `normalised` when dynamic, `asMastered` without a target, else `target`.
+    public init(ad: Loudness?, content: Double?, target: Double?, gain: Double?, dynamic: Bool, rule: Rule? = nil) {
         self.ad = ad
         self.content = content
         self.target = target
         self.gain = gain
         self.dynamic = dynamic
+        self.rule = rule ?? (dynamic ? .normalised : target == nil ? .asMastered : .target)
     }
 
     /// The decision for an ad measured `ad` (nil: not measured) in content measured `content`
@@ -69,6 +84,7 @@ public struct LoudnessDecision: Sendable, Equatable {
     public static func decide(_ policy: AdLoudnessPolicy, ad: Loudness?, content: Loudness?) -> LoudnessDecision? {
         if let ad, ad.integrated == nil { return nil }   // no sound: nothing to match, nothing to record
         let contentLevel = content?.integrated
+        let matched = policy == .match && contentLevel != nil
         let target: Double?
         switch policy {
         case .off: target = nil
@@ -82,7 +98,8 @@ public struct LoudnessDecision: Sendable, Equatable {
         var gain = min(target - level, maximumBoost)
         if let peak = ad?.truePeak { gain = min(gain, peakCeiling - peak) }
         gain = max(gain, -maximumCut)
-        return LoudnessDecision(ad: ad, content: contentLevel, target: target, gain: (gain * 100).rounded() / 100, dynamic: false)
+        return LoudnessDecision(ad: ad, content: contentLevel, target: target, gain: (gain * 100).rounded() / 100, dynamic: false,
+                                rule: matched ? .matched : .target)
     }
 }
 
