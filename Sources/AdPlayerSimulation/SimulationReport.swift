@@ -84,7 +84,7 @@ public enum SimulationReport {
             guard ads > 0 else { return nil }
             var parts = ["\(ads) ads with sound"]
             if let gains { parts.append(String(format: "gains %+.1f to %+.1f dB", gains.lowerBound, gains.upperBound)) }
-            if fixedTarget > 0 { parts.append("\(fixedTarget) at the fixed target (the episode not measured yet)") }
+            if fixedTarget > 0 { parts.append("\(fixedTarget) at the fixed target (the episode's loudness not known: not measured yet, or silent)") }
             if dynamic > 0 { parts.append("\(dynamic) normalised as they played (not measured)") }
             if asMastered > 0 { parts.append("\(asMastered) as mastered (ad-loudness = off)") }
             return "loudness (R28): " + parts.joined(separator: ", ")

@@ -78,7 +78,7 @@ public final class LoudnessBook: LoudnessSource, @unchecked Sendable {
         let answer = Handover<Loudness?>()
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             foreground.execute { [self] in
-                answer.fulfil(lookUp(path, pace: 1))
+                answer.fulfil(lookUp(path, pace: 1, truePeak: true))
                 continuation.resume()
             }
         }
@@ -102,7 +102,7 @@ public final class LoudnessBook: LoudnessSource, @unchecked Sendable {
 
     private func queueCheck(_ path: String) {
         background.execute { [self] in
-            _ = lookUp(path, pace: pace)
+            _ = lookUp(path, pace: pace, truePeak: false)
             _ = state.withLock { $0.queued.remove(path) }
         }
     }
@@ -116,18 +116,21 @@ public final class LoudnessBook: LoudnessSource, @unchecked Sendable {
 
     // MARK: Off the loop
 
-    /// The file's loudness: the book's when its identity is unchanged, else measured now.
-    private func lookUp(_ path: String, pace: Double) -> Loudness? {
+    /// The file's loudness: the book's when its identity is unchanged (and, for a creative,
+    /// with its true peak), else measured now — an episode without its true peak (the
+    /// oversampling is most of the cost, and only an ad's peak limits its gain).
+    private func lookUp(_ path: String, pace: Double, truePeak: Bool) -> Loudness? {
         guard let identity = Self.identity(path) else { return nil }
         let known = state.withLock { state -> Loudness? in
             state.checked.insert(path)
-            if let entry = state.entries[path], entry.identity == identity { return entry.loudness }
-            return nil
+            guard let entry = state.entries[path], entry.identity == identity else { return nil }
+            if truePeak, entry.loudness.integrated != nil, entry.loudness.truePeak == nil { return nil }
+            return entry.loudness
         }
         if let known { return known }
         if state.withLock({ $0.failed[path] == identity }) { return nil }
         do {
-            let loudness = try LoudnessMeter.measure(path, pace: pace)
+            let loudness = try LoudnessMeter.measure(path, pace: pace, truePeak: truePeak)
             state.withLock { state in
                 state.clock += 1
                 state.entries[path] = Entry(identity: identity, loudness: loudness, used: state.clock)
@@ -165,11 +168,23 @@ public final class LoudnessBook: LoudnessSource, @unchecked Sendable {
         }
     }
 
+    /// A file as the book knows it. A content-addressed file — the creative cache's objects,
+    /// named by the SHA-256 of their bytes, which the cache checks before each use — is known
+    /// by its name and size alone: the cache touches its times at every use (its LRU order),
+    /// which must not make it a new file (measured 99 times in 6 simulated hours before).
     static func identity(_ path: String) -> Identity? {
         var info = stat()
         guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        if isContentAddressed(path) { return Identity(device: 0, inode: 0, size: Int64(info.st_size), modified: 0) }
         return Identity(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
                         modified: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
+    }
+
+    /// `…/objects/<64 hex digits>`: the creative cache's naming (CreativeCache).
+    static func isContentAddressed(_ path: String) -> Bool {
+        let parts = path.split(separator: "/")
+        guard parts.count >= 2, parts[parts.count - 2] == "objects", let name = parts.last, name.utf8.count == 64 else { return false }
+        return name.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
 
     private static func lowerPriority() {

@@ -24,10 +24,14 @@ struct BenchLoudnessCommand {
         let wall = Date(), cpu = Self.threadCPU()
         let loudness = try LoudnessMeter.measure(file)
         let spentCPU = Self.threadCPU() - cpu, spentWall = Date().timeIntervalSince(wall)
-        print(String(format: "flat out: %.2f s CPU, %.2f s wall", spentCPU, spentWall)
+        print(String(format: "flat out, with the true peak (a creative's measurement): %.2f s CPU, %.2f s wall", spentCPU, spentWall)
               + (seconds.map { String(format: " (%.0f× real time)", $0 / max(spentWall, 0.001)) } ?? ""))
         print("  integrated \(loudness.integrated.map { String(format: "%.2f LUFS", $0) } ?? "silent"), "
               + "true peak \(loudness.truePeak.map { String(format: "%.2f dBTP", $0) } ?? "–")")
+        let integratedOnly = Date(), integratedCPU = Self.threadCPU()
+        _ = try LoudnessMeter.measure(file, truePeak: false)
+        print(String(format: "flat out, integrated only (an episode's measurement): %.2f s CPU, %.2f s wall",
+                     Self.threadCPU() - integratedCPU, Date().timeIntervalSince(integratedOnly)))
         let book = LoudnessBook(path: nil)
         let paced = Date()
         _ = book.known(file)

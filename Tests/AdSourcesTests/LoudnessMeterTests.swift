@@ -79,9 +79,14 @@ final class LoudnessMeterTests: XCTestCase {
             XCTAssertNil(book.known(episode), "not known yet: the loop does not wait")
             book.settle()
             XCTAssertEqual(try XCTUnwrap(book.known(episode)?.integrated), -31, accuracy: 0.2)
-            let creative = await book.measure(episode)
-            XCTAssertEqual(creative, book.known(episode))
+            XCTAssertNil(book.known(episode)?.truePeak, "an episode: its integrated loudness only")
             XCTAssertEqual(book.counts.measured, 1, "measured once")
+            // Played as a creative, its true peak is needed (it limits the gain): measured once more.
+            let creative = await book.measure(episode)
+            XCTAssertNotNil(creative?.truePeak)
+            XCTAssertEqual(try XCTUnwrap(creative?.integrated), -31, accuracy: 0.2)
+            _ = await book.measure(episode)
+            XCTAssertEqual(book.counts.measured, 2)
         }
         do {
             let book = LoudnessBook(path: kept)
@@ -102,5 +107,27 @@ final class LoudnessMeterTests: XCTestCase {
         XCTAssertNil(book.known(episode), "a line that does not parse is not trusted")
         book.settle()
         XCTAssertEqual(try XCTUnwrap(book.known(episode)?.integrated), -20, accuracy: 0.2)
+    }
+
+    /// The creative cache touches an object's times at every use (its LRU order); an object is
+    /// named by the SHA-256 of its bytes, so it is the same file: measured once, not at every
+    /// ad (a simulated day measured one post-roll 400 times before).
+    func testR28ACachedCreativeIsMeasuredOnceWhateverItsTimes() async throws {
+        try FileManager.default.createDirectory(atPath: path("objects"), withIntermediateDirectories: true)
+        let object = path("objects/" + String(repeating: "ab", count: 32))
+        try LoudnessFixture.make(object + ".mkv", lufs: -18, seconds: 1, frequency: 440)
+        try FileManager.default.moveItem(atPath: object + ".mkv", toPath: object)
+        let book = LoudnessBook(path: nil)
+        for _ in 0..<3 {
+            let measured = await book.measure(object)
+            XCTAssertEqual(try XCTUnwrap(measured?.integrated), -18, accuracy: 0.3)
+            let now = (1 << 30) - 1   // UTIME_NOW, a macro Swift does not import
+            var times = [timespec(tv_sec: 0, tv_nsec: now), timespec(tv_sec: 0, tv_nsec: now)]
+            XCTAssertEqual(utimensat(AT_FDCWD, object, &times, 0), 0)
+        }
+        XCTAssertEqual(book.counts.measured, 1)
+        XCTAssertTrue(LoudnessBook.isContentAddressed(object))
+        XCTAssertFalse(LoudnessBook.isContentAddressed(path("episode.mkv")))
+        XCTAssertFalse(LoudnessBook.isContentAddressed(path("objects/" + String(repeating: "AB", count: 32))), "lowercase hex only")
     }
 }
