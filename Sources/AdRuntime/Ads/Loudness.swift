@@ -96,7 +96,8 @@ public struct LoudnessDecision: Sendable, Equatable {
             return LoudnessDecision(ad: ad, content: contentLevel, target: target, gain: nil, dynamic: true)
         }
         var gain = min(target - level, maximumBoost)
-        if let peak = ad?.truePeak { gain = min(gain, peakCeiling - peak) }
+        // Its true peak bounds a boost; without it (not measured), the ad is never raised.
+        if let peak = ad?.truePeak { gain = min(gain, peakCeiling - peak) } else { gain = min(gain, 0) }
         gain = max(gain, -maximumCut)
         return LoudnessDecision(ad: ad, content: contentLevel, target: target, gain: (gain * 100).rounded() / 100, dynamic: false,
                                 rule: matched ? .matched : .target)
