@@ -1,5 +1,6 @@
 import AdPlayerDaemon
 import AdRuntime
+import AdTestSupport
 import Foundation
 import XCTest
 
@@ -25,4 +26,33 @@ final class LoudnessConfigurationTests: XCTestCase {
             }
         }
     }
+}
+
+/// R28 in the controller (virtual player and time): an episode's loudness is asked for when it
+/// starts, and the next episode's too, so that its pre-roll matches it at its first viewing;
+/// nothing is asked of a stream.
+final class LoudnessControllerTests: XCTestCase {
+    func testR28AnEpisodeAndTheNextOneAreMeasuredAhead() throws {
+        let book = RefreshLog()
+        var configuration = VideoAdsConfiguration()
+        configuration.loudnessSource = book
+        let h = try ControllerHarness(source: nil, pauseAdDelay: 0, adsConfiguration: configuration)
+        for path in ["/lib/a.mp4", "/lib/b.mp4"] { h.player.setMedia(path, duration: 10) }
+        h.start()
+        _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/a.mp4"), QueueEntry(path: "/lib/b.mp4"),
+                                                     QueueEntry(path: "http://example.invalid/c.mp4")]) }
+        h.advance(1)
+        XCTAssertEqual(book.refreshed, ["/lib/a.mp4", "/lib/b.mp4"], "the episode, then the next one")
+        h.advance(10)
+        XCTAssertEqual(book.refreshed, ["/lib/a.mp4", "/lib/b.mp4", "/lib/b.mp4"], "b starts; the next is a stream: not asked")
+    }
+}
+
+/// A loudness source that records what it is asked to refresh (on the loop).
+private final class RefreshLog: LoudnessSource {
+    private let asked = Locked<[String]>([])
+    var refreshed: [String] { asked.withLock { $0 } }
+    func measure(_ path: String) async -> Loudness? { nil }
+    func known(_ path: String) -> Loudness? { nil }
+    func refresh(_ path: String) { asked.withLock { $0.append(path) } }
 }

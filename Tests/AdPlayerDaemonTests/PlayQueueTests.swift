@@ -72,7 +72,9 @@ final class PlayQueueTests: XCTestCase {
             var index = 2
             var played = [2]
             for _ in 0..<14 {
+                let upcoming = queue.upcoming(after: index)   // what is measured ahead (R28), drawing nothing
                 let next = queue.next(after: index)!
+                if played.count % 5 != 0 { XCTAssertEqual(upcoming, next, "the upcoming one is the one that plays") }
                 XCTAssertNotEqual(next, index, "twice in a row")
                 if played.count % 5 != 0 { XCTAssertEqual(queue.previous(before: next), index) }
                 played.append(next)
@@ -83,6 +85,9 @@ final class PlayQueueTests: XCTestCase {
         var queue = PlayQueue(entries: entries("a", "b"), current: 1, shuffle: true)
         queue.setShuffle(false)
         XCTAssertEqual(queue.playOrder, [0, 1])
+        XCTAssertNil(queue.upcoming(after: 1), "the end, repeat off")
+        queue.repeatMode = .all
+        XCTAssertEqual(queue.upcoming(after: 1), 0)
     }
 
     /// The positions kept on the loop forget the least recently saved, as the store does (it

@@ -600,9 +600,13 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         serial += 1
         let serial = self.serial
         // Its loudness (R28): known from the book, or measured now in the background (paced, a
-        // lock and a queue here: microseconds) — its ads match it once it is.
+        // lock and a queue here: microseconds) — its ads match it once it is; and the next
+        // episode's, so that its pre-roll matches it at its first viewing.
         let mediaPath = entry.path.contains("://") ? nil : entry.path
         if let mediaPath { adsConfiguration.loudnessSource?.refresh(mediaPath) }
+        if let next = queue.upcoming(after: index), next != index, !queue[next].path.contains("://") {
+            adsConfiguration.loudnessSource?.refresh(queue[next].path)
+        }
         let policy = source.map { source in
             EpisodePolicy(content: ContentInfo(id: entry.contentID, mediaPath: mediaPath), source: source, surface: surface, loop: player.loop,
                           pauseAdDelay: pauseAdDelay, pauseAdRotate: pauseAdRotate, separation: separation, configuration: adsConfiguration,

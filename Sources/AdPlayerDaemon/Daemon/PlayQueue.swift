@@ -145,6 +145,18 @@ public struct PlayQueue: Sendable, Equatable {
         return repeatMode == .all ? 0 : nil
     }
 
+    /// The episode likely to play after `index`, without drawing a new order (nil at the end
+    /// of a shuffled order about to be drawn again): what is worth getting ready ahead.
+    public func upcoming(after index: Int) -> Int? {
+        guard !entries.isEmpty else { return nil }
+        if shuffle {
+            guard let position = order.firstIndex(of: index), position + 1 < order.count else { return nil }
+            return order[position + 1]
+        }
+        if index + 1 < entries.count { return index + 1 }
+        return repeatMode == .all ? 0 : nil
+    }
+
     /// Whether there is a next episode (MPRIS's CanGoNext), without drawing a new order.
     public func hasNext(after index: Int) -> Bool {
         guard !entries.isEmpty else { return false }
