@@ -37,7 +37,32 @@ struct BenchLoudnessCommand {
         _ = book.known(file)
         book.settle()
         print(String(format: "in the background (the daemon's way: nice 19, at most half a core): %.2f s wall", Date().timeIntervalSince(paced)))
+        // What the loop pays (R18): `known` when an ad starts (a lock and a lookup), `refresh`
+        // when an episode starts (a lock; a hand-over to the book's thread when not queued).
+        let rounds = 100_000
+        var samples: [UInt64] = []
+        samples.reserveCapacity(rounds)
+        for _ in 0..<rounds {
+            let start = DispatchTime.now().uptimeNanoseconds
+            _ = book.known(file)
+            samples.append(DispatchTime.now().uptimeNanoseconds - start)
+        }
+        print("on the loop, `known` of a file the book has (\(rounds) calls), ns: \(Self.percentiles(samples))")
+        samples.removeAll(keepingCapacity: true)
+        for round in 0..<1000 {
+            let start = DispatchTime.now().uptimeNanoseconds
+            book.refresh(round % 2 == 0 ? file : file + ".absent")
+            samples.append(DispatchTime.now().uptimeNanoseconds - start)
+        }
+        book.settle()
+        print("on the loop, `refresh` (1000 calls: a hand-over each while the last is not done), ns: \(Self.percentiles(samples))")
         return 0
+    }
+
+    static func percentiles(_ values: [UInt64]) -> String {
+        let sorted = values.sorted()
+        func at(_ p: Double) -> UInt64 { sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+        return "p50 \(at(0.5)), p99 \(at(0.99)), max \(sorted.last ?? 0)"
     }
 
     /// This thread's CPU time, seconds.
