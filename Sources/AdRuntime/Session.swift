@@ -453,10 +453,10 @@ final class AdSession: @unchecked Sendable {
     /// The level a video ad plays at (R28): its measured loudness against the content's — what
     /// is known of the episode now, on the loop, without waiting for it.
     func loudnessDecision(for presentation: AdPresentation) -> LoudnessDecision? {
-        guard case .video(let location) = presentation.creative.content else { return nil }
+        // An ad is measured with its preparation (`measuredLoudness`), off the loop.
+        guard case .video = presentation.creative.content else { return nil }
         let contentLoudness = content.mediaPath.flatMap { $0.contains("://") ? nil : configuration.loudnessSource?.known($0) }
-        let measured = presentation.measuredLoudness ?? (location.contains("://") ? nil : configuration.loudnessSource?.known(location))
-        return LoudnessDecision.decide(configuration.loudness, ad: measured, content: contentLoudness)
+        return LoudnessDecision.decide(configuration.loudness, ad: presentation.measuredLoudness, content: contentLoudness)
     }
 
     func info(_ id: UInt64, _ kind: AdKind, _ creativeID: String) -> AdInfo {
@@ -509,10 +509,8 @@ final class AdSession: @unchecked Sendable {
                     } else {
                         // A linear ad starts at its first frame (`PostrollReporter.began`).
                         ads[id]?.linearPosition = endedAt ?? currentPosition()
-                        var playing = presentation
-                        playing.loudness = loudnessDecision(for: presentation)
-                        ads[id]?.presentation.loudness = playing.loudness
-                        try surface.playPostroll(playing, reporter: PostrollReporter(session: self, id: id))
+                        ads[id]?.presentation.loudness = loudnessDecision(for: presentation)
+                        try surface.playPostroll(ads[id]?.presentation ?? presentation, reporter: PostrollReporter(session: self, id: id))
                     }
                 } catch {
                     return fail(id, presentation, error)

@@ -14,7 +14,7 @@ final class LoudnessTests: XCTestCase {
         let episode = Loudness(integrated: -31, truePeak: -12)
         let loud = Loudness(integrated: -14, truePeak: -10)
         var decision = LoudnessDecision.decide(.match, ad: loud, content: episode)
-        XCTAssertEqual(decision, LoudnessDecision(ad: loud, content: -31, target: -31, gain: -17, dynamic: false, rule: .matched))
+        XCTAssertEqual(decision, LoudnessDecision(ad: loud, content: -31, target: -31, gain: -17, rule: .matched))
         decision = LoudnessDecision.decide(.match, ad: Loudness(integrated: -38, truePeak: -30), content: episode)
         XCTAssertEqual(decision?.gain, 7, "a quiet ad is raised to the episode")
         decision = LoudnessDecision.decide(.match, ad: Loudness(integrated: -38, truePeak: -4), content: episode)
@@ -34,11 +34,11 @@ final class LoudnessTests: XCTestCase {
         XCTAssertEqual(decision?.gain, -9)
         XCTAssertEqual(decision?.content, -31, "the content's level is recorded whatever the policy")
         decision = LoudnessDecision.decide(.off, ad: loud, content: episode)
-        XCTAssertEqual(decision, LoudnessDecision(ad: loud, content: -31, target: nil, gain: nil, dynamic: false), "as mastered, measured")
+        XCTAssertEqual(decision, LoudnessDecision(ad: loud, content: -31, target: nil, gain: nil), "as mastered, measured")
         XCTAssertEqual(decision?.rule, .asMastered)
         XCTAssertNil(LoudnessDecision.decide(.match, ad: .silent, content: episode), "no sound: nothing to match")
         decision = LoudnessDecision.decide(.match, ad: nil, content: episode)
-        XCTAssertEqual(decision, LoudnessDecision(ad: nil, content: -31, target: -31, gain: nil, dynamic: true))
+        XCTAssertEqual(decision, LoudnessDecision(ad: nil, content: -31, target: -31, gain: nil, rule: .normalised))
         XCTAssertEqual(decision?.rule, .normalised)
         XCTAssertEqual(LoudnessDecision.decide(.target(-500), ad: loud, content: nil)?.target, AdLoudnessPolicy.targetRange.lowerBound)
         XCTAssertEqual(Loudness(integrated: -.infinity, truePeak: .nan), .silent, "no number that is not finite")
@@ -76,7 +76,7 @@ final class LoudnessTests: XCTestCase {
         h.loop.advance(by: 10)
         try h.show(postroll)
         played = try XCTUnwrap(h.surface.video(postroll.id)?.loudness)
-        XCTAssertEqual(played, LoudnessDecision(ad: Loudness(integrated: -14, truePeak: -10), content: -31, target: -31, gain: -17, dynamic: false,
+        XCTAssertEqual(played, LoudnessDecision(ad: Loudness(integrated: -14, truePeak: -10), content: -31, target: -31, gain: -17,
                                                 rule: .matched))
     }
 

@@ -401,13 +401,13 @@ final class PlayLedgerTests: XCTestCase {
     func testR28APlaysLoudnessIsInItsRowHashedAndAnOlderLogStillVerifies() throws {
         let outbox = try outbox()
         var loud = play("loud")
-        loud.loudness = LoudnessDecision(ad: Loudness(integrated: -14.03, truePeak: -10.5), content: -31, target: -31, gain: -16.97, dynamic: false,
+        loud.loudness = LoudnessDecision(ad: Loudness(integrated: -14.03, truePeak: -10.5), content: -31, target: -31, gain: -16.97,
                                          rule: .matched)
         outbox.recordPlayStart(loud)
         outbox.recordPlayEnd(id: "loud", endedWall: 1_800_000_030, seconds: 30, reason: "completed", viewable: nil)
         show(outbox, "silent")
         var unmeasured = play("stream")
-        unmeasured.loudness = LoudnessDecision(ad: nil, content: nil, target: -24, gain: nil, dynamic: true)
+        unmeasured.loudness = LoudnessDecision(ad: nil, content: nil, target: -24, gain: nil, rule: .normalised)
         outbox.recordPlayStart(unmeasured)
         outbox.recordPlayEnd(id: "stream", endedWall: 1_800_000_040, seconds: 10, reason: "completed", viewable: nil)
         let plays = outbox.plays(afterSequence: 0)

@@ -42,11 +42,11 @@ public struct LoudnessDecision: Sendable, Equatable {
     public var target: Double?
     /// The static gain applied to the ad's audio, dB; nil when none is (`off`, `dynamic`).
     public var gain: Double?
-    /// The ad could not be measured ahead: a single-pass loudness normaliser (libavfilter's
-    /// `loudnorm`) toward `target` plays it instead of a static gain.
-    public var dynamic: Bool
     /// How the level was chosen, as the ledger's `audio` column says it.
     public var rule: Rule
+    /// The ad could not be measured ahead: a single-pass loudness normaliser (libavfilter's
+    /// `loudnorm`) toward `target` plays it instead of a static gain.
+    public var dynamic: Bool { rule == .normalised }
 
     public enum Rule: String, Sendable, Equatable {
         /// A static gain to the content's measured loudness (`match`).
@@ -69,14 +69,13 @@ public struct LoudnessDecision: Sendable, Equatable {
     /// ATSC A/85's −24 within a tolerance; −24 is what `ad-loudnorm` always aimed at).
     public static let fallbackTarget = -24.0
 
-    /// `rule` nil: `normalised` when dynamic, `asMastered` without a target, else `target`.
-    public init(ad: Loudness?, content: Double?, target: Double?, gain: Double?, dynamic: Bool, rule: Rule? = nil) {
+    /// `rule` nil: `asMastered` without a target, else `target`.
+    public init(ad: Loudness?, content: Double?, target: Double?, gain: Double?, rule: Rule? = nil) {
         self.ad = ad
         self.content = content
         self.target = target
         self.gain = gain
-        self.dynamic = dynamic
-        self.rule = rule ?? (dynamic ? .normalised : target == nil ? .asMastered : .target)
+        self.rule = rule ?? (target == nil ? .asMastered : .target)
     }
 
     /// The decision for an ad measured `ad` (nil: not measured) in content measured `content`
@@ -91,15 +90,15 @@ public struct LoudnessDecision: Sendable, Equatable {
         case .target(let value): target = max(AdLoudnessPolicy.targetRange.lowerBound, min(AdLoudnessPolicy.targetRange.upperBound, value))
         case .match: target = contentLevel ?? fallbackTarget
         }
-        guard let target else { return LoudnessDecision(ad: ad, content: contentLevel, target: nil, gain: nil, dynamic: false) }
+        guard let target else { return LoudnessDecision(ad: ad, content: contentLevel, target: nil, gain: nil) }
         guard let level = ad?.integrated else {
-            return LoudnessDecision(ad: ad, content: contentLevel, target: target, gain: nil, dynamic: true)
+            return LoudnessDecision(ad: ad, content: contentLevel, target: target, gain: nil, rule: .normalised)
         }
         var gain = min(target - level, maximumBoost)
         // Its true peak bounds a boost; without it (not measured), the ad is never raised.
         if let peak = ad?.truePeak { gain = min(gain, peakCeiling - peak) } else { gain = min(gain, 0) }
         gain = max(gain, -maximumCut)
-        return LoudnessDecision(ad: ad, content: contentLevel, target: target, gain: (gain * 100).rounded() / 100, dynamic: false,
+        return LoudnessDecision(ad: ad, content: contentLevel, target: target, gain: (gain * 100).rounded() / 100,
                                 rule: matched ? .matched : .target)
     }
 }
