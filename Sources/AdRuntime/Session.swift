@@ -236,7 +236,7 @@ final class AdSession: @unchecked Sendable {
     }
 
     private static func refusal(of creative: AdCreative, for kind: AdKind) -> AdError? {
-        guard creative.kind == kind, creative.content.fits.contains(kind) else {
+        guard creative.kind.answers(kind), creative.content.fits.contains(creative.kind) else {
             return .loadFailed("the source answered a \(kind.rawValue) request with a \(creative.kind.rawValue) creative")
         }
         if let duration = creative.duration, !(duration > 0 && duration <= Seconds.Bounds.duration.maximum) {
@@ -256,8 +256,9 @@ final class AdSession: @unchecked Sendable {
         pending.task?.cancel()
         let outcome: Result<Ad, AdError> = result.flatMap { loaded in
             guard let loaded else { return .failure(.noFill) }
-            let ad = Ad(kind: pending.kind, creative: loaded.creative, session: self)
-            ads[ad.id] = AdRecord(presentation: AdPresentation(id: ad.id, kind: pending.kind, creative: loaded.creative,
+            // The creative's kind: the overlay chain's slot may hold a squeezeback.
+            let ad = Ad(kind: loaded.creative.kind, creative: loaded.creative, session: self)
+            ads[ad.id] = AdRecord(presentation: AdPresentation(id: ad.id, kind: loaded.creative.kind, creative: loaded.creative,
                                                                prepared: loaded.prepared, measuredLoudness: loaded.loudness),
                                   item: pending.item)
             return .success(ad)
@@ -307,8 +308,13 @@ final class AdSession: @unchecked Sendable {
 
     private func makeLifecycle(_ presentation: AdPresentation, _ options: ShowOptions) throws(AdError) -> any AdLifecycle {
         switch (presentation.kind, options) {
-        case (.overlay, .now), (.overlay, .atContentTime), (.overlay, .whenPlaying):
-            let overlay = OverlayLifecycle(duration: presentation.creative.duration ?? configuration.defaultOverlayDuration)
+        case (.overlay, .now), (.overlay, .atContentTime), (.overlay, .whenPlaying),
+             (.squeezeback, .now), (.squeezeback, .atContentTime), (.squeezeback, .whenPlaying):
+            let duration = presentation.creative.duration ?? configuration.defaultOverlayDuration
+            let overlay = presentation.kind == .squeezeback
+                ? OverlayLifecycle(duration: duration, transition: (presentation.creative.squeezeback ?? .standard).transition,
+                                   tellsQuartiles: true)
+                : OverlayLifecycle(duration: duration)
             overlay.waitsForPlay = options == .whenPlaying
             if case .atContentTime(let start) = options {
                 guard start >= 0, start <= Seconds.Bounds.position.maximum else { throw .invalidTime(start) }
@@ -428,7 +434,7 @@ final class AdSession: @unchecked Sendable {
     /// R10, R14: an ad shows only for the item it belongs to, while that item is in.
     private func checkBinding(of record: AdRecord) throws(AdError) {
         switch record.presentation.kind {
-        case .overlay, .pauseAd:
+        case .overlay, .pauseAd, .squeezeback:
             guard let current = view.item, current == bound else { throw .invalidated(.contentChanged) }
             // Requested for another item (another episode, an earlier loop): refused. One
             // requested before `track` (a prefetch, `item == nil`) binds now.
@@ -497,6 +503,23 @@ final class AdSession: @unchecked Sendable {
                 } catch {
                     return fail(id, presentation, error)
                 }
+            case .enter:
+                do {
+                    try surface.present(presentation)   // its start is told when it is out
+                } catch {
+                    return fail(id, presentation, error)
+                }
+            case .out:
+                surface.squeeze(id, .out)
+                announceStarted(id)
+                ads[id]?.exposure.onOutput = true
+                updateExposure(id)
+            case .leave:
+                surface.squeeze(id, .back)
+                ads[id]?.exposure.onOutput = false
+                updateExposure(id)
+            case .quartile(let quartile):
+                emit(.quartile(info(id, presentation.kind, presentation.creative.id), quartile))
             case .present, .playVideo:
                 if effect == .playVideo, presentation.kind == .preroll, openBreak == nil {
                     openBreak = (.preroll, 0, nil)

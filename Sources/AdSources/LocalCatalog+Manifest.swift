@@ -11,9 +11,10 @@ extension LocalCatalog {
         let postrolls: [Decoded<EntryJSON>]?
         let prerolls: [Decoded<EntryJSON>]?
         let midrolls: [Decoded<EntryJSON>]?
+        let squeezebacks: [Decoded<EntryJSON>]?
 
         enum CodingKeys: String, CodingKey {
-            case version, overlays, postrolls, prerolls, midrolls
+            case version, overlays, postrolls, prerolls, midrolls, squeezebacks
             case pauseAds = "pause_ads"
         }
     }
@@ -54,9 +55,15 @@ extension LocalCatalog {
         // Linear ads.
         let at: BreakAtJSON?
         let skipOffset: Double?
+        // Squeezebacks.
+        let layout: String?
+        let scale: Double?
+        let transition: Double?
+        let background: String?
 
         enum CodingKeys: String, CodingKey {
             case id, image, text, video, slots, content, impression, tracking, click, flight, daypart, cap, weight, advertiser, categories, at
+            case layout, scale, transition, background
             case maxPerEpisode = "max_per_episode"
             case skipOffset = "skip_offset"
         }
@@ -140,7 +147,7 @@ extension LocalCatalog {
         var problems: [CatalogError] = []
         for (key, kind, list) in [("overlays", AdKind.overlay, manifest.overlays), ("pause_ads", .pauseAd, manifest.pauseAds),
                                   ("postrolls", .postroll, manifest.postrolls), ("prerolls", .preroll, manifest.prerolls),
-                                  ("midrolls", .midroll, manifest.midrolls)] {
+                                  ("midrolls", .midroll, manifest.midrolls), ("squeezebacks", .squeezeback, manifest.squeezebacks)] {
             for (index, decoded) in (list ?? []).enumerated() {
                 let path = "\(key)[\(index)]"
                 do {
@@ -153,7 +160,7 @@ extension LocalCatalog {
                 guard ids.insert(entry.id).inserted else { throw fail("\(path).id", "\"\(entry.id)\" is used twice") }
                 let creative: Creative
                 switch kind {
-                case .overlay, .pauseAd:
+                case .overlay, .pauseAd, .squeezeback:
                     if let image = entry.image, entry.text == nil, !image.isEmpty {
                         creative = .image(image)
                     } else if let text = entry.text, entry.image == nil, !text.isEmpty {
@@ -184,9 +191,17 @@ extension LocalCatalog {
                     guard kind.isLinear else { throw fail("\(path).skip_offset", "only linear ads (pre-, mid-, post-rolls) can be skipped") }
                     guard skip >= 0, skip <= Seconds.Bounds.duration.maximum else { throw fail("\(path).skip_offset", "must be seconds ≥ 0") }
                 }
+                var layout: SqueezebackLayout?
+                if kind == .squeezeback {
+                    layout = try Self.squeezeback(entry, path: path, fail: fail)
+                } else if entry.layout != nil || entry.scale != nil || entry.transition != nil || entry.background != nil {
+                    throw fail(path, "layout, scale, transition and background are a squeezeback's")
+                }
                 var slots: [Slot] = []
-                if kind == .overlay {
-                    guard let list = entry.slots, !list.isEmpty else { throw fail("\(path).slots", "an overlay needs at least one slot") }
+                if kind.isOverPlayingContent {
+                    guard let list = entry.slots, !list.isEmpty else {
+                        throw fail("\(path).slots", "\(kind == .overlay ? "an overlay" : "a squeezeback") needs at least one slot")
+                    }
                     slotCount += list.count
                     guard slotCount <= maxSlots else { throw fail("\(path).slots", "more than \(maxSlots) slots in the catalog") }
                     slots.reserveCapacity(list.count)
@@ -218,6 +233,7 @@ extension LocalCatalog {
                                  content: entry.content, maxPerEpisode: entry.maxPerEpisode?.value, tracking: tracking)
                 made.at = at
                 made.skipOffset = entry.skipOffset
+                made.squeezeback = layout
                 if entry.hasVersion2Fields {
                     guard manifest.version == 2 else {
                         throw fail(path, "flight, daypart, cap, weight, advertiser and categories need \"version\": 2")
@@ -235,6 +251,15 @@ extension LocalCatalog {
             throw first
         }
         return (manifest.version, entries)
+    }
+
+    /// A squeezeback's layout, every field checked (`SqueezebackLayout.checked`, R26).
+    private static func squeezeback(_ entry: EntryJSON, path: String, fail: (String, String) -> CatalogError) throws -> SqueezebackLayout {
+        do {
+            return try SqueezebackLayout.checked(layout: entry.layout, scale: entry.scale, transition: entry.transition, background: entry.background)
+        } catch {
+            throw fail("\(path).\(error.field)", error.reason)
+        }
     }
 
     /// A version 2 entry's schedule, every field checked.

@@ -97,6 +97,8 @@ public final class LocalCatalog: AdSource {
         public var at: BreakAt?
         /// Linear ads: seconds after which the viewer may skip it.
         public var skipOffset: Double?
+        /// Squeezebacks: how the screen is shared.
+        public var squeezeback: SqueezebackLayout?
 
         func isFor(_ contentID: String) -> Bool { content.map { $0.contains(contentID) } ?? true }
 
@@ -158,7 +160,7 @@ public final class LocalCatalog: AdSource {
         (version, entries) = try Self.parse(data, file: file, timeZone: timeZone)
         byID = Dictionary(entries.map { ($0.id, $0) }) { first, _ in first }
         index = SlotIndex(entries)
-        rotated = Dictionary(grouping: entries.filter { $0.kind != .overlay }, by: \.kind)
+        rotated = Dictionary(grouping: entries.filter { !$0.kind.isOverPlayingContent }, by: \.kind)
     }
 
     // MARK: AdSource
@@ -305,6 +307,7 @@ public final class LocalCatalog: AdSource {
         made.advertiser = entry.schedule.advertiser
         made.categories = entry.schedule.categories
         made.skipOffset = entry.skipOffset
+        made.squeezeback = entry.squeezeback
         return made
     }
 }
@@ -326,7 +329,7 @@ private struct SlotIndex: Sendable {
         self.entries = entries
         var forAll: [Ref] = []
         var byContent: [String: [Ref]] = [:]
-        for (e, entry) in entries.enumerated() where entry.kind == .overlay {
+        for (e, entry) in entries.enumerated() where entry.kind.isOverPlayingContent {
             for (s, slot) in entry.slots.enumerated() {
                 let ref = Ref(start: slot.start, slot: s, entry: e)
                 if let content = entry.content {

@@ -178,7 +178,7 @@ public enum Macros {
         case .placementType: return c.kind == nil ? .unknown : .value("1")
         case .breakPosition:
             switch c.kind {
-            case .overlay?: return .value("2")
+            case .overlay?, .squeezeback?: return .value("2")
             case .pauseAd?: return .value("4")
             case .postroll?: return .value("3")
             case .preroll?: return .value("1")

@@ -8,6 +8,7 @@ public final class RecordingAdSurface: AdSurface {
         case dismiss(UInt64)
         case playPostroll(UInt64, String)
         case stopPostroll(UInt64)
+        case squeeze(UInt64, SqueezeStep)
     }
 
     public struct Refused: Error, CustomStringConvertible {
@@ -59,6 +60,11 @@ public final class RecordingAdSurface: AdSurface {
     public func silenceVideos(_ on: Bool = true) { state.withLock { $0.silentVideos = on } }
 
     public func stopPostroll(_ id: UInt64) { takeDown(id, .stopPostroll(id)) }
+
+    public func squeeze(_ id: UInt64, _ step: SqueezeStep) {
+        state.withLock { $0.calls.append(.squeeze(id, step)) }
+        onCall(.squeeze(id, step))
+    }
 
     private func show(_ presentation: AdPresentation, _ call: Call, reporter: PostrollReporter?) throws {
         try state.withLock { state in

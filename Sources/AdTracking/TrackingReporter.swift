@@ -184,7 +184,7 @@ public final class TrackingReporter: @unchecked Sendable {
             if ads[info.id]?.started == false, reason != .failed { send(info, ["notUsed"]) }
             if ads[info.id]?.started == true { send(info, ["breakEnd"]) }   // a VMAP break's (its last ad)
             switch reason {
-            case .completed: send(info, info.kind.isLinear ? ["complete"] : [])
+            case .completed: send(info, info.kind.hasQuartiles ? ["complete"] : [])
             case .closed: send(info, info.kind.isLinear ? ["skip", "closeLinear"] : ["close"])
             case .skipped: send(info, ["skip"])
             case .failed: send(info, ["error"], errorCode: 405)
@@ -213,7 +213,7 @@ public final class TrackingReporter: @unchecked Sendable {
     }
 
     private func sendStart(_ info: AdInfo) {
-        let events = ["impression", "creativeView"] + (info.kind.isLinear ? ["start"] : []) + ["breakStart"]
+        let events = ["impression", "creativeView"] + (info.kind.hasQuartiles ? ["start"] : []) + ["breakStart"]
         guard let shown = ads[info.id], shown.creative.requireDisplay ?? placement.requireDisplay else { return send(info, events) }
         // `pop-require-display`: nothing goes out before the screen says it showed the ad;
         // past the wait, no evidence is not verified.

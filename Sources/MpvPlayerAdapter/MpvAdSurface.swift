@@ -146,6 +146,9 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         let removal: MpvNode?
         /// Bumped whenever a new bitmap is being rendered for it: an older render is dropped.
         var generation = 0
+        /// Its creative is on the output. A squeezeback's is not while the content moves (R26).
+        var out = true
+        var layout: SqueezebackLayout { presentation.creative.squeezeback ?? .standard }
     }
 
     private enum Drawn {
@@ -167,6 +170,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     private var shown: [UInt64: Shown] = [:]
     private var postroll: (id: UInt64, entry: Int64?, stopRequested: Bool, reporter: PostrollReporter)?
     private var redrawToggle = false
+    /// The content's window for squeezebacks (R26).
+    private let margins: MarginAnimator
 
     /// `hideAtOnce`: a `hide` is announced in the turn that takes the creative down, before
     /// the ad's events — for a shell that only passes it on and never calls back into the
@@ -178,6 +183,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         self.onHTML = onHTML
         self.hideAtOnce = hideAtOnce
         output = Locked((1280, 720))
+        margins = MarginAnimator(loop: player.loop, handle: { [weak player] in player?.drawingHandle })
         try? loop.sync { [self] in
             output.withLock { $0 = AdPlacement.canvas(player.outputSize) }
             player.attach(self)
@@ -188,20 +194,25 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     /// shown. On the loop (a dictionary read: the pixels are shared, not copied).
     public func drawn(_ id: UInt64) -> DrawnAd? {
         loop.requireInLoop()
-        guard let entry = shown[id] else { return nil }
+        guard let entry = shown[id], entry.out else { return nil }
         let size = output.withLock { $0 }
         let pause = entry.presentation.kind == .pauseAd
+        let squeezeback = entry.presentation.kind == .squeezeback
         switch entry.drawn {
         case .image(let image):
             let bitmap = image.bitmap
             // A pause ad's bitmap is the whole dimmed output: its image is the part compared.
+            // A squeezeback's is the whole canvas around the content's window: its largest part is compared.
             let part = pause ? AdPlacement.pauseAd(source: (image.source.width, image.source.height), output: bitmap.output)
+                : squeezeback ? SqueezebackDrawing.mainPart(entry.layout, bitmap.output)
                 : AdRect(x: bitmap.origin.x, y: bitmap.origin.y, width: bitmap.image.width, height: bitmap.image.height)
             return .image(bitmap: BGRAImage(width: bitmap.image.width, height: bitmap.image.height, pixels: bitmap.image.pixels),
                           origin: AdRect(x: bitmap.origin.x, y: bitmap.origin.y, width: bitmap.image.width, height: bitmap.image.height),
                           part: part, canvas: bitmap.output)
         case .text:
-            return .text(box: pause ? AdPlacement.pauseBox(output: size) : AdPlacement.overlayBox(output: size), canvas: size)
+            let box = pause ? AdPlacement.pauseBox(output: size)
+                : squeezeback ? SqueezebackDrawing.mainPart(entry.layout, size) : AdPlacement.overlayBox(output: size)
+            return .text(box: box, canvas: size)
         case .html:
             return .html
         }
@@ -220,7 +231,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
             }
             let size = output.withLock { $0 }
             let kind = creative.kind
-            let key = PreparedImages.key(location, kind: kind, output: size)
+            let layout = kind == .squeezeback ? creative.squeezeback ?? .standard : nil
+            let key = PreparedImages.key(location, kind: kind, layout: layout, output: size)
             if let key, let cached = preparedImages[key] { return PreparedCreative(cached) }
             let preparedImages = self.preparedImages
             // The pixels cross threads through a `Handover` (a pthread mutex), not through the
@@ -232,7 +244,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
                 renderer.execute {
                     do {
                         let source = try ImageDecoder.decode(ImageDecoder.readFile(location), path: location)
-                        let bitmap = try Self.render(source, kind: kind, output: size, path: location)
+                        let bitmap = try Self.render(source, kind: kind, layout: layout, output: size, path: location)
                         let image = PreparedImage(path: location, source: source, bitmap: bitmap)
                         if let key { preparedImages.keep(image, as: key) }
                         prepared.fulfil(PreparedCreative(image))
@@ -264,9 +276,13 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
 
     /// A bitmap for `kind` in `output`: an overlay fitted to its box, or a pause ad
     /// composited over the dimmed output. Off the loop.
-    private static func render(_ source: BGRAImage, kind: AdKind, output: (width: Int, height: Int),
+    private static func render(_ source: BGRAImage, kind: AdKind, layout: SqueezebackLayout?, output: (width: Int, height: Int),
                                path: String) throws -> RenderedBitmap {
         let sourceSize = (source.width, source.height)
+        if kind == .squeezeback {
+            let image = try SqueezebackDrawing.bitmap(source, layout ?? .standard, canvas: output, path: path)
+            return RenderedBitmap(output: output, origin: (0, 0), image: PixelBuffer(image))
+        }
         if kind == .pauseAd {
             let rect = AdPlacement.pauseAd(source: sourceSize, output: output)
             let image = try ImageDecoder.scale(source, width: rect.width, height: rect.height, path: path)
@@ -309,7 +325,15 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         case .text: Self.assNode(slot: slot, "", (1, 1))   // cleared; the id stays alive
         case .html: nil
         }
-        let entry = Shown(presentation: presentation, slot: slot, drawn: drawn, removal: removal)
+        var entry = Shown(presentation: presentation, slot: slot, drawn: drawn, removal: removal)
+        if presentation.kind == .squeezeback {
+            // The content moves into its window first; the creative goes up when it is in (`squeeze(.out)`).
+            if case .html = drawn { throw PreparedFailure(message: "an HTML creative cannot fill a squeezeback") }
+            entry.out = false
+            shown[presentation.id] = entry
+            margins.animate(to: entry.layout.margins, over: entry.layout.transition)
+            return
+        }
         shown[presentation.id] = entry
         do {
             try draw(entry)
@@ -318,6 +342,25 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
             throw error
         }
         if presentation.kind == .overlay { keepSubtitlesClear() }
+    }
+
+    public func squeeze(_ id: UInt64, _ step: SqueezeStep) {
+        loop.requireInLoop()
+        guard var entry = shown[id], entry.presentation.kind == .squeezeback else { return }
+        switch step {
+        case .out:
+            margins.animate(to: entry.layout.margins, over: 0)   // exactly in, whatever the steps' timing
+            entry.out = true
+            shown[id] = entry
+            try? draw(entry)
+        case .back:
+            if entry.out, let removal = entry.removal, let handle = player?.drawingHandle {
+                try? handle.command(removal, operation: "remove squeezeback")
+            }
+            entry.out = false
+            shown[id] = entry
+            margins.animate(to: .none, over: entry.layout.transition)
+        }
     }
 
     /// Where subtitles sit: mpv's `sub-pos`, % of the output's height (100: their usual place).
@@ -347,6 +390,13 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         loop.requireInLoop()
         guard let entry = shown.removeValue(forKey: id), let handle = player?.drawingHandle else { return }
         defer { if entry.presentation.kind == .overlay { keepSubtitlesClear() } }
+        if entry.presentation.kind == .squeezeback {
+            // The content restored at once, from wherever it was (never animated on a pause), then the creative.
+            defer { nudgeRedraw() }
+            try margins.restoreAtOnce()
+            if entry.out, let removal = entry.removal { try handle.command(removal, operation: "remove squeezeback") }
+            return
+        }
         if let removal = entry.removal {
             defer { nudgeRedraw() }
             try handle.command(removal, operation: "remove ad")
@@ -427,7 +477,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     func outputResized(width: Int, height: Int) {
         loop.requireInLoop()
         output.withLock { $0 = AdPlacement.canvas((width, height)) }
-        for entry in shown.values.sorted(by: { $0.slot < $1.slot }) {
+        for entry in shown.values.sorted(by: { $0.slot < $1.slot }) where entry.out {
             try? draw(entry)
         }
         keepSubtitlesClear()
@@ -449,6 +499,11 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
                 renderAgain(entry, image, for: size)
             }
         case .text(let text):
+            if entry.presentation.kind == .squeezeback {
+                try ass(handle, slot: entry.slot, SqueezebackDrawing.textEvents(text, entry.layout, canvas: size), size)
+                nudgeRedraw()
+                return
+            }
             let text = AdText.bounded(text)   // never more than the renderer is measured to take
             // Drawn inside its box and clipped to it: however long, it never leaves the box.
             let box = pause ? AdPlacement.pauseBox(output: size) : AdPlacement.overlayBox(output: size)
@@ -492,9 +547,9 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         let id = entry.presentation.id
         let generation = entry.generation + 1
         shown[id]?.generation = generation
-        let kind = entry.presentation.kind
+        let kind = entry.presentation.kind, layout = entry.presentation.creative.squeezeback
         renderer.execute { [weak self, loop] in
-            guard let bitmap = try? Self.render(image.source, kind: kind, output: size, path: image.path) else { return }
+            guard let bitmap = try? Self.render(image.source, kind: kind, layout: layout, output: size, path: image.path) else { return }
             loop.execute { [weak self] in
                 guard let self, let current = shown[id], current.generation == generation,
                       let handle = player?.drawingHandle else { return }
@@ -605,6 +660,8 @@ final class PreparedImages: Sendable {
     struct Key: Hashable, Sendable {
         let path: String
         let kind: AdKind
+        /// A squeezeback's: its bitmap is cut for its layout.
+        let layout: SqueezebackLayout?
         let width: Int
         let height: Int
         let device: UInt64
@@ -620,10 +677,10 @@ final class PreparedImages: Sendable {
     private let state = Locked<(images: [Key: PreparedImage], order: [Key], bytes: Int)>(([:], [], 0))
 
     /// The key of `path` now (a `stat`: off the loop), nil if it cannot be read.
-    static func key(_ path: String, kind: AdKind, output: (width: Int, height: Int)) -> Key? {
+    static func key(_ path: String, kind: AdKind, layout: SqueezebackLayout? = nil, output: (width: Int, height: Int)) -> Key? {
         var info = stat()
         guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return Key(path: path, kind: kind, width: output.width, height: output.height, device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
+        return Key(path: path, kind: kind, layout: layout, width: output.width, height: output.height, device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
                    size: Int64(info.st_size), modified: Int(info.st_mtim.tv_sec), modifiedNanoseconds: Int(info.st_mtim.tv_nsec))
     }
 

@@ -37,7 +37,7 @@ final class PreparedImagesTests: XCTestCase {
     func testTheCacheKeepsItsBounds() {
         let cache = PreparedImages()
         func key(_ n: Int) -> PreparedImages.Key {
-            PreparedImages.Key(path: "/a\(n).png", kind: .overlay, width: 1, height: 1, device: 1, inode: UInt64(n), size: 1, modified: 0,
+            PreparedImages.Key(path: "/a\(n).png", kind: .overlay, layout: nil, width: 1, height: 1, device: 1, inode: UInt64(n), size: 1, modified: 0,
                                modifiedNanoseconds: 0)
         }
         for n in 0..<40 { cache.keep(image(8), as: key(n)) }

@@ -27,6 +27,15 @@ enum AdEffect: Equatable {
     case present
     /// Put an overlay up again after a linear break took it down (no new start: it was seen).
     case restore
+    /// A squeezeback: the content starts into its window (`present`, its start not told yet).
+    case enter
+    /// A squeezeback's content is in its window: the creative fills the space, its start is
+    /// told (once) and its time on screen counted from now.
+    case out
+    /// A squeezeback's time is served: the creative goes, the content starts back.
+    case leave
+    /// A quartile (1–3) of its time on screen was reached.
+    case quartile(Int)
     /// Take it down.
     case dismiss
     /// Stop the content where it is for a linear break, to resume at this content time

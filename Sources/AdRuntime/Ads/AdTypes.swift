@@ -57,6 +57,18 @@ public enum AdKind: String, Sendable, Equatable, CaseIterable {
     /// A linear ad at a content time: the content stops there, the ad plays, the same item
     /// resumes where it stopped.
     case midroll
+    /// The content shrunk into a window over playing content, the creative in the space it
+    /// frees (R26): an overlay's rules, with the content's way in and out.
+    case squeezeback
+
+    /// Over playing content, for a duration, in the overlay chain: an overlay or a squeezeback.
+    public var isOverPlayingContent: Bool { self == .overlay || self == .squeezeback }
+    /// Its time on screen is billed by quartiles (`firstQuartile` … `complete`): linear ads
+    /// over their video, squeezebacks over their duration.
+    public var hasQuartiles: Bool { isLinear || self == .squeezeback }
+    /// A source answering a request for `requested` may deliver this kind: the same, or a
+    /// squeezeback for the overlay chain's slot (the chain's slots hold either).
+    public func answers(_ requested: AdKind) -> Bool { self == requested || (requested == .overlay && self == .squeezeback) }
 
     /// A video that takes the content's place (pre-roll, mid-roll, post-roll).
     public var isLinear: Bool { self == .postroll || self == .preroll || self == .midroll }
@@ -72,6 +84,7 @@ extension AdKind {
         case .postroll: "postroll"
         case .preroll: "preroll"
         case .midroll: "midroll"
+        case .squeezeback: "squeezeback"
         }
     }
 }
@@ -89,8 +102,8 @@ public enum AdCreativeContent: Sendable, Equatable {
 
     var fits: Set<AdKind> {
         switch self {
-        case .image: [.overlay, .pauseAd]
-        case .text: [.overlay, .pauseAd]
+        case .image: [.overlay, .pauseAd, .squeezeback]
+        case .text: [.overlay, .pauseAd, .squeezeback]
         case .html: [.overlay]
         case .video: [.postroll, .preroll, .midroll]
         }
@@ -141,6 +154,8 @@ public struct AdCreative: Sendable, Equatable {
     /// Linear ads: seconds of the video after which the viewer may skip it (VAST `skipoffset`,
     /// a percentage resolved against its duration); nil: it cannot be skipped.
     public var skipOffset: Double?
+    /// Squeezebacks: how the screen is shared; nil: `SqueezebackLayout.standard`.
+    public var squeezeback: SqueezebackLayout?
 
     public init(id: String, kind: AdKind, content: AdCreativeContent, duration: Double? = nil,
                 slotStart: Double? = nil, tracking: [String: [String]] = [:], adServingID: String? = nil,

@@ -11,6 +11,18 @@
 /// waiting ──held──▶ waiting (its timer off until the content plays again)
 /// any ──another item / the end of the item──▶ ended(contentChanged)
 /// ```
+///
+/// A squeezeback (R26) is an overlay with a `transition`: it comes out through `entering` (the
+/// content on its way into its window; its start — the impression — told when the L is fully
+/// out) and goes through `leaving` (the content on its way back) to `ended(completed)`. While
+/// entering, a pause, a seek or another item end it as they end an overlay; while leaving its
+/// time is served, and anything that would end it ends it `completed` — in both cases with the
+/// content restored at once (`dismiss`), never animated while paused. Its quartiles are told
+/// over its time on screen.
+/// ```
+/// ready ──show()──▶ entering ──transition──▶ showing ──duration──▶ leaving ──transition──▶ ended(completed)
+/// entering ──pause/seek/item──▶ ended(paused/seeked/contentChanged)    leaving ──pause/seek/item/held/hidden──▶ ended(completed)
+/// ```
 final class OverlayLifecycle: AdLifecycle {
     enum State: Equatable {
         case ready
@@ -18,8 +30,13 @@ final class OverlayLifecycle: AdLifecycle {
         case waiting(start: Double)
         /// Shown before the content plays (an episode's first frames): on screen once it plays.
         case waitingToPlay
+        /// A squeezeback's content on its way into its window; `remaining` seconds of playing
+        /// time to show once it is in.
+        case entering(remaining: Double)
         /// On screen; `remaining` seconds of playing time were left at `since`.
         case showing(remaining: Double, since: UInt64)
+        /// A squeezeback's time served: the content on its way back.
+        case leaving
         /// On screen while the output is hidden: the clock is stopped (R13).
         case frozen(remaining: Double)
         /// The output is back; the content has 1 s to play again.
@@ -40,8 +57,19 @@ final class OverlayLifecycle: AdLifecycle {
     /// Set by `showWhenPlaying` before `show`: content not playing yet is waited for.
     var waitsForPlay = false
 
-    init(duration: Double) {
+    /// A squeezeback's way in and out, seconds; 0 for an overlay (up and down at once).
+    let transition: Double
+    /// Quartiles are told over its time on screen (a squeezeback's billing).
+    let tellsQuartiles: Bool
+    /// Its start was told (the L fully out, once).
+    private var announced = false
+    /// Quartiles told so far (0–3; `complete` is its end).
+    private var quartilesTold = 0
+
+    init(duration: Double, transition: Double = 0, tellsQuartiles: Bool = false) {
         self.duration = duration
+        self.transition = transition > 0 && transition.isFinite ? transition : 0
+        self.tellsQuartiles = tellsQuartiles
     }
 
     var isEnded: Bool { if case .ended = state { true } else { false } }
@@ -55,7 +83,7 @@ final class OverlayLifecycle: AdLifecycle {
     var isShown: Bool { state != .ready }
     var isVisible: Bool {
         switch state {
-        case .showing, .frozen, .returning: true
+        case .showing, .frozen, .returning, .entering, .leaving: true
         default: false
         }
     }
@@ -78,6 +106,14 @@ final class OverlayLifecycle: AdLifecycle {
     func playerChanged(_ event: PlayerEvent, _ context: LifecycleContext) -> [AdEffect] {
         let cause = event.observedAt
         guard isShown, !isEnded else { return [] }
+        if state == .leaving {
+            // Its time is served: whatever would end it ends it completed, restored at once.
+            switch event.change {
+            case .paused, .seeked, .held: return end(.completed, cause: cause)
+            default: if event.change.endsTheItem { return end(.completed, cause: cause) }
+            }
+            return []
+        }
         if event.change.endsTheItem { return end(.contentChanged, cause: cause) }
         switch (state, event.change) {
         case (.waiting(let start), .seeked(_, let to)):
@@ -97,6 +133,15 @@ final class OverlayLifecycle: AdLifecycle {
         case (.showing(let remaining, let since), .held):
             state = .suspended(remaining: left(remaining, since, context))
             return [.dismiss, .cancelTimer]
+        case (.entering(let remaining), .held):
+            state = .suspended(remaining: remaining)
+            return [.dismiss, .cancelTimer]
+        case (.entering, .paused):
+            return end(.paused, cause: cause)
+        case (.entering, .seeked):
+            return end(.seeked, cause: cause)
+        case (.entering, _):
+            return []
         case (.frozen(let remaining), .held), (.returning(let remaining), .held):
             state = .suspended(remaining: remaining)
             return [.dismiss, .cancelTimer]
@@ -104,6 +149,10 @@ final class OverlayLifecycle: AdLifecycle {
             guard !context.background else {
                 state = .frozen(remaining: remaining)
                 return [.restore]
+            }
+            if transition > 0 {
+                state = .entering(remaining: remaining)   // the content goes into its window again
+                return [.enter, .setTimer(transition)]
             }
             state = .showing(remaining: remaining, since: context.now)
             return [.restore, .setTimer(remaining)]
@@ -122,7 +171,7 @@ final class OverlayLifecycle: AdLifecycle {
             return []   // frozen through the content's pause (R13)
         case (.returning(let remaining), .playing):
             return startShowing(remaining: remaining, context)
-        case (.returning, _), (.ready, _), (.ended, _):
+        case (.returning, _), (.ready, _), (.ended, _), (.leaving, _):
             return []
         }
     }
@@ -134,7 +183,22 @@ final class OverlayLifecycle: AdLifecycle {
             // Position is read on demand: if the rate changed under the timer, re-arm.
             return context.position() >= start - 0.001 ? startShowing(remaining: duration, context)
                                                        : armCrossing(context)
-        case .showing:
+        case .entering(let remaining):
+            announced = true
+            state = .showing(remaining: remaining, since: context.now)
+            return [.out, .setTimer(nextTimer(remaining))]
+        case .showing(let remaining, let since):
+            let left = left(remaining, since, context)
+            if tellsQuartiles, left > 0.001 {
+                // A quartile's time: told, and the timer set for the next (or the end).
+                state = .showing(remaining: left, since: context.now)
+                return tellQuartiles(left) + [.setTimer(nextTimer(left))]
+            }
+            let told = tellsQuartiles ? tellQuartiles(0) : []
+            guard transition > 0 else { return told + end(.completed, cause: nil) }
+            state = .leaving
+            return told + [.leave, .setTimer(transition)]
+        case .leaving:
             return end(.completed, cause: nil)
         case .returning:
             return end(.interrupted, cause: nil)
@@ -148,6 +212,11 @@ final class OverlayLifecycle: AdLifecycle {
         case .showing(let remaining, let since) where context.background:
             state = .frozen(remaining: left(remaining, since, context))
             return [.cancelTimer]
+        case .entering(let remaining) where context.background:
+            state = .frozen(remaining: remaining)
+            return [.cancelTimer]
+        case .leaving where context.background:
+            return end(.completed, cause: nil)
         case .frozen(let remaining) where !context.background:
             if context.playing { return startShowing(remaining: remaining, context) }
             state = .returning(remaining: remaining)
@@ -172,8 +241,31 @@ final class OverlayLifecycle: AdLifecycle {
 
     private func startShowing(remaining: Double, _ context: LifecycleContext) -> [AdEffect] {
         let wasVisible = isVisible
+        if transition > 0, !announced {
+            // A squeezeback: the content goes into its window first; its start is told when it is in.
+            state = .entering(remaining: remaining)
+            return (wasVisible ? [] : [.enter]) + [.setTimer(transition)]
+        }
         state = .showing(remaining: remaining, since: context.now)
-        return (wasVisible ? [] : [.present]) + [.setTimer(remaining)]
+        return (wasVisible ? [] : [.present]) + [.setTimer(nextTimer(remaining))]
+    }
+
+    /// The timer while showing with `left` seconds to go: its end, or its next quartile's time.
+    private func nextTimer(_ left: Double) -> Double {
+        guard tellsQuartiles, quartilesTold < 3 else { return left }
+        let played = duration - left
+        let next = Double(quartilesTold + 1) * duration / 4
+        return max(0, min(left, next - played))
+    }
+
+    /// The quartiles reached with `left` seconds to go, each told once.
+    private func tellQuartiles(_ left: Double) -> [AdEffect] {
+        var effects: [AdEffect] = []
+        while quartilesTold < 3, duration - left >= Double(quartilesTold + 1) * duration / 4 - 0.001 {
+            quartilesTold += 1
+            effects.append(.quartile(quartilesTold))
+        }
+        return effects
     }
 
     /// While waiting and playing before the start: a timer for when playback reaches it.

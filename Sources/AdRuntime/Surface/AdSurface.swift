@@ -59,9 +59,24 @@ public protocol AdSurface: AnyObject, Sendable {
     func playPostroll(_ presentation: AdPresentation, reporter: PostrollReporter) throws
     /// Stops a post-roll's video (closed, destroyed, content changed). Idempotent.
     func stopPostroll(_ id: UInt64)
+    /// A squeezeback's next step (R26); `present` started the content's way into its window,
+    /// `dismiss` restores the content at once from wherever it is.
+    func squeeze(_ id: UInt64, _ step: SqueezeStep)
+}
+
+/// A squeezeback's steps after `present`.
+public enum SqueezeStep: Sendable, Equatable {
+    /// The content is in its window: the creative goes up in the space it freed.
+    case out
+    /// Its time is served: the creative goes down and the content starts back to the whole
+    /// output (over the layout's transition; `dismiss` follows at its end).
+    case back
 }
 
 extension AdSurface {
+    /// Surfaces that draw no squeezeback (they show its creative as an overlay's).
+    public func squeeze(_ id: UInt64, _ step: SqueezeStep) {}
+
     /// Surfaces that need nothing ahead.
     public func prepare(_ creative: AdCreative) async -> PreparedCreative { .nothing }
 }

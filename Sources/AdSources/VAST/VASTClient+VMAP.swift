@@ -191,8 +191,8 @@ extension VASTClient {
                 if best == nil || time < best!.2 { best = (index, "\(index)@mid", time) }
             }
             chosen = best.map { ($0.0, $0.1, $0.2) }
-        case .pauseAd:
-            chosen = nil
+        case .pauseAd, .squeezeback:
+            chosen = nil   // a squeezeback comes as a nonlinear break's creative (its extension)
         }
         guard let chosen else { return nil }
         if !prefetching { _ = schedules.withLock { $0[request.content.viewingKey]?.served.insert(chosen.key) } }

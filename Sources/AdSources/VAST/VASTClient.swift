@@ -556,19 +556,30 @@ public final class VASTClient: AdSource {
             try await probe(file.url)
             cacheInBackground(file.url)
             return (AdCreative(id: id, kind: request.kind, content: .video(location: file.url)), file.url)
-        case .overlay, .pauseAd:
+        case .overlay, .pauseAd, .squeezeback:
             let nonLinears = ad.creatives.filter(\.isNonLinear).flatMap(\.nonLinears)
+            // A NonLinear its creative marks as a squeezeback fills the overlay chain's slot as one (R26).
+            let marked = request.kind == .pauseAd ? nil : ad.creatives.first(where: \.isNonLinear)?.squeezeback
+            var layout: SqueezebackLayout?
+            if let marked {
+                do {
+                    layout = try SqueezebackLayout.checked(attributes: marked)
+                } catch {
+                    throw VASTError(code: .schemaValidation, message: "the squeezeback extension's \(error.field) \(error.reason)")
+                }
+            }
             for nonLinear in nonLinears {
                 guard let resource = nonLinear.staticResource else { continue }
                 let lowered = resource.url.lowercased()
                 let isImage = ["image/png", "image/jpeg", "image/jpg"].contains(resource.type.lowercased())
                     || (resource.type.isEmpty && (lowered.hasSuffix(".png") || lowered.hasSuffix(".jpg") || lowered.hasSuffix(".jpeg")))
                 guard isImage else { continue }
-                let duration = request.kind == .overlay ? try overlayDuration(nonLinear) : nil
+                let duration = request.kind == .pauseAd ? nil : try overlayDuration(nonLinear)
                 let path = try await download(resource.url)
-                return (AdCreative(id: id, kind: request.kind,
-                                   content: .image(location: path, width: nonLinear.width, height: nonLinear.height),
-                                   duration: duration), resource.url)
+                var made = AdCreative(id: id, kind: layout == nil ? request.kind : .squeezeback,
+                                      content: .image(location: path, width: nonLinear.width, height: nonLinear.height), duration: duration)
+                made.squeezeback = layout
+                return (made, resource.url)
             }
             if request.kind == .overlay, let html = nonLinears.compactMap(\.htmlOrIFrame).first(where: { $0.hasPrefix("http") }) {
                 return (AdCreative(id: id, kind: .overlay, content: .html(url: html),

@@ -91,7 +91,14 @@ public struct VASTDocument: Sendable, Equatable {
         public var tracking: [String: [String]] = [:]
         /// `UniversalAdId` as `registry value` (VAST 4.0's attributes or 4.1's text).
         public var universalAdID: String?
+        /// Its `<CreativeExtension type="application/x-adplayerd-squeezeback">`'s attributes
+        /// (`layout`, `scale`, `transition`, `background`), as written: its NonLinear is a
+        /// squeezeback (R26) until the IAB's signalling for one is final.
+        public var squeezeback: [String: String]?
     }
+
+    /// The creative extension that marks a NonLinear as a squeezeback.
+    public static let squeezebackExtension = "application/x-adplayerd-squeezeback"
 
     public struct Ad: Sendable, Equatable {
         public var id: String?
@@ -200,6 +207,10 @@ private final class Builder: NSObject, XMLParserDelegate {
             creative?.skipOffset = attributeDict["skipoffset"].map { String($0.prefix(32)) }
         case "NonLinearAds":
             creative?.isNonLinear = true
+        case "CreativeExtension" where attributeDict["type"] == VASTDocument.squeezebackExtension:
+            // Only its four attributes, each bounded (the client judges their values).
+            creative?.squeezeback = attributeDict.filter { ["layout", "scale", "transition", "background"].contains($0.key) }
+                .mapValues { String($0.prefix(32)) }
         case "NonLinear":
             nonLinear = VASTDocument.NonLinear(
                 id: attributeDict["id"].map(AdIdentifier.bounded), width: pixels(attributeDict["width"]), height: pixels(attributeDict["height"]),
