@@ -56,7 +56,14 @@ cp "$out/episode-1.mp4" "$out/wrong-extension.txt"
 ff -f lavfi -i "color=c=0x202020:size=320x240:rate=25:duration=30" -f lavfi -i "sine=frequency=300:duration=30:sample_rate=48000" \
    -c:v libx264 -preset ultrafast -pix_fmt yuv420p -c:a aac -b:a 32k -shortest -movflags +faststart -fflags +bitexact "$out/content-grey.mp4" &
 
+# Content for squeezeback pixel tests (R26): flat green at 16:9, so that its window in a 16:9
+# output is exactly the layout's and every pixel outside it is the ad's or black.
+ff -f lavfi -i "color=c=0x00A000:size=640x360:rate=25:duration=30" -f lavfi -i "sine=frequency=350:duration=30:sample_rate=48000" \
+   -c:v libx264 -preset ultrafast -pix_fmt yuv420p -c:a aac -b:a 32k -shortest -movflags +faststart -fflags +bitexact "$out/content-green.mp4" &
+
 # Creatives: solid colours that appear nowhere in the content.
+# A squeezeback's full-frame creative (its window is cut out when drawn): orange.
+ff -f lavfi -i "color=c=0xFF8000:size=1280x720" -frames:v 1 -pix_fmt rgb24 "$out/squeezeback.png"
 ff -f lavfi -i "color=c=0xFF00FF:size=200x100" -frames:v 1 -pix_fmt rgb24 "$out/overlay.png"
 ff -f lavfi -i "color=c=0x00FF00:size=160x90" -frames:v 1 -q:v 2 "$out/overlay.jpg"
 # And one the colour of content-grey.mp4: drawn, it shows nothing (display evidence, issue 36).
@@ -117,7 +124,7 @@ JSON
 
 # Background encodes report no failure through `wait`: check that every file came out.
 for f in episode-1.mp4 episode-2.mp4 episode-long.mp4 episode-10s.mp4 episode-chapters.mp4 clip-1s.mp4 audio-only.wav video-only.mkv stream-60s.mp4 \
-         content-grey.mp4 overlay.png overlay.jpg pause.png translucent.png postroll.mp4 truncated.mp4 random-bytes.mp4 \
+         content-grey.mp4 content-green.mp4 squeezeback.png overlay.png overlay.jpg pause.png translucent.png postroll.mp4 truncated.mp4 random-bytes.mp4 \
          catalog/catalog.json catalog/overlay.png catalog/pause.png catalog/postroll.mp4 postroll.flv; do
   [ -s "$out/$f" ] || { echo "make-media: $f was not generated" >&2; exit 1; }
 done

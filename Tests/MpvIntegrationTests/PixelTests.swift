@@ -291,3 +291,72 @@ func prepare(_ surface: MpvAdSurface, _ creative: AdCreative) -> PreparedCreativ
     Task { answer.fulfil(await surface.prepare(creative)) }
     return answer.wait(timeout: 20)
 }
+
+/// R26 in mpv's window: the content in its window and the creative around it, and the whole
+/// picture back on a pause.
+extension PixelTests {
+    private static func isOrange(_ p: (r: Int, g: Int, b: Int)) -> Bool { p.r > 200 && (90...170).contains(p.g) && p.b < 60 }
+    private static func isGreen(_ p: (r: Int, g: Int, b: Int)) -> Bool { p.r < 60 && p.g > 120 && p.b < 60 }
+
+    private func squeezeback(_ id: String, layout: SqueezebackLayout, duration: Double = 60) throws -> AdCreative {
+        var creative = AdCreative(id: id, kind: .squeezeback, content: .image(location: try Media.path("squeezeback.png")), duration: duration)
+        creative.squeezeback = layout
+        return creative
+    }
+
+    func testR26TheContentIsInItsWindowTheCreativeAroundItAndAPauseRestoresTheWholePicture() throws {
+        let layout = SqueezebackLayout(shape: .lRight, scale: 0.66, transition: 0.5)
+        let (player, recorder, ads, log, display, surface) = try rigWithSurface([.overlay: .creative(try squeezeback("sq", layout: layout))],
+                                                                               content: "content-green")
+        try player.load(Media.path("content-green.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        XCTAssertTrue(try eventually(display, "squeeze-before") { Self.isGreen($0.pixel(600, 100)) && Self.isGreen($0.pixel(100, 330)) },
+                      "the content does not fill the window before the squeezeback")
+        for pass in 0..<2 {
+            let ad = try XCTUnwrap(requestAd(ads, .overlay)).get()
+            XCTAssertEqual(ad.kind, .squeezeback)
+            try ad.show(didEnd: log.didEnd(ad.id))
+            // At rest: the content's window is the top-left 66 % (422 × 238 of 640 × 360), the
+            // creative's orange on its right and below it.
+            let window = SqueezebackDrawing.window(layout, (640, 360))
+            XCTAssertEqual(window, AdRect(x: 0, y: 0, width: 422, height: 238))
+            XCTAssertTrue(try eventually(display, "squeeze-out-\(pass)") { screen in
+                Self.isGreen(screen.pixel(100, 100)) && Self.isGreen(screen.pixel(410, 225))
+                    && Self.isOrange(screen.pixel(600, 100)) && Self.isOrange(screen.pixel(100, 330)) && Self.isOrange(screen.pixel(430, 245))
+            }, "pass \(pass): the content is not in its window with the creative around it (see \(NSTemporaryDirectory())adplayerd-squeeze-out-\(pass).png)")
+            XCTAssertTrue(waitUntil { log.all.contains { if case .started(let info) = $0 { info.id == ad.id } else { false } } })
+            XCTAssertNotNil(try player.loop.sync { surface.drawn(ad.id) }, "its drawing is there for the screen's evidence")
+
+            // A key in mpv's own window pauses (R3): the whole picture is back at once.
+            try display.press("space", inWindowTitled: Self.title)
+            XCTAssertNotNil(recorder.next { $0.isPaused }, "the key did not pause mpv")
+            XCTAssertTrue(waitUntil { log.endReasons(ad.id) == [.paused] }, "\(log.endReasons(ad.id))")
+            XCTAssertTrue(try eventually(display, "squeeze-paused-\(pass)") { screen in
+                Self.isGreen(screen.pixel(600, 100)) && Self.isGreen(screen.pixel(100, 330)) && screen.bounds(where: Self.isOrange) == nil
+            }, "pass \(pass): the paused frame is not the whole picture (see \(NSTemporaryDirectory())adplayerd-squeeze-paused-\(pass).png)")
+            try player.play()
+            XCTAssertNotNil(recorder.next { $0.isPlaying })
+        }
+    }
+
+    func testR26ASqueezebackWhoseTimeIsServedGivesTheContentItsWholePictureBack() throws {
+        let layout = SqueezebackLayout(shape: .sideBySide, scale: 0.5, transition: 0.3)
+        let (player, recorder, ads, log, display) = try rig([.overlay: .creative(try squeezeback("sq", layout: layout, duration: 2))],
+                                                            content: "content-green")
+        try player.load(Media.path("content-green.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        let ad = try XCTUnwrap(requestAd(ads, .overlay)).get()
+        try ad.show(didEnd: log.didEnd(ad.id))
+        // Side by side at 0.5: the content 320 × 180 on the left, centred vertically.
+        XCTAssertTrue(try eventually(display, "squeeze-side") { screen in
+            Self.isGreen(screen.pixel(160, 180)) && Self.isOrange(screen.pixel(480, 180)) && Self.isOrange(screen.pixel(160, 40))
+                && Self.isOrange(screen.pixel(160, 320))
+        }, "side by side is not where it should be (see \(NSTemporaryDirectory())adplayerd-squeeze-side.png)")
+        XCTAssertTrue(waitUntil { log.endReasons(ad.id) == [.completed] }, "\(log.endReasons(ad.id))")
+        XCTAssertTrue(try eventually(display, "squeeze-back") { screen in
+            Self.isGreen(screen.pixel(480, 180)) && Self.isGreen(screen.pixel(160, 40)) && screen.bounds(where: Self.isOrange) == nil
+        }, "the content did not get its whole picture back")
+    }
+}
