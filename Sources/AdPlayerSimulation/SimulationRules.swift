@@ -267,13 +267,14 @@ public final class RuleBook: @unchecked Sendable {
             case .loaded(let info, let creative):
                 touch(&state, info, at)
                 state.ads[info.id]?.creative = creative
+                // Over playing content from the moment it is up: a squeezeback's content moving in counts (R26).
+                if info.kind.isOverPlayingContent { state.overlays.insert(info.id) }
             case .started(let info):
                 touch(&state, info, at)
                 guard state.ads[info.id]?.started == nil else { return }
                 state.ads[info.id]?.started = at
                 state.ads[info.id]?.startPosition = info.contentPosition
                 if let ad = state.ads[info.id] { shown(&state, ad, at) }
-                if info.kind == .overlay { state.overlays.insert(info.id) }
                 if info.kind.isLinear {
                     state.linearUp.insert(info.id)
                     lit(&state, at)
@@ -431,7 +432,7 @@ public final class RuleBook: @unchecked Sendable {
             let separation = String(format: "%g", settings.separation)
             let checked: [String: String] = [
                 "impressions-once": "\(state.impressionAds) ads with impression URLs started",
-                "quartiles-in-order": "\(state.quartilesChecked) linear ads with a duration",
+                "quartiles-in-order": "\(state.quartilesChecked) linear ads and squeezebacks with a duration",
                 "nothing-billed-unshown": "\(state.unshownChecked) ads fetched and never shown",
                 "vmap-breaks": "\(state.documents) VMAP viewings, \(state.breaksDue) breaks due"
                     + (state.skipped.isEmpty ? "" : "; " + state.skipped.sorted().prefix(10).joined(separator: "; ")),
@@ -439,7 +440,7 @@ public final class RuleBook: @unchecked Sendable {
                 "caps-separation-dayparts-flights": "\(state.shownCount) ads shown; \(settings.caps.count) creatives with caps, dayparts or flights; "
                     + "separation \(separation) s",
                 "pop-deadline": settings.popDeadline == nil && state.popChecked == 0 ? "no pop-deadline configured" : "\(state.popChecked) impressions",
-                "overlays-end-on-pause": "\(state.overlays.count) overlays, \(state.upTimes) times on screen, \(state.pauses) pauses and ends",
+                "overlays-end-on-pause": "\(state.overlays.count) overlays and squeezebacks served, \(state.upTimes) times on screen, \(state.pauses) pauses and ends",
                 "screen-lit": "nothing on screen for more than \(String(format: "%g", settings.maxDark)) s while the display is on, "
                     + "but after a person's stop" + (settings.scheduled ? " (for at most the schedule's override)" : ""),
                 "media-plays": "\(state.itemsLoaded) items loaded, \(state.failedMedia) could not be played",
@@ -613,7 +614,7 @@ public final class RuleBook: @unchecked Sendable {
     /// point played is sent — a point whose tracker the ad lacks while it has others is the ad
     /// server's missing quartile.
     private func quartiles(_ state: inout State, _ ad: Ad, _ started: Double) {
-        guard ad.kind.isLinear, let creative = ad.creative, let duration = creative.duration, duration > 0 else { return }
+        guard ad.kind.hasQuartiles, let creative = ad.creative, let duration = creative.duration, duration > 0 else { return }
         state.quartilesChecked += 1
         let played = ad.onScreen ?? 0
         let present = SimulationRules.quartileEvents.filter { !(creative.tracking[$0.event] ?? []).isEmpty }.map(\.event)

@@ -25,7 +25,7 @@ enum Human {
             return ControlProtocol.adKinds.map { kind in
                 let k = result[kind]
                 func n(_ key: String) -> Int64 { k?[key]?.integer ?? 0 }
-                return "\(kind.padded(to: 9)) requested \(n("requested")), filled \(n("filled")), "
+                return "\(kind.padded(to: 11)) requested \(n("requested")), filled \(n("filled")), "
                     + "no fill \(n("nofill")), errors \(n("errors")), started \(n("started"))"
             }.joined(separator: "\n")
         case .plays:

@@ -34,6 +34,8 @@ struct AdsCheckCommand {
         /// Mid-rolls: the break's content time (seconds), or its share of the episode (%).
         var at: Double?
         var atPercent: Double?
+        /// Squeezebacks: how the screen is shared (`l-right 0.66 1s`).
+        var layout: String?
     }
 
     struct Problem: Encodable {
@@ -81,13 +83,14 @@ struct AdsCheckCommand {
                 print((reports.count > 1 ? "\(index + 1). " : "") + "\(report.source) (\(report.type))"
                       + (reports.count > 1 && index > 0 ? ", asked when the sources before it fill nothing" : ""))
                 for ad in report.ads {
-                    var line = "  \(ad.kind.padding(toLength: 9, withPad: " ", startingAt: 0)) \(ad.id): \(ad.creative)"
+                    var line = "  \(ad.kind.padding(toLength: max(9, ad.kind.count), withPad: " ", startingAt: 0)) \(ad.id): \(ad.creative)"
                     if let w = ad.width, let h = ad.height { line += ", \(w)×\(h)" }
                     if let d = ad.duration { line += ", \(d) s" }
                     if let slots = ad.slots { line += ", slots " + slots.map { "\($0[0])s+\($0[1])s" }.joined(separator: " ") }
                     if let pod = ad.podRemaining, pod > 0 { line += ", first of a pod of \(pod + 1)" }
                     if let at = ad.at { line += ", at \(at)s" }
                     if let share = ad.atPercent { line += ", at \(share)% of the episode" }
+                    if let layout = ad.layout { line += ", layout \(layout)" }
                     if !ad.tracking.isEmpty { line += ", tracking " + ad.tracking.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ") }
                     print(OneLine.escape(line))   // ids and text are the ad servers' and the catalog's
                 }
@@ -145,9 +148,10 @@ struct AdsCheckCommand {
                         found.height = probe.height
                     }
                 }
-                if entry.kind == .overlay {
+                if entry.kind.isOverPlayingContent {
                     found.slots = entry.slots.map { [$0.start, $0.duration] }
                 }
+                found.layout = entry.squeezeback?.summary
                 if case .seconds(let at)? = entry.at { found.at = at }
                 if case .percent(let share)? = entry.at { found.atPercent = share }
                 report.ads.append(found)
@@ -199,8 +203,10 @@ struct AdsCheckCommand {
             switch outcome {
             case .success(let resolution?):
                 let creative = resolution.creative
-                var found = Found(kind: kind.rawValue, id: creative.id, creative: "", duration: creative.duration,
+                // The creative's kind: the overlay chain's answer may be a squeezeback (R26).
+                var found = Found(kind: creative.kind.rawValue, id: creative.id, creative: "", duration: creative.duration,
                                   tracking: creative.tracking.mapValues(\.count), chain: resolution.chain)
+                found.layout = creative.squeezeback?.summary
                 if kind.isLinear { found.podRemaining = creative.podRemaining }
                 if kind == .midroll { found.at = creative.slotStart }
                 switch creative.content {

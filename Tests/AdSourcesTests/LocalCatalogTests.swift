@@ -279,4 +279,43 @@ final class LocalCatalogTests: XCTestCase {
         let pause = try await cursor.ad(for: AdRequest(content: ContentInfo(id: "e"), kind: .pauseAd, position: 0))
         XCTAssertNil(pause, "other kinds pass through (this catalog has no pause ad)")
     }
+
+    /// R26: squeezebacks share the overlay chain's slots (a request for the next non-linear
+    /// slot gets whichever comes first), with their layout; every layout field is judged.
+    func testR26SqueezebacksAreSlotsOfTheOverlayChainWithTheirLayout() async throws {
+        let catalog = try write("""
+        {"version": 2,
+         "overlays": [{"id": "ov-1", "image": "overlay.png", "slots": [{"start": 2, "duration": 5}, {"start": 40, "duration": 5}]}],
+         "squeezebacks": [{"id": "sq-1", "image": "overlay.png", "slots": [{"start": 20, "duration": 15}], "layout": "frame", "scale": 0.8,
+                           "transition": 0.5, "background": "#112233", "advertiser": "Acme"},
+                          {"id": "sq-2", "text": "Winter sale", "slots": [{"start": 60, "duration": 10}]}]}
+        """)
+        let first = try await ad(catalog, .overlay, at: 0)
+        XCTAssertEqual(first?.kind, .overlay)
+        let second = try await ad(catalog, .overlay, at: 10)
+        XCTAssertEqual(second?.id, "sq-1")
+        XCTAssertEqual(second?.kind, .squeezeback)
+        XCTAssertEqual(second?.slotStart, 20)
+        XCTAssertEqual(second?.duration, 15)
+        XCTAssertEqual(second?.squeezeback, SqueezebackLayout(shape: .frame, scale: 0.8, transition: 0.5, background: 0x112233))
+        XCTAssertEqual(second?.advertiser, "Acme")
+        let third = try await ad(catalog, .overlay, at: 50)
+        XCTAssertEqual(third?.id, "sq-2")
+        XCTAssertEqual(third?.squeezeback, .standard, "the defaults: l-right, 0.66, 1 s")
+        XCTAssertTrue(catalog.mayFill(.overlay, content: ContentInfo(id: "episode-1"), at: 55), "a squeezeback slot is the chain's")
+        let none = try await ad(catalog, .squeezeback, at: 0)
+        XCTAssertNil(none, "a squeezeback is asked for as the overlay chain's slot, never alone")
+
+        expectError(#"{"version": 1, "squeezebacks": [{"id": "s", "image": "overlay.png"}]}"#, field: "squeezebacks[0].slots", reason: "a squeezeback needs at least one slot")
+        expectError(#"{"version": 1, "squeezebacks": [{"id": "s", "video": "postroll.mp4", "slots": [{"start": 1, "duration": 2}]}]}"#,
+                    field: "squeezebacks[0]", reason: "exactly one of")
+        for (field, value, reason) in [("layout", #""l-shape""#, "is not a layout (l-right, l-left, frame, side-by-side)"),
+                                       ("scale", "0.3", "0.5–0.9"), ("scale", "0.95", "0.5–0.9"), ("transition", "6", "0–5"),
+                                       ("background", #""red""#, "#RRGGBB"), ("background", ##""#12345G""##, "#RRGGBB")] {
+            expectError(#"{"version": 1, "squeezebacks": [{"id": "s", "image": "overlay.png", "slots": [{"start": 1, "duration": 2}], ""#
+                        + field + #"": "# + value + "}]}", field: "squeezebacks[0].\(field)", reason: reason)
+        }
+        expectError(#"{"version": 1, "overlays": [{"id": "o", "image": "overlay.png", "slots": [{"start": 1, "duration": 2}], "layout": "frame"}]}"#,
+                    field: "overlays[0]", reason: "a squeezeback's")
+    }
 }

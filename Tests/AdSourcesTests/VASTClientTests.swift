@@ -97,6 +97,21 @@ final class VASTClientTests: XCTestCase {
         XCTAssertEqual(creative.tracking["error"]?.count, 1)
     }
 
+    /// R26: a NonLinear whose creative carries the squeezeback extension fills the overlay
+    /// chain's slot as a squeezeback in its layout; a bad value in it is the document's error.
+    func testR26ANonLinearMarkedAsASqueezebackIsOneInItsLayout() async throws {
+        let resolution = try await XCTUnwrapAsync(await client("squeezeback.xml").resolve(request(.overlay)))
+        let creative = resolution.creative
+        XCTAssertEqual(creative.kind, .squeezeback)
+        XCTAssertEqual(creative.squeezeback, SqueezebackLayout(shape: .lLeft, scale: 0.75, transition: 0.5, background: 0x102030))
+        XCTAssertEqual(creative.duration, 4)
+        XCTAssertEqual(creative.tracking["firstQuartile"], ["\(server.base)/b/sq-firstQuartile"])
+        let pause = try await XCTUnwrapAsync(await client("squeezeback.xml").resolve(request(.pauseAd)))
+        XCTAssertEqual(pause.creative.kind, .pauseAd, "asked for a pause ad, the same image is one")
+        XCTAssertNil(pause.creative.squeezeback)
+        await expectVASTError(.schemaValidation, "squeezeback-bad-scale.xml")
+    }
+
     func testALinearInline30IsAPostrollWithAProgressiveMP4() async throws {
         let creative = try await XCTUnwrapAsync(await client("inline-linear-3.0.xml").ad(for: request(.postroll)))
         XCTAssertEqual(creative.content, .video(location: "\(server.base)/media/postroll.mp4"))

@@ -363,6 +363,39 @@ final class AdsPipelineTests: XCTestCase {
     }
 }
 
+/// R26 through the real daemon: a VAST NonLinear marked as a squeezeback fills the overlay
+/// chain's slot, plays in its layout over the episode and is billed like one.
+extension AdsPipelineTests {
+    func testR26AVASTSqueezebackPlaysInItsLayoutAndIsBilledWhenOutWithQuartilesOverItsTime() throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("squeeze-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let daemon = try DaemonProcess(extra: ["--ads", server.base + "/vast/squeezeback.xml", "--state-dir", state, "--time-sync-wait", "0"])
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.started", "ad.ended"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-long.mp4")])
+        let started = try events.event(named("ad.started", "kind", "squeezeback"))
+        XCTAssertEqual(started["ad_id"] as? String, "sq-42")
+        let ended = try events.event(named("ad.ended", "kind", "squeezeback"))
+        XCTAssertEqual(ended["reason"] as? String, "completed", "\(ended)")
+        let billed = ["sq-creativeView", "sq-start", "sq-firstQuartile", "sq-midpoint", "sq-thirdQuartile", "sq-complete"]
+        XCTAssertTrue(waitUntil(timeout: 20) {
+            let counts = (try? self.server.counts()) ?? [:]
+            return billed.allSatisfy { counts["/b/\($0)"] == 1 } && counts.keys.contains { $0.hasPrefix("/b/sq-impression?cp=") }
+        }, "\(String(describing: try? server.counts()))")
+        let plays = try daemon.connect().call("plays", ["limit": 10])
+        let rows = ((plays["result"] as? [String: Any])?["plays"] as? [[String: Any]]) ?? []
+        let row = try XCTUnwrap(rows.first { $0["ad_id"] as? String == "sq-42" }, "\(plays)")
+        XCTAssertEqual(row["kind"] as? String, "squeezeback")
+        XCTAssertEqual(row["reason"] as? String, "completed")
+        XCTAssertEqual(row["seconds"] as? Double ?? 0, 4, accuracy: 0.5, "on screen: its time out, not the content's moves")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        let counts = try server.counts()
+        XCTAssertNil(counts["/b/sq-close"], "\(counts)")
+        XCTAssertNil(counts["/b/sq-notUsed"], "\(counts)")
+        XCTAssertEqual(counts.filter { $0.key.hasPrefix("/b/sq-impression") }.values.reduce(0, +), 1, "\(counts)")
+    }
+}
+
 extension ISO8601DateFormatter {
     /// `2026-12-01T06:08:41.123Z`: what `[TIMESTAMP]` holds.
     static var withMilliseconds: ISO8601DateFormatter {
