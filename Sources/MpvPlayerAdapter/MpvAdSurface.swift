@@ -393,8 +393,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         if entry.presentation.kind == .squeezeback {
             // The content restored at once, from wherever it was (never animated on a pause), then the creative.
             defer { nudgeRedraw() }
-            try margins.restoreAtOnce()
-            if entry.out, let removal = entry.removal { try handle.command(removal, operation: "remove squeezeback") }
+            try margins.restoreAtOnce(then: entry.out ? entry.removal : nil)
             return
         }
         if let removal = entry.removal {

@@ -375,6 +375,10 @@ extension AdsPipelineTests {
         _ = try daemon.connect().call("open", ["path": try Media.path("episode-long.mp4")])
         let started = try events.event(named("ad.started", "kind", "squeezeback"))
         XCTAssertEqual(started["ad_id"] as? String, "sq-42")
+        // What the page, `adplayerctl status` and the bridge show: the status's ad on screen.
+        let status = try daemon.connect().call("status")
+        let onScreen = (status["result"] as? [String: Any])?["ad"] as? [String: Any]
+        XCTAssertEqual(onScreen?["kind"] as? String, "squeezeback", "\(status)")
         let ended = try events.event(named("ad.ended", "kind", "squeezeback"))
         XCTAssertEqual(ended["reason"] as? String, "completed", "\(ended)")
         let billed = ["sq-creativeView", "sq-start", "sq-firstQuartile", "sq-midpoint", "sq-thirdQuartile", "sq-complete"]
