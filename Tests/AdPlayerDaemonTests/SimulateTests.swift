@@ -421,6 +421,37 @@ final class SimulateTests: XCTestCase {
         XCTAssertTrue(ended.first?.contains("\"reason\":\"contentChanged\"") == true, "\(ended)")
     }
 
+    /// R26 in a simulation: squeezebacks from the catalog play through the box's own path,
+    /// the viewer's pauses end them (while the content moves in, and while out), the rules
+    /// watch them as overlays and check their quartiles, and every rule holds.
+    func testR26SqueezebacksAreSimulatedWithTheirRules() throws {
+        let path = folder + "/squeeze-catalog"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let base = server.base
+        try Data("""
+            {"version": 1, "squeezebacks": [
+              {"id": "sq", "text": "Winter sale", "layout": "frame", "transition": 1, "slots": [{"start": 1, "duration": 4}, {"start": 20, "duration": 4}],
+               "tracking": {"impression": ["\(base)/b/sq-imp"], "firstQuartile": ["\(base)/b/sq-q1"], "midpoint": ["\(base)/b/sq-mid"],
+                            "thirdQuartile": ["\(base)/b/sq-q3"], "complete": ["\(base)/b/sq-complete"]}}]}
+            """.utf8).write(to: URL(fileURLWithPath: path + "/catalog.json"))
+        let viewer = folder + "/squeeze-viewer.json"
+        // Episode 1: paused 1.5 s in (the content moving in); episode 2: 23 s in (out, 3 s shown).
+        try Data(#"{"steps": [{"content": 1.5, "episode": 1, "do": "pause", "for": 2}, {"content": 23, "episode": 2, "do": "pause", "for": 2}]}"#.utf8)
+            .write(to: URL(fileURLWithPath: viewer))
+        let summary = try simulate(["--for", "10m", "--ads", path, "--viewer", viewer, "--seed", "3"], out: folder + "/squeeze", expect: 0)
+        XCTAssertTrue(summary.contains("every rule held"), summary)
+        let rules = try junit(folder + "/squeeze/report.xml")
+        for (name, failure) in rules { XCTAssertNil(failure, name) }
+        let timeline = try String(contentsOfFile: folder + "/squeeze/timeline.jsonl", encoding: .utf8).split(separator: "\n")
+        let ended = timeline.filter { $0.contains("\"event\":\"ad.ended\"") && $0.contains("\"kind\":\"squeezeback\"") }
+        XCTAssertTrue(ended.contains { $0.contains("\"reason\":\"paused\"") }, "a viewer's pause ended one: \(ended.prefix(4))")
+        XCTAssertTrue(ended.contains { $0.contains("\"reason\":\"completed\"") }, "one played its time: \(ended.prefix(4))")
+        XCTAssertTrue(timeline.contains { $0.contains("\"event\":\"ad.started\"") && $0.contains("\"kind\":\"squeezeback\"") })
+        let report = try String(contentsOfFile: folder + "/squeeze/report.xml", encoding: .utf8)
+        XCTAssertTrue(report.contains("overlays and squeezebacks served"), "the rule says what it watched")
+        XCTAssertEqual(try server.counts(), [:], "recorded, not sent")
+    }
+
     /// Paths as a person types them (issue 47, 4): `simulate` and `schedule-check` run from the
     /// folder that holds the library, the catalog and the schedule, each named relatively.
     func testRelativePathsAreTakenFromTheWorkingDirectory() throws {
