@@ -62,6 +62,18 @@ extension AdSession {
                 record.progressed.insert(offset)
                 emit(.progress(info, offset: offset, adPlayhead: position))
             }
+            // Its icons (R27): each up from its offset for its duration; its view told once.
+            for (index, icon) in record.presentation.creative.icons.enumerated() {
+                let up = icon.isUp(at: position)
+                guard up != record.iconsUp.contains(index) else { continue }
+                surface.icon(id, index, shown: up)
+                if up {
+                    record.iconsUp.insert(index)
+                    if record.iconsSeen.insert(index).inserted { emit(.iconShown(info, index: index)) }
+                } else {
+                    record.iconsUp.remove(index)
+                }
+            }
             ads[id] = record
         case .paused(let paused):
             emit(.postrollPaused(info, paused))

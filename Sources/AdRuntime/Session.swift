@@ -631,6 +631,9 @@ struct AdRecord {
     var quartile = 0
     /// Post-roll progress offsets reported so far.
     var progressed: Set<String> = []
+    /// Its icons up now, and those told seen (R27: a view is tracked once).
+    var iconsUp: Set<Int> = []
+    var iconsSeen: Set<Int> = []
     /// When the surface's removal returned, on the loop's clock.
     var removedAt: UInt64?
     /// A linear ad's content position when its video was asked for (the break's time, the

@@ -9,6 +9,7 @@ public final class RecordingAdSurface: AdSurface {
         case playPostroll(UInt64, String)
         case stopPostroll(UInt64)
         case squeeze(UInt64, SqueezeStep)
+        case icon(UInt64, Int, Bool)
     }
 
     public struct Refused: Error, CustomStringConvertible {
@@ -60,6 +61,11 @@ public final class RecordingAdSurface: AdSurface {
     public func silenceVideos(_ on: Bool = true) { state.withLock { $0.silentVideos = on } }
 
     public func stopPostroll(_ id: UInt64) { takeDown(id, .stopPostroll(id)) }
+
+    public func icon(_ id: UInt64, _ index: Int, shown: Bool) {
+        state.withLock { $0.calls.append(.icon(id, index, shown)) }
+        onCall(.icon(id, index, shown))
+    }
 
     public func squeeze(_ id: UInt64, _ step: SqueezeStep) {
         state.withLock { $0.calls.append(.squeeze(id, step)) }

@@ -186,7 +186,7 @@ extension Metrics {
                                    message: String(error.message.prefix(300)))
             state.withLock { $0.lastAdError = note }
         case .breakStarted(let kind, _, _): increment("adplayerd_ad_breaks_total", ["kind": kind.protocolName])
-        case .quartile, .progress, .postrollPaused, .contentEnded, .breakEnded:
+        case .quartile, .progress, .iconShown, .postrollPaused, .contentEnded, .breakEnded:
             break
         }
     }

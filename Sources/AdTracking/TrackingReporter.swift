@@ -171,6 +171,8 @@ public final class TrackingReporter: @unchecked Sendable {
             send(info, [["firstQuartile", "midpoint", "thirdQuartile"][max(0, min(2, quartile - 1))]])
         case .progress(let info, let offset, let playhead):
             send(info, ["progress:\(offset)"], adPlayhead: playhead)
+        case .iconShown(let info, let index):
+            send(info, [AdIcon.viewEvent(index)])   // IconViewTracking, once: the icon was drawn
         case .viewability(let info, let viewability):
             ads[info.id]?.viewability = viewability
             outbox.recordViewability(id: Self.playID(info), viewability.rawValue)

@@ -172,6 +172,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     private var redrawToggle = false
     /// The content's window for squeezebacks (R26).
     private let margins: MarginAnimator
+    /// The playing linear ad's icons (R27): its prepared bitmaps, and the slots of those up.
+    private var icons: (id: UInt64, icons: [AdIcon], bitmaps: [PixelBuffer?], up: [Int: Int])?
 
     /// `hideAtOnce`: a `hide` is announced in the turn that takes the creative down, before
     /// the ad's events — for a shell that only passes it on and never calls back into the
@@ -261,17 +263,39 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
                 guard scheme == "http" || scheme == "https" else {
                     return PreparedCreative(PreparedFailure(message: "\(location): only http(s) and local post-roll videos are played"))
                 }
-                return PreparedCreative(PreparedVideo(location: location))
+                return PreparedCreative(PreparedVideo(location: location, icons: await prepareIcons(creative.icons)))
             }
             do {
                 try MpvPlayer.checkLocalFile(location)
-                return PreparedCreative(PreparedVideo(location: location))
+                return PreparedCreative(PreparedVideo(location: location, icons: await prepareIcons(creative.icons)))
             } catch {
                 return PreparedCreative(PreparedFailure(message: "\(error)"))
             }
         case .text, .html:
             return .nothing
         }
+    }
+
+    /// A linear ad's icons decoded and scaled off the loop (R27): each at its declared size (its
+    /// own when none), aspect kept, within `AdIcon.maxSide` and a third of the output; one
+    /// that cannot be read is nil (the ad plays without it).
+    private func prepareIcons(_ icons: [AdIcon]) async -> [PixelBuffer?] {
+        guard !icons.isEmpty else { return [] }
+        let size = output.withLock { $0 }
+        let prepared = Handover<[PixelBuffer?]>()
+        await withCheckedContinuation { continuation in
+            renderer.execute {
+                prepared.fulfil(icons.map { icon in
+                    guard let source = try? ImageDecoder.decode(ImageDecoder.readFile(icon.image), path: icon.image) else { return nil }
+                    let wanted = (icon.width > 0 ? icon.width : source.width, icon.height > 0 ? icon.height : source.height)
+                    let bound = (min(AdIcon.maxSide, max(1, size.width / 3)), min(AdIcon.maxSide, max(1, size.height / 3)))
+                    let fitted = AdPlacement.fit(wanted, into: (min(wanted.0, bound.0), min(wanted.1, bound.1)), maxScale: 1)
+                    return (try? ImageDecoder.scale(source, width: fitted.width, height: fitted.height, path: icon.image)).map(PixelBuffer.init)
+                })
+                continuation.resume()
+            }
+        }
+        return prepared.current ?? []
     }
 
     /// A bitmap for `kind` in `output`: an overlay fitted to its box, or a pause ad
@@ -413,6 +437,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         guard let player else { throw MpvError.shutDown("playPostroll") }
         let id = presentation.id
         postroll = (id, nil, false, reporter)
+        takeDownIcons()
+        if !video.icons.isEmpty { icons = (id, presentation.creative.icons, video.icons, [:]) }
         player.playAd(video.location, loudness: presentation.loudness) { [weak self] result in
             guard let self, let current = postroll, current.id == id else { return }
             switch result {
@@ -432,6 +458,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
 
     public func stopPostroll(_ id: UInt64) {
         loop.requireInLoop()
+        if icons?.id == id { takeDownIcons() }
         guard let current = postroll, current.id == id else { return }
         if let entry = current.entry {
             postroll = nil
@@ -439,6 +466,42 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         } else {
             postroll?.stopRequested = true   // mpv has not answered the load yet
         }
+    }
+
+    public func icon(_ id: UInt64, _ index: Int, shown: Bool) {
+        loop.requireInLoop()
+        guard let current = icons, current.id == id, current.icons.indices.contains(index), let handle = player?.drawingHandle else { return }
+        if !shown {
+            if let slot = current.up[index] {
+                icons?.up[index] = nil
+                try? handle.command(["overlay-remove", String(slot)])
+                nudgeRedraw()
+            }
+            return
+        }
+        guard current.up[index] == nil, let bitmap = current.bitmaps[index] else { return }
+        let taken = Set(self.shown.values.map(\.slot)).union(current.up.values)
+        guard let slot = (1...63).first(where: { !taken.contains($0) }) else { return }
+        let size = output.withLock { $0 }
+        let icon = current.icons[index], m = AdPlacement.margin(size)
+        func place(_ position: AdIcon.Position, _ side: Int, _ extent: Int) -> Int {
+            switch position {
+            case .start: m
+            case .end: max(0, extent - side - m)
+            case .pixels(let n): max(0, min(n, extent - side))
+            }
+        }
+        let origin = (place(icon.x, bitmap.width, size.width), place(icon.y, bitmap.height, size.height))
+        if putUp(RenderedBitmap(output: size, origin: origin, image: bitmap), slot: slot, handle) { icons?.up[index] = slot }
+    }
+
+    /// The playing ad's icons down, with the ad.
+    private func takeDownIcons() {
+        guard let current = icons else { return }
+        icons = nil
+        guard !current.up.isEmpty, let handle = player?.drawingHandle else { return }
+        for slot in current.up.values { try? handle.command(["overlay-remove", String(slot)]) }
+        nudgeRedraw()
     }
 
     // MARK: From the player (on the loop)
@@ -459,6 +522,7 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
             current.reporter.paused(paused)
         case .ended(let e, let how) where e == entry:
             postroll = nil
+            takeDownIcons()
             switch how {
             case .finished:
                 current.reporter.finished()
@@ -721,6 +785,8 @@ final class PixelBuffer: Sendable {
 /// A post-roll video that was checked off the loop.
 struct PreparedVideo: Sendable {
     let location: String
+    /// Its icons' bitmaps (R27), by index; nil: that one could not be read.
+    var icons: [PixelBuffer?] = []
 }
 
 /// Why a creative cannot be shown, found while preparing it.

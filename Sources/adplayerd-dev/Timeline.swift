@@ -31,6 +31,7 @@ final class TimelinePrinter: Sendable {
         case .started(let info): text = "ad started  \(info.kind.rawValue) \(info.creativeID)"
         case .quartile(let info, let q): text = "ad quartile \(info.creativeID) \(q)/4"
         case .progress(let info, let offset, _): text = "ad progress \(info.creativeID) \(offset)"
+        case .iconShown(let info, let index): text = "ad icon     \(info.creativeID) \(index) drawn"
         case .viewability(let info, let viewability): text = "ad \(viewability.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(info.creativeID)"
         case .postrollPaused(let info, let paused): text = "ad \(paused ? "paused " : "resumed") \(info.creativeID)"
         case .ended(let info, let reason, let latency):

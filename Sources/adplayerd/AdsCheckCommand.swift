@@ -36,6 +36,8 @@ struct AdsCheckCommand {
         var atPercent: Double?
         /// Squeezebacks: how the screen is shared (`l-right 0.66 1s`).
         var layout: String?
+        /// Linear ads: their VAST icons kept (R27), `AdChoices right,top 0s–5s`.
+        var icons: [String]?
     }
 
     struct Problem: Encodable {
@@ -91,6 +93,7 @@ struct AdsCheckCommand {
                     if let at = ad.at { line += ", at \(at)s" }
                     if let share = ad.atPercent { line += ", at \(share)% of the episode" }
                     if let layout = ad.layout { line += ", layout \(layout)" }
+                    if let icons = ad.icons { line += ", icons " + icons.joined(separator: "; ") }
                     if !ad.tracking.isEmpty { line += ", tracking " + ad.tracking.sorted { $0.key < $1.key }.map { "\($0.key)×\($0.value)" }.joined(separator: " ") }
                     print(OneLine.escape(line))   // ids and text are the ad servers' and the catalog's
                 }
@@ -162,6 +165,18 @@ struct AdsCheckCommand {
         return report
     }
 
+    private static func describe(_ icon: AdIcon) -> String {
+        func place(_ p: AdIcon.Position, _ start: String, _ end: String) -> String {
+            switch p {
+            case .start: start
+            case .end: end
+            case .pixels(let n): "\(n)px"
+            }
+        }
+        let until = icon.duration.map { "–\(String(format: "%g", icon.offset + $0))s" } ?? " on"
+        return "\(icon.program ?? "icon") \(place(icon.x, "left", "right")),\(place(icon.y, "top", "bottom")) \(String(format: "%g", icon.offset))s\(until)"
+    }
+
     private func checkVAST(_ source: String, content: String) -> Report {
         let isURL = source.hasPrefix("http")
         var report = Report(source: source, type: isURL ? "vast-url" : "vast-file")
@@ -207,6 +222,7 @@ struct AdsCheckCommand {
                 var found = Found(kind: creative.kind.rawValue, id: creative.id, creative: "", duration: creative.duration,
                                   tracking: creative.tracking.mapValues(\.count), chain: resolution.chain)
                 found.layout = creative.squeezeback?.summary
+                if !creative.icons.isEmpty { found.icons = creative.icons.map(Self.describe) }
                 if kind.isLinear { found.podRemaining = creative.podRemaining }
                 if kind == .midroll { found.at = creative.slotStart }
                 switch creative.content {

@@ -112,6 +112,27 @@ final class VASTClientTests: XCTestCase {
         await expectVASTError(.schemaValidation, "squeezeback-bad-scale.xml")
     }
 
+    /// R27: a linear ad's icons, AdChoices first, each with its place, time and view tracking;
+    /// its fallback image never fetched; an icon with no place or no image left out.
+    func testR27ALinearAdsIconsAreKeptAdChoicesFirst() async throws {
+        let resolution = try await XCTUnwrapAsync(await client("linear-icons.xml").resolve(request(.postroll)))
+        let icons = resolution.creative.icons
+        XCTAssertEqual(icons.map(\.program), ["AdChoices", "Sponsor"])
+        XCTAssertEqual(icons[0].x, .end)
+        XCTAssertEqual(icons[0].y, .start)
+        XCTAssertEqual(icons[0].width, 60)
+        XCTAssertEqual(icons[0].offset, 0)
+        XCTAssertEqual(icons[0].duration, 5)
+        XCTAssertEqual(icons[0].clickThrough, "https://example.com/why-this-ad")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: icons[0].image)),
+                       try Data(contentsOf: repositoryRoot.appendingPathComponent("media/overlay.png")), "fetched with the ad")
+        XCTAssertEqual(icons[1].offset, 0.5)
+        XCTAssertNil(icons[1].duration, "until the ad ends")
+        XCTAssertEqual(resolution.creative.tracking[AdIcon.viewEvent(0)]?.first?.hasPrefix("\(server.base)/b/icon-view-adchoices?t="), true)
+        XCTAssertEqual(resolution.creative.tracking[AdIcon.viewEvent(1)], ["\(server.base)/b/icon-view-sponsor"])
+        XCTAssertNil(try server.requests()["/media/never-fetched.png"], "no pointer: the fallback image is not fetched")
+    }
+
     func testALinearInline30IsAPostrollWithAProgressiveMP4() async throws {
         let creative = try await XCTUnwrapAsync(await client("inline-linear-3.0.xml").ad(for: request(.postroll)))
         XCTAssertEqual(creative.content, .video(location: "\(server.base)/media/postroll.mp4"))

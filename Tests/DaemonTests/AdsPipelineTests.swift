@@ -400,6 +400,30 @@ extension AdsPipelineTests {
     }
 }
 
+/// R27 through the real daemon: a linear ad's icons drawn over it, each `IconViewTracking`
+/// sent once to the ad server (macros filled), the fallback image never fetched.
+extension AdsPipelineTests {
+    func testR27ALinearAdsIconViewsReachTheAdServerOnce() throws {
+        let daemon = try DaemonProcess(extra: ["--ads", server.base + "/vast/linear-icons.xml", "--time-sync-wait", "0"])
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.ended"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-1.mp4")])
+        let ended = try events.event(named("ad.ended", "kind", "postroll"))
+        XCTAssertEqual(ended["reason"] as? String, "completed", "\(ended)")
+        XCTAssertTrue(waitUntil(timeout: 20) {
+            let counts = (try? self.server.counts()) ?? [:]
+            return counts["/b/icon-view-sponsor"] == 1 && counts.keys.contains { $0.hasPrefix("/b/icon-view-adchoices?t=") }
+        }, "\(String(describing: try? server.counts()))")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+        let counts = try server.counts()
+        let adChoices = counts.filter { $0.key.hasPrefix("/b/icon-view-adchoices") }
+        XCTAssertEqual(adChoices.values.reduce(0, +), 1, "once: \(counts)")
+        XCTAssertFalse(adChoices.keys.contains { $0.contains("[TIMESTAMP]") }, "its macro filled: \(adChoices)")
+        XCTAssertEqual(counts["/b/icon-view-sponsor"], 1)
+        XCTAssertNil(try server.requests()["/media/never-fetched.png"])
+    }
+}
+
 extension ISO8601DateFormatter {
     /// `2026-12-01T06:08:41.123Z`: what `[TIMESTAMP]` holds.
     static var withMilliseconds: ISO8601DateFormatter {

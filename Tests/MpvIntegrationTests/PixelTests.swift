@@ -360,3 +360,27 @@ extension PixelTests {
         }, "the content did not get its whole picture back")
     }
 }
+
+/// R27 in mpv's window: a linear ad's icon at its place over its video, and gone with it.
+extension PixelTests {
+    func testR27ALinearAdsIconIsDrawnAtItsPlaceOverItsVideoAndGoesWithIt() throws {
+        var creative = AdCreative(id: "pr", kind: .postroll, content: .video(location: try Media.path("postroll.mp4")))
+        creative.icons = [AdIcon(program: "AdChoices", image: try Media.path("overlay.png"), width: 60, height: 30, x: .end, y: .start)]
+        let (player, recorder, ads, log, display) = try rig([.postroll: .creative(creative)], content: "clip-1s")
+        try player.load(Media.path("clip-1s.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        let postroll = try XCTUnwrap(requestAd(ads, .postroll)).get()
+        XCTAssertTrue(waitUntil { log.all.contains(.contentEnded(contentID: "clip-1s")) })
+        try postroll.show(didEnd: log.didEnd(postroll.id))
+        // 60 × 30 at the top right, the margin (3 % of 360: 10 px) from the edges: x 570…629, y 10…39.
+        XCTAssertTrue(try eventually(display, "icon") { screen in
+            guard Self.isYellow(screen.pixel(320, 180)), let box = screen.bounds(where: Self.isMagenta) else { return false }
+            return abs(box.minX - 570) <= 2 && abs(box.maxX - 629) <= 2 && abs(box.minY - 10) <= 2 && abs(box.maxY - 39) <= 2
+        }, "the icon is not at the top right over the ad (see \(NSTemporaryDirectory())adplayerd-icon.png)")
+        XCTAssertTrue(waitUntil { log.all.contains { if case .iconShown(let info, 0) = $0 { info.id == postroll.id } else { false } } })
+        XCTAssertTrue(waitUntil(timeout: 30) { log.endReasons(postroll.id) == [.completed] })
+        XCTAssertTrue(try eventually(display, "icon-after") { $0.bounds(where: Self.isMagenta) == nil && $0.bounds(where: Self.isYellow) == nil },
+                      "the icon stays after its ad")
+    }
+}

@@ -191,7 +191,7 @@ extension Controller {
             log.event(.notice, "ad error: \(kind.protocolName)\(creativeID.map { " " + $0 } ?? ""): \(error)", id: .adError, fields: fields)
         case .breakStarted(let kind, let content, let position): emit(.adBreak(kind, started: true, contentID: content, position: position))
         case .breakEnded(let kind, let content, let position): emit(.adBreak(kind, started: false, contentID: content, position: position))
-        case .progress, .contentEnded: break
+        case .progress, .iconShown, .contentEnded: break
         }
     }
 }
@@ -218,7 +218,7 @@ extension AdEvent {
     var adID: UInt64? {
         switch self {
         case .started(let info), .quartile(let info, _), .viewability(let info, _), .postrollPaused(let info, _), .ended(let info, _, _),
-             .progress(let info, _, _):
+             .progress(let info, _, _), .iconShown(let info, _):
             info.id
         default:
             nil

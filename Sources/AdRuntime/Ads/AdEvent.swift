@@ -65,6 +65,8 @@ public enum AdEvent: Sendable, Equatable {
     /// A post-roll's video passed one of its creative's `progress` offsets (`00:00:05`, `25%`),
     /// at `adPlayhead` seconds into the video. Once per offset.
     case progress(AdInfo, offset: String, adPlayhead: Double)
+    /// A linear ad's icon `index` (of its creative's `icons`) was drawn: once per icon (R27).
+    case iconShown(AdInfo, index: Int)
     /// Whether it was viewable (`AdViewability`): once per ad that started — as soon as it met
     /// the MRC time, or at its end (before `ended`) when it did not or cannot be told.
     case viewability(AdInfo, AdViewability)

@@ -156,6 +156,8 @@ public struct AdCreative: Sendable, Equatable {
     public var skipOffset: Double?
     /// Squeezebacks: how the screen is shared; nil: `SqueezebackLayout.standard`.
     public var squeezeback: SqueezebackLayout?
+    /// Linear ads: their VAST icons, AdChoices first (R27).
+    public var icons: [AdIcon] = []
 
     public init(id: String, kind: AdKind, content: AdCreativeContent, duration: Double? = nil,
                 slotStart: Double? = nil, tracking: [String: [String]] = [:], adServingID: String? = nil,

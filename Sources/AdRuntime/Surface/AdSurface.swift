@@ -62,6 +62,9 @@ public protocol AdSurface: AnyObject, Sendable {
     /// A squeezeback's next step (R26); `present` started the content's way into its window,
     /// `dismiss` restores the content at once from wherever it is.
     func squeeze(_ id: UInt64, _ step: SqueezeStep)
+    /// A linear ad's icon `index` (of its creative's `icons`) goes up or down over its video
+    /// (R27). The surface takes its icons down with the video itself.
+    func icon(_ id: UInt64, _ index: Int, shown: Bool)
 }
 
 /// A squeezeback's steps after `present`.
@@ -76,6 +79,8 @@ public enum SqueezeStep: Sendable, Equatable {
 extension AdSurface {
     /// Surfaces that draw no squeezeback (they show its creative as an overlay's).
     public func squeeze(_ id: UInt64, _ step: SqueezeStep) {}
+    /// Surfaces that draw no icons.
+    public func icon(_ id: UInt64, _ index: Int, shown: Bool) {}
 
     /// Surfaces that need nothing ahead.
     public func prepare(_ creative: AdCreative) async -> PreparedCreative { .nothing }

@@ -444,6 +444,10 @@ public final class VASTClient: AdSource {
                 let duration = linear.linearDuration.flatMap { try? Seconds.parse($0, .duration, field: "Linear/Duration") }
                 creative.duration = duration
                 creative.skipOffset = linear.skipOffset.flatMap { Self.skipOffset($0, duration: duration) }
+                for (index, (icon, views)) in await icons(of: linear).enumerated() {
+                    creative.icons.append(icon)
+                    if !views.isEmpty { creative.tracking[AdIcon.viewEvent(index)] = views }
+                }
             }
             creative.tracking.merge(inherited.tracking) { $0 + $1 }
             creative.tracking["impression", default: []] += inherited.impressions
@@ -570,10 +574,7 @@ public final class VASTClient: AdSource {
             }
             for nonLinear in nonLinears {
                 guard let resource = nonLinear.staticResource else { continue }
-                let lowered = resource.url.lowercased()
-                let isImage = ["image/png", "image/jpeg", "image/jpg"].contains(resource.type.lowercased())
-                    || (resource.type.isEmpty && (lowered.hasSuffix(".png") || lowered.hasSuffix(".jpg") || lowered.hasSuffix(".jpeg")))
-                guard isImage else { continue }
+                guard Self.isImage(resource.url, type: resource.type) else { continue }
                 let duration = request.kind == .pauseAd ? nil : try overlayDuration(nonLinear)
                 let path = try await download(resource.url)
                 var made = AdCreative(id: id, kind: layout == nil ? request.kind : .squeezeback,
@@ -587,6 +588,33 @@ public final class VASTClient: AdSource {
             }
             throw VASTError(code: .noSupportedNonLinear, message: "no NonLinear with a PNG or JPEG StaticResource")
         }
+    }
+
+    /// A PNG or JPEG by its `creativeType`, or by its name when none is given.
+    private static func isImage(_ url: String, type: String) -> Bool {
+        let lowered = url.lowercased()
+        return ["image/png", "image/jpeg", "image/jpg"].contains(type.lowercased())
+            || (type.isEmpty && (lowered.hasSuffix(".png") || lowered.hasSuffix(".jpg") || lowered.hasSuffix(".jpeg")))
+    }
+
+    /// A linear creative's icons this player can draw (R27), AdChoices first, each with its
+    /// `IconViewTracking`: a PNG or JPEG image fetched as every creative is (bounded), at a
+    /// position and time that are ones. An icon that is not is left out — the ad plays without
+    /// it (`ads-check` lists the icons kept); it is never an error of the ad.
+    private func icons(of linear: VASTDocument.Creative) async -> [(AdIcon, [String])] {
+        let ordered = linear.icons.filter { $0.program?.lowercased() == "adchoices" } + linear.icons.filter { $0.program?.lowercased() != "adchoices" }
+        var kept: [(AdIcon, [String])] = []
+        for icon in ordered where kept.count < AdIcon.maxPerCreative {
+            guard let url = icon.staticResource, Self.isImage(url, type: icon.staticType),
+                  let x = AdIcon.position(icon.xPosition, start: "left", end: "right"),
+                  let y = AdIcon.position(icon.yPosition, start: "top", end: "bottom") else { continue }
+            let offset = icon.offset.map { try? Seconds.parse($0, .position, field: "Icon@offset") } ?? 0
+            let duration = icon.duration.map { try? Seconds.parse($0, .duration, field: "Icon@duration") }
+            guard let offset, duration.map({ $0 != nil }) ?? true, let image = try? await download(url) else { continue }
+            kept.append((AdIcon(program: icon.program, image: image, width: icon.width, height: icon.height, x: x, y: y,
+                                offset: offset, duration: duration ?? nil, clickThrough: icon.clickThrough), icon.viewTracking))
+        }
+        return kept
     }
 
     private var videoLimits: HTTPLimits { HTTPLimits(maxBytes: configuration.maxVideoBytes, deadline: configuration.videoTimeout) }

@@ -76,6 +76,23 @@ public struct VASTDocument: Sendable, Equatable {
         }
     }
 
+    /// A linear creative's `<Icon>`, its attributes and resources as written (the client
+    /// judges them).
+    public struct Icon: Sendable, Equatable {
+        public var program: String?
+        public var width: Int
+        public var height: Int
+        public var xPosition: String?
+        public var yPosition: String?
+        public var offset: String?
+        public var duration: String?
+        /// Its `StaticResource` URL and `creativeType` (an `IconClickFallbackImage`'s is not it).
+        public var staticResource: String?
+        public var staticType = ""
+        public var viewTracking: [String] = []
+        public var clickThrough: String?
+    }
+
     public struct Creative: Sendable, Equatable {
         public var id: String?
         /// Linear: its `Duration` as written; nil when the creative is not linear.
@@ -95,6 +112,8 @@ public struct VASTDocument: Sendable, Equatable {
         /// (`layout`, `scale`, `transition`, `background`), as written: its NonLinear is a
         /// squeezeback (R26) until the IAB's signalling for one is final.
         public var squeezeback: [String: String]?
+        /// A linear creative's icons, in document order (at most `AdIcon.maxPerCreative` × 2 read).
+        public var icons: [Icon] = []
     }
 
     /// The creative extension that marks a NonLinear as a squeezeback.
@@ -184,6 +203,7 @@ private final class Builder: NSObject, XMLParserDelegate {
     private var creative: VASTDocument.Creative?
     private var mediaFile: VASTDocument.MediaFile?
     private var nonLinear: VASTDocument.NonLinear?
+    private var icon: VASTDocument.Icon?
     private var attributes: [[String: String]] = []
 
     func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
@@ -215,6 +235,13 @@ private final class Builder: NSObject, XMLParserDelegate {
             nonLinear = VASTDocument.NonLinear(
                 id: attributeDict["id"].map(AdIdentifier.bounded), width: pixels(attributeDict["width"]), height: pixels(attributeDict["height"]),
                 minSuggestedDuration: attributeDict["minSuggestedDuration"])
+        case "Icon" where creative?.isLinear == true && (creative?.icons.count ?? 0) < AdIcon.maxPerCreative * 2:
+            icon = VASTDocument.Icon(program: attributeDict["program"].map { String($0.prefix(64)) },
+                                     width: pixels(attributeDict["width"]), height: pixels(attributeDict["height"]),
+                                     xPosition: attributeDict["xPosition"].map { String($0.prefix(16)) },
+                                     yPosition: attributeDict["yPosition"].map { String($0.prefix(16)) },
+                                     offset: attributeDict["offset"].map { String($0.prefix(32)) },
+                                     duration: attributeDict["duration"].map { String($0.prefix(32)) })
         case "MediaFile":
             mediaFile = VASTDocument.MediaFile(
                 url: "", type: attributeDict["type"] ?? "", delivery: attributeDict["delivery"] ?? "progressive",
@@ -288,6 +315,18 @@ private final class Builder: NSObject, XMLParserDelegate {
                     creative?.tracking[event, default: []].append(value)
                 }
             }
+        case "StaticResource" where icon != nil:
+            if !path.contains("IconClickFallbackImage") {   // no pointer on a box: a fallback image is never shown
+                icon?.staticResource = value
+                icon?.staticType = attrs["creativeType"] ?? ""
+            }
+        case "IconViewTracking" where icon != nil && !value.isEmpty && (icon?.viewTracking.count ?? 0) < 16:
+            icon?.viewTracking.append(value)
+        case "IconClickThrough" where icon != nil && !value.isEmpty:
+            icon?.clickThrough = value
+        case "Icon":
+            if let icon { creative?.icons.append(icon) }
+            icon = nil
         case "StaticResource" where nonLinear != nil:
             nonLinear?.staticResource = (value, attrs["creativeType"] ?? "")
         case "HTMLResource", "IFrameResource":
