@@ -321,6 +321,11 @@ final class AdSession: @unchecked Sendable {
                 overlay.slotStart = start
             }
             return overlay
+        case (.screensaver, .now):
+            let screensaver = PauseAdLifecycle()
+            screensaver.maxShowing = configuration.screensaverRotation
+            screensaver.endsWhenHidden = true
+            return screensaver
         case (.pauseAd, .now), (.pauseAd, .afterPausedFor):
             let pauseAd = PauseAdLifecycle()
             pauseAd.maxShowing = configuration.pauseAdMaxShowing
@@ -434,7 +439,7 @@ final class AdSession: @unchecked Sendable {
     /// R10, R14: an ad shows only for the item it belongs to, while that item is in.
     private func checkBinding(of record: AdRecord) throws(AdError) {
         switch record.presentation.kind {
-        case .overlay, .pauseAd, .squeezeback:
+        case .overlay, .pauseAd, .squeezeback, .screensaver:
             guard let current = view.item, current == bound else { throw .invalidated(.contentChanged) }
             // Requested for another item (another episode, an earlier loop): refused. One
             // requested before `track` (a prefetch, `item == nil`) binds now.
@@ -454,6 +459,14 @@ final class AdSession: @unchecked Sendable {
         LifecycleContext(now: loop.now(), playing: view.playing, rate: view.rate, background: background,
                          contentEnded: tracking && endedAt != nil, contentStarted: tracking,
                          heldItem: openBreak?.held, session: self)
+    }
+
+    /// A screensaver takes the place of the pause ad on screen (R27): it ends `replaced`, down
+    /// before the screensaver goes up.
+    private func replacePauseAds() {
+        for (other, record) in ads where record.presentation.kind == .pauseAd && record.lifecycle?.isVisible == true {
+            run(other) { lifecycle, _ in lifecycle.stop(.replaced, cause: nil) }
+        }
     }
 
     /// The level a video ad plays at (R28): its measured loudness against the content's — what
@@ -527,6 +540,7 @@ final class AdSession: @unchecked Sendable {
                 }
                 do {
                     if effect == .present {
+                        if presentation.kind == .screensaver { replacePauseAds() }
                         try surface.present(presentation)
                         announceStarted(id)
                     } else {

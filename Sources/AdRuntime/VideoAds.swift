@@ -16,6 +16,9 @@ public struct VideoAdsConfiguration: Sendable {
     /// The longest a pause ad stays on screen (`pause-ad-max`): then it ends `limitReached`, so
     /// a paused panel never holds one image for hours (OLED burn-in). Nil: as long as the pause.
     public var pauseAdMaxShowing: Double?
+    /// How long each screensaver creative stays before the next takes its place (R27:
+    /// `screensaver-rotate`): it ends `limitReached`, moved a little on the next (burn-in care).
+    public var screensaverRotation = 30.0
     /// A pre- or mid-roll whose video has not started playing by then fails, and the content
     /// plays (R16): the viewer never waits longer for a stalled ad.
     public var linearStartTimeout = 8.0

@@ -12,9 +12,10 @@ extension LocalCatalog {
         let prerolls: [Decoded<EntryJSON>]?
         let midrolls: [Decoded<EntryJSON>]?
         let squeezebacks: [Decoded<EntryJSON>]?
+        let screensavers: [Decoded<EntryJSON>]?
 
         enum CodingKeys: String, CodingKey {
-            case version, overlays, postrolls, prerolls, midrolls, squeezebacks
+            case version, overlays, postrolls, prerolls, midrolls, squeezebacks, screensavers
             case pauseAds = "pause_ads"
         }
     }
@@ -147,7 +148,8 @@ extension LocalCatalog {
         var problems: [CatalogError] = []
         for (key, kind, list) in [("overlays", AdKind.overlay, manifest.overlays), ("pause_ads", .pauseAd, manifest.pauseAds),
                                   ("postrolls", .postroll, manifest.postrolls), ("prerolls", .preroll, manifest.prerolls),
-                                  ("midrolls", .midroll, manifest.midrolls), ("squeezebacks", .squeezeback, manifest.squeezebacks)] {
+                                  ("midrolls", .midroll, manifest.midrolls), ("squeezebacks", .squeezeback, manifest.squeezebacks),
+                                  ("screensavers", .screensaver, manifest.screensavers)] {
             for (index, decoded) in (list ?? []).enumerated() {
                 let path = "\(key)[\(index)]"
                 do {
@@ -169,6 +171,12 @@ extension LocalCatalog {
                     } else {
                         throw fail(path, "needs exactly one of \"image\" (a file) or \"text\" (a non-empty string)")
                     }
+                case .screensaver:
+                    // Full-screen images (R27); a screen that idles is not read from.
+                    guard let image = entry.image, entry.text == nil, entry.video == nil, !image.isEmpty else {
+                        throw fail(path, "needs \"image\" (a file): a screensaver is a picture")
+                    }
+                    creative = .image(image)
                 case .postroll, .preroll, .midroll:
                     guard let video = entry.video, !video.isEmpty else { throw fail("\(path).video", "missing, or not a file name") }
                     creative = .video(video)

@@ -179,7 +179,7 @@ public enum Macros {
         case .breakPosition:
             switch c.kind {
             case .overlay?, .squeezeback?: return .value("2")
-            case .pauseAd?: return .value("4")
+            case .pauseAd?, .screensaver?: return .value("4")
             case .postroll?: return .value("3")
             case .preroll?: return .value("1")
             case .midroll?: return .value("2")

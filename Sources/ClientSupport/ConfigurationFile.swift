@@ -34,7 +34,7 @@ public enum ConfigurationFile {
                                         "web-listen", "web-token-file",
                                         "mqtt-broker", "mqtt-box-id", "mqtt-prefix", "mqtt-groups", "mqtt-username", "mqtt-password-file",
                                         "mqtt-ca-file", "mqtt-cert-file", "mqtt-key-file", "mqtt-keepalive", "mqtt-commands", "mqtt-events",
-                                        "display-hours", "timezone", "cec-command", "pause-ad-max", "pause-ad-rotate",
+                                        "display-hours", "timezone", "cec-command", "pause-ad-max", "pause-ad-rotate", "screensaver-after", "screensaver-rotate",
                                         "latlong", "venue-id", "impressions-per-play", "pop-deadline", "ad-separation",
                                         "pop-require-display", "pop-display-wait", "display-connector", "drm-sysfs-root",
                                         "display-check-interval", "schedule", "record-content-plays", "repeat"]

@@ -25,7 +25,7 @@ public enum ControlProtocol {
     public static let maxLogLines = 1000
     /// The ad kinds as the protocol names them (`kind` fields, `metrics`): the runtime's
     /// `AdKind.protocolName`, checked equal by a test (this module knows no runtime).
-    public static let adKinds = ["overlay", "pause", "postroll", "preroll", "midroll", "squeezeback"]
+    public static let adKinds = ["overlay", "pause", "postroll", "preroll", "midroll", "squeezeback", "screensaver"]
 }
 
 /// What a program matches in an error reply.

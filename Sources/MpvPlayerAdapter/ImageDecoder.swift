@@ -221,11 +221,12 @@ public enum ImageDecoder {
 
     /// A black layer at 50 % opacity over `output` (premultiplied: 0, 0, 0, 128), with
     /// `image` composited over it at `rect`: a pause ad as one bitmap.
-    public static func dimmed(_ output: (width: Int, height: Int), with image: BGRAImage, at rect: AdRect) -> BGRAImage {
+    /// `backdrop`: the black layer's opacity (255: a screensaver's black screen).
+    public static func dimmed(_ output: (width: Int, height: Int), with image: BGRAImage, at rect: AdRect, backdrop: UInt8 = 128) -> BGRAImage {
         var pixels = [UInt8](repeating: 0, count: output.width * output.height * 4)
         pixels.withUnsafeMutableBufferPointer { target in
             image.pixels.withUnsafeBufferPointer { source in
-                for i in stride(from: 3, to: target.count, by: 4) { target[i] = 128 }
+                for i in stride(from: 3, to: target.count, by: 4) { target[i] = backdrop }
                 for row in 0..<image.height where rect.y + row >= 0 && rect.y + row < output.height {
                     for column in 0..<image.width where rect.x + column >= 0 && rect.x + column < output.width {
                         let s = row * image.stride + column * 4

@@ -68,6 +68,15 @@ public enum AdPlacement {
         return AdRect(x: (output.width - size.width) / 2, y: (output.height - size.height) / 2, width: size.width, height: size.height)
     }
 
+    /// A screensaver (R27): fitted into 90 % of the output, centred, moved by `shift` (0–4:
+    /// 2 % of the output a step, a different place each creative: burn-in care), over black.
+    public static func screensaver(source: (width: Int, height: Int), output: (width: Int, height: Int), shift: Int) -> AdRect {
+        let size = fit(source, into: (max(1, output.width * 9 / 10), max(1, output.height * 9 / 10)), maxScale: 4)
+        let step = ((shift % 5) + 5) % 5
+        let dx = [0, 1, -1, 1, -1][step] * output.width / 50, dy = [0, -1, 1, 1, -1][step] * output.height / 50
+        return AdRect(x: (output.width - size.width) / 2 + dx, y: (output.height - size.height) / 2 + dy, width: size.width, height: size.height)
+    }
+
     /// The box an overlay occupies when its size is not known (HTML, text).
     public static func overlayBox(output: (width: Int, height: Int)) -> AdRect {
         let m = margin(output)
@@ -170,6 +179,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
     private var shown: [UInt64: Shown] = [:]
     private var postroll: (id: UInt64, entry: Int64?, stopRequested: Bool, reporter: PostrollReporter)?
     private var redrawToggle = false
+    /// The screensavers prepared so far: each next one is moved to another place (R27).
+    private let screensaverTurn = Locked(0)
     /// The content's window for squeezebacks (R26).
     private let margins: MarginAnimator
     /// The playing linear ad's icons (R27): its prepared bitmaps, and the slots of those up.
@@ -200,12 +211,14 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         let size = output.withLock { $0 }
         let pause = entry.presentation.kind == .pauseAd
         let squeezeback = entry.presentation.kind == .squeezeback
+        let screensaver = entry.presentation.kind == .screensaver
         switch entry.drawn {
         case .image(let image):
             let bitmap = image.bitmap
             // A pause ad's bitmap is the whole dimmed output: its image is the part compared.
             // A squeezeback's is the whole canvas around the content's window: its largest part is compared.
             let part = pause ? AdPlacement.pauseAd(source: (image.source.width, image.source.height), output: bitmap.output)
+                : screensaver ? AdPlacement.screensaver(source: (image.source.width, image.source.height), output: bitmap.output, shift: image.shift)
                 : squeezeback ? SqueezebackDrawing.mainPart(entry.layout, bitmap.output)
                 : AdRect(x: bitmap.origin.x, y: bitmap.origin.y, width: bitmap.image.width, height: bitmap.image.height)
             return .image(bitmap: BGRAImage(width: bitmap.image.width, height: bitmap.image.height, pixels: bitmap.image.pixels),
@@ -234,7 +247,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
             let size = output.withLock { $0 }
             let kind = creative.kind
             let layout = kind == .squeezeback ? creative.squeezeback ?? .standard : nil
-            let key = PreparedImages.key(location, kind: kind, layout: layout, output: size)
+            let shift = kind == .screensaver ? screensaverTurn.withLock { turn in defer { turn += 1 }; return turn % 5 } : 0
+            let key = PreparedImages.key(location, kind: kind, layout: layout, shift: shift, output: size)
             if let key, let cached = preparedImages[key] { return PreparedCreative(cached) }
             let preparedImages = self.preparedImages
             // The pixels cross threads through a `Handover` (a pthread mutex), not through the
@@ -246,8 +260,8 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
                 renderer.execute {
                     do {
                         let source = try ImageDecoder.decode(ImageDecoder.readFile(location), path: location)
-                        let bitmap = try Self.render(source, kind: kind, layout: layout, output: size, path: location)
-                        let image = PreparedImage(path: location, source: source, bitmap: bitmap)
+                        let bitmap = try Self.render(source, kind: kind, layout: layout, shift: shift, output: size, path: location)
+                        let image = PreparedImage(path: location, source: source, bitmap: bitmap, shift: shift)
                         if let key { preparedImages.keep(image, as: key) }
                         prepared.fulfil(PreparedCreative(image))
                     } catch {
@@ -300,9 +314,15 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
 
     /// A bitmap for `kind` in `output`: an overlay fitted to its box, or a pause ad
     /// composited over the dimmed output. Off the loop.
-    private static func render(_ source: BGRAImage, kind: AdKind, layout: SqueezebackLayout?, output: (width: Int, height: Int),
-                               path: String) throws -> RenderedBitmap {
+    private static func render(_ source: BGRAImage, kind: AdKind, layout: SqueezebackLayout?, shift: Int = 0,
+                               output: (width: Int, height: Int), path: String) throws -> RenderedBitmap {
         let sourceSize = (source.width, source.height)
+        if kind == .screensaver {
+            let rect = AdPlacement.screensaver(source: sourceSize, output: output, shift: shift)
+            let image = try ImageDecoder.scale(source, width: rect.width, height: rect.height, path: path)
+            return RenderedBitmap(output: output, origin: (0, 0),
+                                  image: PixelBuffer(ImageDecoder.dimmed(output, with: image, at: rect, backdrop: 255)))
+        }
         if kind == .squeezeback {
             let image = try SqueezebackDrawing.bitmap(source, layout ?? .standard, canvas: output, path: path)
             return RenderedBitmap(output: output, origin: (0, 0), image: PixelBuffer(image))
@@ -612,11 +632,11 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         shown[id]?.generation = generation
         let kind = entry.presentation.kind, layout = entry.presentation.creative.squeezeback
         renderer.execute { [weak self, loop] in
-            guard let bitmap = try? Self.render(image.source, kind: kind, layout: layout, output: size, path: image.path) else { return }
+            guard let bitmap = try? Self.render(image.source, kind: kind, layout: layout, shift: image.shift, output: size, path: image.path) else { return }
             loop.execute { [weak self] in
                 guard let self, let current = shown[id], current.generation == generation,
                       let handle = player?.drawingHandle else { return }
-                let updated = PreparedImage(path: image.path, source: image.source, bitmap: bitmap)
+                let updated = PreparedImage(path: image.path, source: image.source, bitmap: bitmap, shift: image.shift)
                 shown[id]?.drawn = .image(updated)
                 putUp(bitmap, slot: current.slot, handle)
             }
@@ -706,6 +726,8 @@ struct PreparedImage: Sendable {
     let path: String
     let source: BGRAImage
     let bitmap: RenderedBitmap
+    /// A screensaver's place (`AdPlacement.screensaver`).
+    var shift = 0
 }
 
 struct RenderedBitmap: Sendable {
@@ -725,6 +747,8 @@ final class PreparedImages: Sendable {
         let kind: AdKind
         /// A squeezeback's: its bitmap is cut for its layout.
         let layout: SqueezebackLayout?
+        /// A screensaver's place.
+        var shift = 0
         let width: Int
         let height: Int
         let device: UInt64
@@ -740,10 +764,10 @@ final class PreparedImages: Sendable {
     private let state = Locked<(images: [Key: PreparedImage], order: [Key], bytes: Int)>(([:], [], 0))
 
     /// The key of `path` now (a `stat`: off the loop), nil if it cannot be read.
-    static func key(_ path: String, kind: AdKind, layout: SqueezebackLayout? = nil, output: (width: Int, height: Int)) -> Key? {
+    static func key(_ path: String, kind: AdKind, layout: SqueezebackLayout? = nil, shift: Int = 0, output: (width: Int, height: Int)) -> Key? {
         var info = stat()
         guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return Key(path: path, kind: kind, layout: layout, width: output.width, height: output.height, device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
+        return Key(path: path, kind: kind, layout: layout, shift: shift, width: output.width, height: output.height, device: UInt64(info.st_dev), inode: UInt64(info.st_ino),
                    size: Int64(info.st_size), modified: Int(info.st_mtim.tv_sec), modifiedNanoseconds: Int(info.st_mtim.tv_nsec))
     }
 

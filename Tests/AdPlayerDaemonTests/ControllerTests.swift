@@ -641,7 +641,7 @@ private final class PodSource: AdSource, @unchecked Sendable {
 
     func ad(for request: AdRequest) async throws -> AdCreative? {
         switch request.kind {
-        case .overlay, .preroll, .midroll, .squeezeback: return nil
+        case .overlay, .preroll, .midroll, .squeezeback, .screensaver: return nil
         case .pauseAd: return AdCreative(id: "pa", kind: .pauseAd, content: .text("Paused"))
         case .postroll:
             positions.withLock { $0.append(request.podPosition) }

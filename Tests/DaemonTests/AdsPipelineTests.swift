@@ -424,6 +424,47 @@ extension AdsPipelineTests {
     }
 }
 
+/// R27 through the real daemon: a pause that lasts `screensaver-after` makes the screen idle;
+/// the screensavers take the pause ad's place, each its own play with its impression, in turn
+/// every `screensaver-rotate`, until the content plays.
+extension AdsPipelineTests {
+    func testR27AnIdleScreenShowsScreensaversInTurnEachItsOwnPlayUntilPlay() throws {
+        let base = server.base
+        let catalog = try makeCatalog("""
+            {"version": 2, "pause_ads": [{"id": "pa-1", "image": "pause.png", "impression": ["\(base)/b/ss-pa"]}],
+             "screensavers": [{"id": "ss-1", "image": "pause.png", "impression": ["\(base)/b/ss-1"]},
+                              {"id": "ss-2", "image": "overlay.png", "impression": ["\(base)/b/ss-2"]}]}
+            """)
+        defer { try? FileManager.default.removeItem(at: catalog) }
+        let daemon = try DaemonProcess(extra: ["--ads", catalog.path, "--screensaver-after", "3", "--screensaver-rotate", "5",
+                                               "--time-sync-wait", "0"])
+        let events = try daemon.connect()
+        _ = try events.call("subscribe", ["events": ["ad.started", "ad.ended", "player.playing"]])
+        _ = try daemon.connect().call("open", ["path": try Media.path("episode-long.mp4")])
+        _ = try events.event(named("player.playing"))
+        _ = try daemon.connect().call("pause")
+        _ = try events.event(named("ad.started", "kind", "pause"))
+        let replaced = try events.event(named("ad.ended", "kind", "pause"))
+        XCTAssertEqual(replaced["reason"] as? String, "replaced", "\(replaced)")
+        let first = try events.event(named("ad.started", "kind", "screensaver"))
+        let rotated = try events.event(named("ad.ended", "kind", "screensaver"))
+        XCTAssertEqual(rotated["reason"] as? String, "limitReached")
+        let second = try events.event(named("ad.started", "kind", "screensaver"))
+        XCTAssertEqual(Set([first["ad_id"] as? String, second["ad_id"] as? String]), ["ss-1", "ss-2"], "in turn")
+        _ = try daemon.connect().call("play")
+        let played = try events.event(named("ad.ended", "kind", "screensaver"))
+        XCTAssertEqual(played["reason"] as? String, "played", "anything that plays ends it")
+        XCTAssertTrue(waitUntil(timeout: 20) {
+            let counts = (try? self.server.counts()) ?? [:]
+            return counts["/b/ss-1"] == 1 && counts["/b/ss-2"] == 1 && counts["/b/ss-pa"] == 1
+        }, "each creative its own impression: \(String(describing: try? server.counts()))")
+        let plays = try daemon.connect().call("plays", ["limit": 10])
+        let rows = ((plays["result"] as? [String: Any])?["plays"] as? [[String: Any]]) ?? []
+        XCTAssertEqual(rows.filter { $0["kind"] as? String == "screensaver" }.count, 2, "\(rows)")
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+}
+
 extension ISO8601DateFormatter {
     /// `2026-12-01T06:08:41.123Z`: what `[TIMESTAMP]` holds.
     static var withMilliseconds: ISO8601DateFormatter {

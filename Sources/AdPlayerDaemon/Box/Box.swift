@@ -157,6 +157,7 @@ public final class Box: @unchecked Sendable {
         adsConfiguration.executor = workers
         adsConfiguration.viewabilityMeasurable = stage.viewabilityMeasurable
         adsConfiguration.pauseAdMaxShowing = configuration.pauseAdMax
+        adsConfiguration.screensaverRotation = configuration.screensaverRotate
         adsConfiguration.environment = environment
         // Loudness (R28): each creative and episode measured once, kept beside the state; a
         // virtual simulation measures flat out on its own thread (its time stands still).
@@ -275,6 +276,7 @@ public final class Box: @unchecked Sendable {
         try stage.loop.sync {
             controller.displayWitness = witness
             controller.pauseAdRotate = configuration.pauseAdRotate
+            controller.screensaverAfter = configuration.screensaverAfter
             controller.separation = separation
             controller.reload(source: source, pauseAdDelay: configuration.pauseAdDelay)
             controller.start(resuming: saved)

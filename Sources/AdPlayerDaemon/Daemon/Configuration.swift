@@ -36,6 +36,11 @@ public struct Configuration: Sendable {
     public var pauseAdMax: Double?
     /// At `pauseAdMax` the next pause ad takes its place (else the output rests, black).
     public var pauseAdRotate = false
+    /// A pause this long makes the screen idle: screensaver ads take the pause ad's place
+    /// (R27); nil: never.
+    public var screensaverAfter: Double? = 300
+    /// Seconds each screensaver creative stays before the next (moved a little) takes its place.
+    public var screensaverRotate = 30.0
     /// Unsafe: mpv's own IPC socket, for tests and debugging (anyone who can open it drives
     /// the player and can run programs through mpv).
     public var mpvIPCSocket: String?
@@ -164,7 +169,7 @@ public struct Configuration: Sendable {
         "mqtt-broker": "URL", "mqtt-box-id": "ID", "mqtt-prefix": "PREFIX", "mqtt-groups": "G,G", "mqtt-username": "NAME",
         "mqtt-password-file": "FILE", "mqtt-ca-file": "FILE", "mqtt-cert-file": "FILE", "mqtt-key-file": "FILE", "mqtt-keepalive": "S",
         "mqtt-commands": "none|read|control|admin", "mqtt-events": "NAMES",
-        "display-hours": "HOURS", "timezone": "ZONE", "cec-command": "COMMAND", "pause-ad-max": "S|none", "latlong": "LAT,LONG", "venue-id": "ID", "impressions-per-play": "N",
+        "display-hours": "HOURS", "timezone": "ZONE", "cec-command": "COMMAND", "pause-ad-max": "S|none", "screensaver-after": "S|none", "screensaver-rotate": "S", "latlong": "LAT,LONG", "venue-id": "ID", "impressions-per-play": "N",
         "pop-deadline": "S", "pop-display-wait": "S", "display-connector": "NAME|auto|none", "drm-sysfs-root": "DIR",
         "display-check-interval": "S", "schedule": "FILE", "repeat": "off|one|all",
     ]
@@ -328,6 +333,17 @@ public struct Configuration: Sendable {
             } catch {
                 throw fail("\(error) (or none)")
             }
+        case "screensaver-after":
+            do {
+                screensaverAfter = value == "none" ? nil : try Seconds.parse(value, .duration, field: "screensaver-after")
+            } catch {
+                throw fail("\(error) (or none)")
+            }
+        case "screensaver-rotate":
+            let seconds: Double
+            do { seconds = try Seconds.parse(value, .duration, field: key) } catch { throw fail("\(error)") }
+            guard seconds >= 5 else { throw fail("screensaver-rotate: at least 5 seconds (a creative is its own play)") }
+            screensaverRotate = seconds
         case "pause-ad-max":
             if value == "none" {
                 pauseAdMax = nil

@@ -63,6 +63,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     /// At `pause-ad-max` the next pause ad takes the place of the last (else the output rests).
     /// Set on the loop before `start`.
     public var pauseAdRotate = false
+    /// A pause this long brings the screensaver ads (R27); nil: never.
+    public var screensaverAfter: Double?
     /// Competitive separation (`ad-separation`): every ad on screen is recorded there. Set before `start`.
     public var separation: AdSeparation?
     /// Gathers each ad's display evidence (issue 36): told of every ad's start and end, the
@@ -609,7 +611,8 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
         }
         let policy = source.map { source in
             EpisodePolicy(content: ContentInfo(id: entry.contentID, mediaPath: mediaPath), source: source, surface: surface, loop: player.loop,
-                          pauseAdDelay: pauseAdDelay, pauseAdRotate: pauseAdRotate, separation: separation, configuration: adsConfiguration,
+                          pauseAdDelay: pauseAdDelay, pauseAdRotate: pauseAdRotate, screensaverAfter: screensaverAfter, separation: separation,
+                          configuration: adsConfiguration,
                           onEvent: { [weak self] event in self?.queueAdEvent(event) },
                           onFinished: { [weak self] in self?.episodeFinished(serial) })
         }

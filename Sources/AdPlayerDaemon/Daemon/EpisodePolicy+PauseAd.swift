@@ -30,4 +30,43 @@ extension EpisodePolicy {
             _ = ads.loop.execute { [weak self] in self?.requestPauseAd(delay: 0) }
         }
     }
+
+    // MARK: Screensaver ads (R27)
+
+    /// The content paused: in `screensaverAfter`, if it is still paused, the screen idles and
+    /// the screensaver's rotation takes the pause ad's place.
+    func armScreensaver() {
+        disarmScreensaver()
+        guard let after = screensaverAfter, source.mayFill(.screensaver, content: ads.requestContent, at: 0) else { return }
+        screensaverTimer = ads.loop.schedule(after: after) { [weak self] in
+            self?.screensaverTimer = nil
+            self?.requestScreensaver()
+        }
+    }
+
+    func disarmScreensaver() {
+        screensaverTimer?.cancel()
+        screensaverTimer = nil
+    }
+
+    /// The next creative of the rotation, shown at once over the paused content (each its own
+    /// play: its impression, its caps); none while the content plays or the box is dark.
+    func requestScreensaver() {
+        guard !finished, !dark, player?.snapshot().playing == false else { return }
+        ads.request(.screensaver) { [weak self] result in
+            guard let self, !finished, !dark, case .success(let screensaver) = result else { return }
+            let id = screensaver.id
+            do {
+                shown[id] = screensaver
+                try screensaver.show { [weak self] reason in
+                    guard let self else { return }
+                    shown[id] = nil
+                    // Its time over (`screensaver-rotate`): the next, moved a little, for the same idle screen.
+                    if reason == .limitReached { _ = ads.loop.execute { [weak self] in self?.requestScreensaver() } }
+                }
+            } catch {
+                shown[id] = nil   // the content played meanwhile, or the item changed
+            }
+        }
+    }
 }

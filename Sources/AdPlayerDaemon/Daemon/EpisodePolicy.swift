@@ -43,6 +43,10 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     /// At `pause-ad-max` (`VideoAdsConfiguration.pauseAdMaxShowing`) the next pause ad is asked
     /// for at once, for the same pause.
     let pauseAdRotate: Bool
+    /// A pause this long brings the screensaver ads (R27; EpisodePolicy+PauseAd.swift); nil: never.
+    let screensaverAfter: Double?
+    /// The screensaver's wait, while the content is paused.
+    var screensaverTimer: LoopTimer?
     /// Competitive separation across every source: each ad on screen is recorded here.
     private let separation: AdSeparation?
 
@@ -53,9 +57,11 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
     static let breakLead = 8.0
 
     public init(content: ContentInfo, source: any AdSource, surface: any AdSurface, loop: any PlayerLoop, pauseAdDelay: Double,
-                pauseAdRotate: Bool = false, separation: AdSeparation? = nil, configuration: VideoAdsConfiguration,
+                pauseAdRotate: Bool = false, screensaverAfter: Double? = nil, separation: AdSeparation? = nil,
+                configuration: VideoAdsConfiguration,
                 onEvent: @escaping @Sendable (AdEvent) -> Void, onFinished: @escaping @Sendable () -> Void) {
         self.separation = separation
+        self.screensaverAfter = screensaverAfter
         self.content = content
         self.pauseAdDelay = pauseAdDelay
         self.pauseAdRotate = pauseAdRotate
@@ -158,6 +164,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             trackOnce(player)
         case .paused where tracked && !pauseAdRequested && videoShown != false && !dark:
             pauseAdRequested = true
+            armScreensaver()
             guard source.mayFill(.pauseAd, content: ads.requestContent, at: event.snapshot.position) else { break }
             // After this turn: the overlay this pause ended is already down (the ads' phase
             // comes first); the request (a task, a timer, a worker) waits until clients have
@@ -165,6 +172,7 @@ public final class EpisodePolicy: PlayerObserver, @unchecked Sendable {
             _ = ads.loop.execute { [weak self] in self?.requestPauseAd() }
         case .playing:
             pauseAdRequested = false   // the next pause may have its pause ad
+            disarmScreensaver()
             let heldAt = midrolls.on ? nil : midrolls.heldAt
             if !midrolls.on { midrolls.heldAt = nil }
             if let snapback = midrolls.snapbackAd {

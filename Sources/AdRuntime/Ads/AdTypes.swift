@@ -60,6 +60,9 @@ public enum AdKind: String, Sendable, Equatable, CaseIterable {
     /// The content shrunk into a window over playing content, the creative in the space it
     /// frees (R26): an overlay's rules, with the content's way in and out.
     case squeezeback
+    /// A full-screen creative while the screen idles — the content paused longer than
+    /// `screensaver-after` (R27): in the pause ad's place, each creative its own play.
+    case screensaver
 
     /// Over playing content, for a duration, in the overlay chain: an overlay or a squeezeback.
     public var isOverPlayingContent: Bool { self == .overlay || self == .squeezeback }
@@ -85,6 +88,7 @@ extension AdKind {
         case .preroll: "preroll"
         case .midroll: "midroll"
         case .squeezeback: "squeezeback"
+        case .screensaver: "screensaver"
         }
     }
 }
@@ -102,7 +106,7 @@ public enum AdCreativeContent: Sendable, Equatable {
 
     var fits: Set<AdKind> {
         switch self {
-        case .image: [.overlay, .pauseAd, .squeezeback]
+        case .image: [.overlay, .pauseAd, .squeezeback, .screensaver]
         case .text: [.overlay, .pauseAd, .squeezeback]
         case .html: [.overlay]
         case .video: [.postroll, .preroll, .midroll]
@@ -298,6 +302,8 @@ public enum AdEndReason: String, Sendable, Equatable {
     case limitReached
     /// A linear ad: the viewer skipped it past its skip offset (`skip`).
     case skipped
+    /// Pause ad: a screensaver took its place, the pause having lasted `screensaver-after` (R27).
+    case replaced
 }
 
 /// An error of an ad source that has a VAST error code (IAB VAST 4.x §2.3.6.3): a VAST

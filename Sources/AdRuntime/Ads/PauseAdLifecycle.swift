@@ -10,6 +10,9 @@
 /// showing ──on screen for maxShowing──▶ ended(limitReached)   (pause-ad-max: burn-in care)
 /// any ──another item / the end of the item──▶ ended(contentChanged)
 /// ```
+/// A screensaver (R27) is one with `endsWhenHidden`: the output hidden while it shows ends it
+/// `interrupted` (a screen that idles is no screen hidden), and its `maxShowing` is the
+/// rotation's (the next creative takes its place).
 final class PauseAdLifecycle: AdLifecycle {
     enum State: Equatable {
         case ready
@@ -26,6 +29,8 @@ final class PauseAdLifecycle: AdLifecycle {
     var activationDelay = 0.0
     /// The longest it stays on screen; nil: as long as the pause lasts.
     var maxShowing: Double?
+    /// A screensaver: the output hidden while it shows ends it `interrupted`.
+    var endsWhenHidden = false
 
     /// On screen now: the effects, with the limit's timer when there is one.
     private func present() -> [AdEffect] {
@@ -77,6 +82,8 @@ final class PauseAdLifecycle: AdLifecycle {
         case .suspended(let delay) where !context.background:
             state = .activating(delay: delay)
             return [.setTimer(delay)]
+        case .showing where context.background && endsWhenHidden:
+            return end(.interrupted, cause: nil)
         default:
             return []
         }

@@ -191,7 +191,7 @@ extension VASTClient {
                 if best == nil || time < best!.2 { best = (index, "\(index)@mid", time) }
             }
             chosen = best.map { ($0.0, $0.1, $0.2) }
-        case .pauseAd, .squeezeback:
+        case .pauseAd, .squeezeback, .screensaver:
             chosen = nil   // a squeezeback comes as a nonlinear break's creative (its extension)
         }
         guard let chosen else { return nil }

@@ -560,10 +560,10 @@ public final class VASTClient: AdSource {
             try await probe(file.url)
             cacheInBackground(file.url)
             return (AdCreative(id: id, kind: request.kind, content: .video(location: file.url)), file.url)
-        case .overlay, .pauseAd, .squeezeback:
+        case .overlay, .pauseAd, .squeezeback, .screensaver:
             let nonLinears = ad.creatives.filter(\.isNonLinear).flatMap(\.nonLinears)
             // A NonLinear its creative marks as a squeezeback fills the overlay chain's slot as one (R26).
-            let marked = request.kind == .pauseAd ? nil : ad.creatives.first(where: \.isNonLinear)?.squeezeback
+            let marked = request.kind == .pauseAd || request.kind == .screensaver ? nil : ad.creatives.first(where: \.isNonLinear)?.squeezeback
             var layout: SqueezebackLayout?
             if let marked {
                 do {
@@ -575,7 +575,7 @@ public final class VASTClient: AdSource {
             for nonLinear in nonLinears {
                 guard let resource = nonLinear.staticResource else { continue }
                 guard Self.isImage(resource.url, type: resource.type) else { continue }
-                let duration = request.kind == .pauseAd ? nil : try overlayDuration(nonLinear)
+                let duration = request.kind == .pauseAd || request.kind == .screensaver ? nil : try overlayDuration(nonLinear)
                 let path = try await download(resource.url)
                 var made = AdCreative(id: id, kind: layout == nil ? request.kind : .squeezeback,
                                       content: .image(location: path, width: nonLinear.width, height: nonLinear.height), duration: duration)
