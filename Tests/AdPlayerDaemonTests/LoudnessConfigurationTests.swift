@@ -56,3 +56,21 @@ private final class RefreshLog: LoudnessSource {
     func known(_ path: String) -> Loudness? { nil }
     func refresh(_ path: String) { asked.withLock { $0.append(path) } }
 }
+
+/// R27's keys as an operator writes them: `screensaver-after` (5 min by default, or `none`),
+/// `screensaver-rotate` (30 s by default, at least 5).
+final class ScreensaverConfigurationTests: XCTestCase {
+    func testR27ScreensaverAfterAndRotateAreReadAndBounded() throws {
+        let defaults = try Configuration.load(arguments: [])
+        XCTAssertEqual(defaults.screensaverAfter, 300)
+        XCTAssertEqual(defaults.screensaverRotate, 30)
+        XCTAssertNil(try Configuration.load(arguments: ["--screensaver-after", "none"]).screensaverAfter)
+        XCTAssertEqual(try Configuration.load(arguments: ["--screensaver-after", "00:10:00"]).screensaverAfter, 600)
+        XCTAssertEqual(try Configuration.load(arguments: ["--screensaver-rotate", "45"]).screensaverRotate, 45)
+        for (key, bad) in [("screensaver-after", "soon"), ("screensaver-rotate", "2"), ("screensaver-rotate", "none")] {
+            XCTAssertThrowsError(try Configuration.load(arguments: ["--" + key, bad]), "\(key) \(bad)") { error in
+                XCTAssertTrue("\(error)".contains(key), "\(error)")
+            }
+        }
+    }
+}

@@ -318,4 +318,18 @@ final class LocalCatalogTests: XCTestCase {
         expectError(#"{"version": 1, "overlays": [{"id": "o", "image": "overlay.png", "slots": [{"start": 1, "duration": 2}], "layout": "frame"}]}"#,
                     field: "overlays[0]", reason: "a squeezeback's")
     }
+
+    /// R27: screensavers are pictures, rotated in turn (weights, caps, flights as every kind).
+    func testR27ScreensaversArePicturesServedInTurn() async throws {
+        let catalog = try write("""
+        {"version": 2, "screensavers": [{"id": "ss-1", "image": "pause.png", "weight": 2}, {"id": "ss-2", "image": "pause2.png"}]}
+        """)
+        var served: [String] = []
+        for _ in 0..<6 { served.append(try await ad(catalog, .screensaver)?.id ?? "-") }
+        XCTAssertEqual(served.filter { $0 == "ss-1" }.count, 4, "2:1 by weight: \(served)")
+        let next = try await ad(catalog, .screensaver)
+        XCTAssertEqual(next?.kind, .screensaver)
+        XCTAssertTrue(catalog.mayFill(.screensaver, content: ContentInfo(id: "episode-1"), at: 0))
+        expectError(#"{"version": 1, "screensavers": [{"id": "s", "text": "Idle"}]}"#, field: "screensavers[0]", reason: "a screensaver is a picture")
+    }
 }

@@ -384,3 +384,40 @@ extension PixelTests {
                       "the icon stays after its ad")
     }
 }
+
+/// R27 in mpv's window: a screensaver fills the screen (black around its picture), the next
+/// stands somewhere else (burn-in care), and play brings the content back.
+extension PixelTests {
+    func testR27AScreensaverFillsTheScreenTheNextStandsElsewhereAndPlayEndsIt() throws {
+        let screensaver = AdCreative(id: "ss", kind: .screensaver, content: .image(location: try Media.path("pause.png")))
+        let (player, recorder, ads, log, display) = try rig([.screensaver: .creative(screensaver)])
+        try player.load(Media.path("content-grey.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        XCTAssertTrue(try eventually(display, "screensaver-before") { $0.pixel(300, 3).g > 25 }, "content not on screen")
+        try player.pause()
+        XCTAssertNotNil(recorder.next { $0.isPaused })
+        var places: [(Int, Int)] = []
+        for round in 0..<2 {
+            let ad = try XCTUnwrap(requestAd(ads, .screensaver)).get()
+            try ad.show(didEnd: log.didEnd(ad.id))
+            var found: (minX: Int, minY: Int, maxX: Int, maxY: Int, count: Int)?
+            XCTAssertTrue(try eventually(display, "screensaver-\(round)") { screen in
+                found = screen.bounds(where: Self.isCyan)
+                // Above its picture, where the paused content's grey was: black.
+                let above = screen.pixel(300, 3)
+                return found != nil && above.r < 8 && above.g < 8 && above.b < 8
+            }, "round \(round): no full-screen screensaver (see \(NSTemporaryDirectory())adplayerd-screensaver-\(round).png)")
+            let box = try XCTUnwrap(found)
+            let expected = AdPlacement.screensaver(source: (300, 200), output: window, shift: round)
+            XCTAssertEqual(box.minX, expected.x, accuracy: 2, "round \(round)")
+            XCTAssertEqual(box.minY, expected.y, accuracy: 2, "round \(round)")
+            places.append((box.minX, box.minY))
+            if round == 0 { ad.close() }
+        }
+        XCTAssertNotEqual(places[0].0, places[1].0, "the next creative stands elsewhere")
+        try player.play()
+        XCTAssertTrue(try eventually(display, "screensaver-gone") { $0.bounds(where: Self.isCyan) == nil && $0.pixel(100, 40).g > 25 },
+                      "the screensaver remains after play")
+    }
+}
