@@ -452,6 +452,29 @@ final class SimulateTests: XCTestCase {
         XCTAssertEqual(try server.counts(), [:], "recorded, not sent")
     }
 
+    /// R27 in a simulation: a pause that lasts `screensaver-after` brings the screensavers
+    /// through the box's own assembly, in turn, each its own play; play ends the last; every
+    /// rule holds.
+    func testR27ALongPauseIsSimulatedWithItsScreensavers() throws {
+        let path = folder + "/idle-catalog"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: try Media.path("pause.png"), toPath: path + "/pause.png")
+        try Data(#"{"version": 1, "pause_ads": [{"id": "pa", "image": "pause.png"}], "screensavers": [{"id": "ss", "image": "pause.png"}]}"#.utf8)
+            .write(to: URL(fileURLWithPath: path + "/catalog.json"))
+        let viewer = folder + "/idle-viewer.json"
+        try Data(#"{"steps": [{"content": 3, "episode": 1, "do": "pause", "for": 100}]}"#.utf8).write(to: URL(fileURLWithPath: viewer))
+        let summary = try simulate(["--for", "10m", "--ads", path, "--viewer", viewer, "--screensaver-after", "30", "--screensaver-rotate", "20"],
+                                   out: folder + "/idle", expect: 0)
+        XCTAssertTrue(summary.contains("every rule held"), summary)
+        let timeline = try String(contentsOfFile: folder + "/idle/timeline.jsonl", encoding: .utf8).split(separator: "\n")
+        let started = timeline.filter { $0.contains("\"event\":\"ad.started\"") && $0.contains("\"kind\":\"screensaver\"") }
+        XCTAssertEqual(started.count, 4, "at 30, 50, 70 and 90 s of the 100 s pause: \(started.count)")
+        let ended = timeline.filter { $0.contains("\"event\":\"ad.ended\"") && $0.contains("\"kind\":\"screensaver\"") }
+        XCTAssertEqual(ended.filter { $0.contains("\"reason\":\"limitReached\"") }.count, 3)
+        XCTAssertEqual(ended.filter { $0.contains("\"reason\":\"played\"") }.count, 1)
+        XCTAssertTrue(timeline.contains { $0.contains("\"event\":\"ad.ended\"") && $0.contains("\"kind\":\"pause\"") && $0.contains("\"reason\":\"replaced\"") })
+    }
+
     /// Paths as a person types them (issue 47, 4): `simulate` and `schedule-check` run from the
     /// folder that holds the library, the catalog and the schedule, each named relatively.
     func testRelativePathsAreTakenFromTheWorkingDirectory() throws {
