@@ -64,6 +64,18 @@ final class PixelTests: MpvTestCase {
         return false
     }
 
+    /// `creative` shown as the post-roll of the 1 s clip, once the clip played to its end.
+    private func postrollAfterTheClip(_ creative: AdCreative) throws -> (AdEventLog, XDisplay, Ad) {
+        let (player, recorder, ads, log, display) = try rig([.postroll: .creative(creative)], content: "clip-1s")
+        try player.load(Media.path("clip-1s.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        let postroll = try XCTUnwrap(requestAd(ads, .postroll)).get()
+        XCTAssertTrue(waitUntil { log.all.contains(.contentEnded(contentID: "clip-1s")) })
+        try postroll.show(didEnd: log.didEnd(postroll.id))
+        return (log, display, postroll)
+    }
+
     private static func isMagenta(_ p: (r: Int, g: Int, b: Int)) -> Bool { p.r > 200 && p.g < 60 && p.b > 200 }
     private static func isCyan(_ p: (r: Int, g: Int, b: Int)) -> Bool { p.r < 60 && p.g > 200 && p.b > 200 }
     private static func isYellow(_ p: (r: Int, g: Int, b: Int)) -> Bool { p.r > 200 && p.g > 200 && p.b < 60 }
@@ -136,15 +148,8 @@ final class PixelTests: MpvTestCase {
     }
 
     func testPostrollFramesAreOnScreenAndThenNothingOfTheAdRemains() throws {
-        let (player, recorder, ads, log, display) = try rig([
-            .postroll: .creative(AdCreative(id: "pr", kind: .postroll, content: .video(location: try Media.path("postroll.mp4")))),
-        ], content: "clip-1s")
-        try player.load(Media.path("clip-1s.mp4"))
-        XCTAssertNotNil(recorder.next { $0.isPlaying })
-        ads.track(player)
-        let postroll = try XCTUnwrap(requestAd(ads, .postroll)).get()
-        XCTAssertTrue(waitUntil { log.all.contains(.contentEnded(contentID: "clip-1s")) })
-        try postroll.show(didEnd: log.didEnd(postroll.id))
+        let (log, display, postroll) = try postrollAfterTheClip(
+            AdCreative(id: "pr", kind: .postroll, content: .video(location: try Media.path("postroll.mp4"))))
         XCTAssertTrue(try eventually(display, "postroll") { Self.isYellow($0.pixel(320, 180)) }, "no post-roll frame on screen")
         XCTAssertTrue(waitUntil(timeout: 30) { log.endReasons(postroll.id) == [.completed] })
         XCTAssertTrue(try eventually(display, "postroll-after") { $0.bounds(where: Self.isYellow) == nil },
@@ -366,13 +371,7 @@ extension PixelTests {
     func testR27ALinearAdsIconIsDrawnAtItsPlaceOverItsVideoAndGoesWithIt() throws {
         var creative = AdCreative(id: "pr", kind: .postroll, content: .video(location: try Media.path("postroll.mp4")))
         creative.icons = [AdIcon(program: "AdChoices", image: try Media.path("overlay.png"), width: 60, height: 30, x: .end, y: .start)]
-        let (player, recorder, ads, log, display) = try rig([.postroll: .creative(creative)], content: "clip-1s")
-        try player.load(Media.path("clip-1s.mp4"))
-        XCTAssertNotNil(recorder.next { $0.isPlaying })
-        ads.track(player)
-        let postroll = try XCTUnwrap(requestAd(ads, .postroll)).get()
-        XCTAssertTrue(waitUntil { log.all.contains(.contentEnded(contentID: "clip-1s")) })
-        try postroll.show(didEnd: log.didEnd(postroll.id))
+        let (log, display, postroll) = try postrollAfterTheClip(creative)
         // 60 × 30 at the top right, the margin (3 % of 360: 10 px) from the edges: x 570…629, y 10…39.
         XCTAssertTrue(try eventually(display, "icon") { screen in
             guard Self.isYellow(screen.pixel(320, 180)), let box = screen.bounds(where: Self.isMagenta) else { return false }
