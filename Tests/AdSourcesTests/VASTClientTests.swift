@@ -133,6 +133,17 @@ final class VASTClientTests: XCTestCase {
         XCTAssertNil(try server.requests()["/media/never-fetched.png"], "no pointer: the fallback image is not fetched")
     }
 
+    /// R26 from VMAP: a nonlinear break whose ad is marked as a squeezeback is one, at its break's time.
+    func testR26AVMAPNonlinearBreakMarkedAsASqueezebackIsOneAtItsTime() async throws {
+        let vast = client("vmap-squeezeback.xml")
+        let request = AdRequest(content: ContentInfo(id: "episode-1", duration: 30), kind: .overlay, position: 0)
+        let creative = try await XCTUnwrapAsync(await vast.ad(for: request))
+        XCTAssertEqual(creative.kind, .squeezeback)
+        XCTAssertEqual(creative.slotStart, 3)
+        XCTAssertEqual(creative.squeezeback?.shape, .lLeft)
+        XCTAssertEqual(creative.tracking["breakStart"], ["\(server.base)/b/break-start?break=sq"])
+    }
+
     func testALinearInline30IsAPostrollWithAProgressiveMP4() async throws {
         let creative = try await XCTUnwrapAsync(await client("inline-linear-3.0.xml").ad(for: request(.postroll)))
         XCTAssertEqual(creative.content, .video(location: "\(server.base)/media/postroll.mp4"))

@@ -345,6 +345,23 @@ extension PixelTests {
         }
     }
 
+    /// A text squeezeback: its L in the layout's colour, the text drawn literally inside it.
+    func testR26ATextSqueezebackFillsItsLInItsColour() throws {
+        var creative = AdCreative(id: "sq", kind: .squeezeback, content: .text(#"SALE{\an5}"#), duration: 60)
+        creative.squeezeback = SqueezebackLayout(shape: .frame, scale: 0.7, transition: 0.2, background: 0xFF00FF)
+        let (player, recorder, ads, log, display) = try rig([.overlay: .creative(creative)], content: "content-green")
+        try player.load(Media.path("content-green.mp4"))
+        XCTAssertNotNil(recorder.next { $0.isPlaying })
+        ads.track(player)
+        let ad = try XCTUnwrap(requestAd(ads, .overlay)).get()
+        try ad.show(didEnd: log.didEnd(ad.id))
+        // A frame at 0.7: the content in the middle 448 × 252, magenta on four sides.
+        XCTAssertTrue(try eventually(display, "squeeze-text") { screen in
+            Self.isGreen(screen.pixel(320, 180)) && Self.isMagenta(screen.pixel(20, 20)) && Self.isMagenta(screen.pixel(620, 340))
+                && Self.isMagenta(screen.pixel(100, 20)) && Self.isMagenta(screen.pixel(20, 180)) && screen.bounds(where: Self.isWhite) != nil
+        }, "the text squeezeback's frame is not there (see \(NSTemporaryDirectory())adplayerd-squeeze-text.png)")
+    }
+
     func testR26ASqueezebackWhoseTimeIsServedGivesTheContentItsWholePictureBack() throws {
         let layout = SqueezebackLayout(shape: .sideBySide, scale: 0.5, transition: 0.3)
         let (player, recorder, ads, log, display) = try rig([.overlay: .creative(try squeezeback("sq", layout: layout, duration: 2))],
