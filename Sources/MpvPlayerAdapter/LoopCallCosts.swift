@@ -37,6 +37,13 @@ extension MpvPlayer {
             try time("get pause (read-back: own-write contradiction)") { _ = try handle.get("pause", as: .flag) }
             try time("get eof-reached (read-back: keep-open-pause)") { _ = try handle.get("eof-reached", as: .flag) }
             try time("get time-pos (read-back: a seek's landing)") { _ = try handle.get("time-pos", as: .double) }
+            try time("get osd-dimensions (an icon's place over the ad's picture, R27)") { _ = try handle.get("osd-dimensions", as: .node) }
+            var squeezed = false
+            try time("set video-margin-ratio-right, synchronous (a squeezeback restored, R26)") {
+                squeezed.toggle()
+                try handle.command(["set", "video-margin-ratio-right", squeezed ? "0.34" : "0"])
+            }
+            if squeezed { try handle.command(["set", "video-margin-ratio-right", "0"]) }
             var flag = false
             try time("set pause (our own pause/play)") { flag.toggle(); try handle.set("pause", flag) }
             try handle.set("pause", false)

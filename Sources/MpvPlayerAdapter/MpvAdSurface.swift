@@ -503,16 +503,38 @@ public final class MpvAdSurface: AdSurface, MpvOutputListener, @unchecked Sendab
         let taken = Set(self.shown.values.map(\.slot)).union(current.up.values)
         guard let slot = (1...63).first(where: { !taken.contains($0) }) else { return }
         let size = output.withLock { $0 }
+        // Over the ad's picture, not the bars beside it: the video's rectangle in the output.
+        let video = Self.videoRect(handle, canvas: size)
         let icon = current.icons[index], m = AdPlacement.margin(size)
-        func place(_ position: AdIcon.Position, _ side: Int, _ extent: Int) -> Int {
+        func place(_ position: AdIcon.Position, _ side: Int, _ start: Int, _ extent: Int) -> Int {
             switch position {
-            case .start: m
-            case .end: max(0, extent - side - m)
-            case .pixels(let n): max(0, min(n, extent - side))
+            case .start: start + m
+            case .end: max(start, start + extent - side - m)
+            case .pixels(let n): start + max(0, min(n, extent - side))
             }
         }
-        let origin = (place(icon.x, bitmap.width, size.width), place(icon.y, bitmap.height, size.height))
+        let origin = (place(icon.x, bitmap.width, video.x, video.width), place(icon.y, bitmap.height, video.y, video.height))
         if putUp(RenderedBitmap(output: size, origin: origin, image: bitmap), slot: slot, handle) { icons?.up[index] = slot }
+    }
+
+    /// Where mpv draws the video in the output (`osd-dimensions`: the OSD's size and the
+    /// margins around the picture), scaled to `canvas`; the whole canvas when mpv has no output
+    /// size (`vo=null`). One synchronous read, when an icon goes up (a few tens of µs: §1).
+    static func videoRect(_ handle: MpvHandle, canvas: (width: Int, height: Int)) -> AdRect {
+        let whole = AdRect(x: 0, y: 0, width: canvas.width, height: canvas.height)
+        guard case .map(let d)? = try? handle.get("osd-dimensions", as: .node) else { return whole }
+        func number(_ key: String) -> Double? {
+            switch d[key] {
+            case .int(let v)?: Double(v)
+            case .double(let v)?: v
+            default: nil
+            }
+        }
+        guard let w = number("w"), let h = number("h"), w >= 1, h >= 1, let ml = number("ml"), let mr = number("mr"),
+              let mt = number("mt"), let mb = number("mb"), ml >= 0, mr >= 0, mt >= 0, mb >= 0, ml + mr < w, mt + mb < h else { return whole }
+        let sx = Double(canvas.width) / w, sy = Double(canvas.height) / h
+        return AdRect(x: Int((ml * sx).rounded()), y: Int((mt * sy).rounded()),
+                      width: max(1, Int(((w - ml - mr) * sx).rounded())), height: max(1, Int(((h - mt - mb) * sy).rounded())))
     }
 
     /// The playing ad's icons down, with the ad.

@@ -389,11 +389,12 @@ extension PixelTests {
         var creative = AdCreative(id: "pr", kind: .postroll, content: .video(location: try Media.path("postroll.mp4")))
         creative.icons = [AdIcon(program: "AdChoices", image: try Media.path("overlay.png"), width: 60, height: 30, x: .end, y: .start)]
         let (log, display, postroll) = try postrollAfterTheClip(creative)
-        // 60 × 30 at the top right, the margin (3 % of 360: 10 px) from the edges: x 570…629, y 10…39.
+        // 60 × 30 at the top right of the ad's picture (4:3, pillarboxed: x 80…559), the margin
+        // (3 % of 360: 10 px) from its edges: x 490…549, y 10…39 — over the ad, not the bar.
         XCTAssertTrue(try eventually(display, "icon") { screen in
             guard Self.isYellow(screen.pixel(320, 180)), let box = screen.bounds(where: Self.isMagenta) else { return false }
-            return abs(box.minX - 570) <= 2 && abs(box.maxX - 629) <= 2 && abs(box.minY - 10) <= 2 && abs(box.maxY - 39) <= 2
-        }, "the icon is not at the top right over the ad (see \(NSTemporaryDirectory())adplayerd-icon.png)")
+            return abs(box.minX - 490) <= 2 && abs(box.maxX - 549) <= 2 && abs(box.minY - 10) <= 2 && abs(box.maxY - 39) <= 2
+        }, "the icon is not at the top right over the ad's picture (see \(NSTemporaryDirectory())adplayerd-icon.png)")
         XCTAssertTrue(waitUntil { log.all.contains { if case .iconShown(let info, 0) = $0 { info.id == postroll.id } else { false } } })
         XCTAssertTrue(waitUntil(timeout: 30) { log.endReasons(postroll.id) == [.completed] })
         XCTAssertTrue(try eventually(display, "icon-after") { $0.bounds(where: Self.isMagenta) == nil && $0.bounds(where: Self.isYellow) == nil },
