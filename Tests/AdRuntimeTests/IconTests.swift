@@ -14,7 +14,10 @@ final class IconTests: XCTestCase {
         h.loop.advance(by: 10)
         try h.show(postroll)
         let reporter = try XCTUnwrap(h.surface.reporter(postroll.id))
-        func iconCalls() -> [RecordingAdSurface.Call] { h.surface.calls.filter { if case .icon = $0 { true } else { false } } }
+        func iconCalls() -> [RecordingAdSurface.Call] {
+            h.loop.advance(by: 0)   // the reports' turns ran (another thread may be the loop's runner)
+            return h.surface.calls.filter { if case .icon = $0 { true } else { false } }
+        }
         func views() -> [Int] { h.settled.all.compactMap { if case .iconShown(let info, let index) = $0, info.id == postroll.id { index } else { nil } } }
         reporter.progress(0.04, of: 15)
         XCTAssertEqual(iconCalls(), [.icon(postroll.id, 0, true)], "AdChoices from the start")
