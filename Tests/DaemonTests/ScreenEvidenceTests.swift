@@ -37,7 +37,8 @@ final class ScreenEvidenceTests: XCTestCase {
 
     /// One overlay over the grey episode, from the tag of `fixture`, on a fresh daemon drawing
     /// into `display`: its play once its evidence is in.
-    private func showOverlay(_ fixture: String, on display: XDisplay, vo: [String] = ["--vo", "gpu", "--mpv-option", "gpu-sw=yes"]) throws -> [String: Any] {
+    private func showOverlay(_ fixture: String, on display: XDisplay, vo: [String] = ["--vo", "gpu", "--mpv-option", "gpu-sw=yes"],
+                             kind: String = "overlay") throws -> [String: Any] {
         var environment = ["DISPLAY": display.name]
         if let asan = ProcessInfo.processInfo.environment["ASAN_OPTIONS"] { environment["ASAN_OPTIONS"] = asan + ":detect_leaks=0" }
         let daemon = try DaemonProcess(extra: ["--ads", server.base + "/vast/\(fixture) pop-require-display=yes"] + vo + ["--cec-command", "none",
@@ -46,7 +47,7 @@ final class ScreenEvidenceTests: XCTestCase {
         let events = try daemon.connect()
         _ = try events.call("subscribe", ["events": ["ad.started"]])
         _ = try daemon.connect().call("open", ["path": try Media.path("content-grey.mp4")])
-        _ = try events.event(named("ad.started", "kind", "overlay"))
+        _ = try events.event(named("ad.started", "kind", kind))
         XCTAssertTrue(waitUntil(timeout: 30) {
             let play = self.plays(daemon).first
             // Not verified: its impression withheld, its audience 0 (written with the judgement).
@@ -55,6 +56,22 @@ final class ScreenEvidenceTests: XCTestCase {
         let play = plays(daemon).first ?? [:]
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
         return play
+    }
+
+    /// R26: a squeezeback's play is verified by the pixels of its creative around the content's
+    /// window, and only then billed.
+    func testR26ASqueezebackIsVerifiedByItsPixelsBeforeItsImpression() throws {
+        _ = try Media.path("squeezeback.png")
+        let display = try XDisplay(width: 320, height: 240)
+        defer { display.stop() }
+        let play = try showOverlay("squeezeback.xml", on: display, kind: "squeezeback")
+        XCTAssertEqual(play["kind"] as? String, "squeezeback")
+        XCTAssertEqual(play["display"] as? String, "verified", "\(play)")
+        let checks = evidence(play)["checks"] as? [[String: String]] ?? []
+        XCTAssertEqual(checks.map { $0["what"] }, ["pixels"], "\(checks)")
+        XCTAssertEqual(checks.first?["said"], "the ad is shown")
+        XCTAssertTrue(waitUntil { self.beacons("/b/sq-impression") == 1 }, "the impression, once verified: \((try? server.counts()) ?? [:])")
+        XCTAssertEqual(beacons("/b/sq-notUsed"), 0)
     }
 
     func testAnOverlayIsVerifiedByItsPixelsAndOneTheColourOfTheContentIsNot() throws {
