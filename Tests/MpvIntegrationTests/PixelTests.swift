@@ -345,16 +345,22 @@ extension PixelTests {
         }
     }
 
-    /// A text squeezeback: its L in the layout's colour, the text drawn literally inside it.
-    func testR26ATextSqueezebackFillsItsLInItsColour() throws {
-        var creative = AdCreative(id: "sq", kind: .squeezeback, content: .text(#"SALE{\an5}"#), duration: 60)
-        creative.squeezeback = SqueezebackLayout(shape: .frame, scale: 0.7, transition: 0.2, background: 0xFF00FF)
+    /// `creative` shown as the overlay chain's squeezeback over the green episode, playing.
+    private func squeezebackOverTheGreenEpisode(_ creative: AdCreative) throws -> (AdEventLog, XDisplay, Ad) {
         let (player, recorder, ads, log, display) = try rig([.overlay: .creative(creative)], content: "content-green")
         try player.load(Media.path("content-green.mp4"))
         XCTAssertNotNil(recorder.next { $0.isPlaying })
         ads.track(player)
         let ad = try XCTUnwrap(requestAd(ads, .overlay)).get()
         try ad.show(didEnd: log.didEnd(ad.id))
+        return (log, display, ad)
+    }
+
+    /// A text squeezeback: its L in the layout's colour, the text drawn literally inside it.
+    func testR26ATextSqueezebackFillsItsLInItsColour() throws {
+        var creative = AdCreative(id: "sq", kind: .squeezeback, content: .text(#"SALE{\an5}"#), duration: 60)
+        creative.squeezeback = SqueezebackLayout(shape: .frame, scale: 0.7, transition: 0.2, background: 0xFF00FF)
+        let (_, display, _) = try squeezebackOverTheGreenEpisode(creative)
         // A frame at 0.7: the content in the middle 448 × 252, magenta on four sides.
         XCTAssertTrue(try eventually(display, "squeeze-text") { screen in
             Self.isGreen(screen.pixel(320, 180)) && Self.isMagenta(screen.pixel(20, 20)) && Self.isMagenta(screen.pixel(620, 340))
@@ -364,13 +370,7 @@ extension PixelTests {
 
     func testR26ASqueezebackWhoseTimeIsServedGivesTheContentItsWholePictureBack() throws {
         let layout = SqueezebackLayout(shape: .sideBySide, scale: 0.5, transition: 0.3)
-        let (player, recorder, ads, log, display) = try rig([.overlay: .creative(try squeezeback("sq", layout: layout, duration: 2))],
-                                                            content: "content-green")
-        try player.load(Media.path("content-green.mp4"))
-        XCTAssertNotNil(recorder.next { $0.isPlaying })
-        ads.track(player)
-        let ad = try XCTUnwrap(requestAd(ads, .overlay)).get()
-        try ad.show(didEnd: log.didEnd(ad.id))
+        let (log, display, ad) = try squeezebackOverTheGreenEpisode(try squeezeback("sq", layout: layout, duration: 2))
         // Side by side at 0.5: the content 320 × 180 on the left, centred vertically.
         XCTAssertTrue(try eventually(display, "squeeze-side") { screen in
             Self.isGreen(screen.pixel(160, 180)) && Self.isOrange(screen.pixel(480, 180)) && Self.isOrange(screen.pixel(160, 40))
