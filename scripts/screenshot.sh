@@ -31,6 +31,13 @@ grab() {
   ff -f x11grab -draw_mouse 0 -video_size 640x360 -i "$display+0,0" -frames:v 1 "$out"
   echo "wrote $out"
 }
+# A sample catalog: creative NAME.png (1280×720, colour $2, drawn with the filters $3) and
+# catalog.json $4.
+catalog() {
+  mkdir -p "$work/catalog"
+  ff -f lavfi -i "color=c=$2:size=1280x720" -vf "$3" -frames:v 1 -pix_fmt rgb24 "$work/catalog/$1.png"
+  echo "$4" > "$work/catalog/catalog.json"
+}
 # The daemon itself, on its own socket and state, with the given flags.
 daemon() {
   .build/debug/adplayerd --library "$work" --state-dir "$work/state" --socket "$work/control.sock" --vo x11 --log-level error "$@" &
@@ -46,24 +53,19 @@ overlay)
   sleep 1.6   # the sample overlay is up from 0.5 s to 2.5 s of the episode
   grab ;;
 squeezeback)
-  mkdir -p "$work/catalog"
   # A full-frame creative: the content's window (top-left 66 %) is cut out when it is drawn.
-  ff -f lavfi -i "color=c=0x7C2D12:size=1280x720" \
-    -vf "drawbox=x=845:y=0:w=435:h=720:color=0x9A3412:t=fill,drawtext=text='Winter sale':fontcolor=white:fontsize=64:x=60:y=540,drawtext=text='example.com · up to 40 percent off':fontcolor=0xFED7AA:fontsize=34:x=62:y=625,drawtext=text='Sponsored':fontcolor=white:fontsize=30:x=900:y=60" \
-    -frames:v 1 -pix_fmt rgb24 "$work/catalog/squeezeback.png"
-  echo '{"version": 1, "squeezebacks": [{"id": "sq-1", "image": "squeezeback.png", "slots": [{"start": 0.3, "duration": 3.0}], "transition": 0.8}]}' \
-    > "$work/catalog/catalog.json"
+  catalog squeezeback 0x7C2D12 \
+    "drawbox=x=845:y=0:w=435:h=720:color=0x9A3412:t=fill,drawtext=text='Winter sale':fontcolor=white:fontsize=64:x=60:y=540,drawtext=text='example.com · up to 40 percent off':fontcolor=0xFED7AA:fontsize=34:x=62:y=625,drawtext=text='Sponsored':fontcolor=white:fontsize=30:x=900:y=60" \
+    '{"version": 1, "squeezebacks": [{"id": "sq-1", "image": "squeezeback.png", "slots": [{"start": 0.3, "duration": 3.0}], "transition": 0.8}]}'
   episode169 5
   .build/debug/adplayerd-dev play --vo x11 --ads "$work/catalog" "$work/episode.mp4" > /dev/null &
   pids+=($!)
   sleep 2.4   # in its window from 1.1 s to 3.3 s of the episode
   grab ;;
 screensaver)
-  mkdir -p "$work/catalog"
-  ff -f lavfi -i "color=c=0x0F172A:size=1280x720" \
-    -vf "drawbox=x=40:y=40:w=1200:h=640:color=0x1E3A8A:t=fill,drawtext=text='Still there?':fontcolor=white:fontsize=84:x=(w-tw)/2:y=250,drawtext=text='Tonight at 9 · example.com':fontcolor=0xBFDBFE:fontsize=40:x=(w-tw)/2:y=380" \
-    -frames:v 1 -pix_fmt rgb24 "$work/catalog/screensaver.png"
-  echo '{"version": 1, "screensavers": [{"id": "ss-1", "image": "screensaver.png"}]}' > "$work/catalog/catalog.json"
+  catalog screensaver 0x0F172A \
+    "drawbox=x=40:y=40:w=1200:h=640:color=0x1E3A8A:t=fill,drawtext=text='Still there?':fontcolor=white:fontsize=84:x=(w-tw)/2:y=250,drawtext=text='Tonight at 9 · example.com':fontcolor=0xBFDBFE:fontsize=40:x=(w-tw)/2:y=380" \
+    '{"version": 1, "screensavers": [{"id": "ss-1", "image": "screensaver.png"}]}'
   episode169 30
   daemon --ads "$work/catalog" --screensaver-after 1 --screensaver-rotate 30
   ctl open "$work/episode.mp4"
