@@ -461,10 +461,11 @@ final class AdSession: @unchecked Sendable {
                          heldItem: openBreak?.held, session: self)
     }
 
-    /// A screensaver takes the place of the pause ad on screen (R27): it ends `replaced`, down
-    /// before the screensaver goes up.
+    /// A screensaver takes the place of the pause ad (R27): one on screen ends `replaced`, down
+    /// before the screensaver goes up; one still waiting for its delay ends too, never to go up
+    /// over it.
     private func replacePauseAds() {
-        for (other, record) in ads where record.presentation.kind == .pauseAd && record.lifecycle?.isVisible == true {
+        for (other, record) in ads where record.presentation.kind == .pauseAd && record.lifecycle?.isEnded == false {
             run(other) { lifecycle, _ in lifecycle.stop(.replaced, cause: nil) }
         }
     }

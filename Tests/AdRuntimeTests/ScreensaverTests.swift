@@ -31,6 +31,22 @@ final class ScreensaverTests: XCTestCase {
         XCTAssertNotNil(h.settled.ended.last?.2, "a latency from the play's arrival")
     }
 
+    /// A pause ad still waiting for its delay when the screen idles never goes up over the screensaver.
+    func testR27APauseAdStillWaitingForItsDelayIsReplacedToo() throws {
+        let h = harness()
+        h.start()
+        h.player.pause()
+        let pauseAd = try h.ad(.pauseAd)
+        try pauseAd.show(afterPausedFor: 600, didEnd: h.log.didEnd(pauseAd.id))
+        h.loop.advance(by: 300)
+        let screensaver = try h.ad(.screensaver)
+        try h.show(screensaver)
+        XCTAssertEqual(h.ends(pauseAd), [.replaced])
+        h.loop.advance(by: 400)
+        XCTAssertEqual(h.surface.presentCounts[pauseAd.id], nil, "never up")
+        XCTAssertEqual(h.ends(screensaver), [.limitReached], "its rotation time passed; no pause ad came up meanwhile")
+    }
+
     func testR27EachCreativeHasItsTimeThenTheNextTakesItsPlace() throws {
         let h = harness()
         h.start()
