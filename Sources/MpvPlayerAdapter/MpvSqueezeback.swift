@@ -30,28 +30,39 @@ enum SqueezebackDrawing {
             ?? AdRect(x: 0, y: 0, width: canvas.width, height: canvas.height)
     }
 
-    /// The creative scaled to cover the canvas (aspect kept, centred, the overflow cropped),
+    /// The creative scaled to cover the canvas (aspect kept, centred, the overflow cropped —
+    /// cropped before scaling, so that no aspect ratio makes a bitmap larger than the canvas),
     /// the content's window transparent. Off the loop.
     static func bitmap(_ source: BGRAImage, _ layout: SqueezebackLayout, canvas: (width: Int, height: Int),
                        path: String) throws(ImageDecodeError) -> BGRAImage {
-        let scale = max(Double(canvas.width) / Double(max(1, source.width)), Double(canvas.height) / Double(max(1, source.height)))
-        let width = max(canvas.width, Int((Double(source.width) * scale).rounded()))
-        let height = max(canvas.height, Int((Double(source.height) * scale).rounded()))
-        let scaled = try ImageDecoder.scale(source, width: width, height: height, path: path)
-        let dx = (width - canvas.width) / 2, dy = (height - canvas.height) / 2
-        let window = window(layout, canvas)
-        var pixels = [UInt8](repeating: 0, count: canvas.width * canvas.height * 4)
-        pixels.withUnsafeMutableBufferPointer { target in
-            scaled.pixels.withUnsafeBufferPointer { from in
-                for row in 0..<canvas.height {
-                    let inWindowRow = row >= window.y && row < window.y + window.height
-                    let s = (row + dy) * scaled.stride + dx * 4, t = row * canvas.width * 4
-                    for column in 0..<canvas.width {
-                        // The window stays transparent (premultiplied zeros): the content shows there.
-                        if inWindowRow && column >= window.x && column < window.x + window.width { continue }
-                        for channel in 0..<4 { target[t + column * 4 + channel] = from[s + column * 4 + channel] }
-                    }
+        let sw = max(1, source.width), sh = max(1, source.height)
+        let aspect = Double(canvas.width) / Double(max(1, canvas.height))
+        var crop = (x: 0, y: 0, width: sw, height: sh)
+        if Double(sw) / Double(sh) > aspect {
+            crop.width = max(1, min(sw, Int((Double(sh) * aspect).rounded())))
+            crop.x = (sw - crop.width) / 2
+        } else {
+            crop.height = max(1, min(sh, Int((Double(sw) / aspect).rounded())))
+            crop.y = (sh - crop.height) / 2
+        }
+        var cropped = [UInt8](repeating: 0, count: crop.width * crop.height * 4)
+        cropped.withUnsafeMutableBufferPointer { target in
+            source.pixels.withUnsafeBufferPointer { from in
+                for row in 0..<crop.height {
+                    let s = (row + crop.y) * source.stride + crop.x * 4, t = row * crop.width * 4
+                    for i in 0..<(crop.width * 4) { target[t + i] = from[s + i] }
                 }
+            }
+        }
+        let scaled = try ImageDecoder.scale(BGRAImage(width: crop.width, height: crop.height, pixels: cropped),
+                                            width: canvas.width, height: canvas.height, path: path)
+        let window = window(layout, canvas)
+        var pixels = scaled.pixels
+        pixels.withUnsafeMutableBufferPointer { target in
+            // The window stays transparent (premultiplied zeros): the content shows there.
+            for row in max(0, window.y)..<min(canvas.height, window.y + window.height) {
+                let t = (row * canvas.width + max(0, window.x)) * 4
+                for i in 0..<(max(0, min(canvas.width, window.x + window.width) - max(0, window.x)) * 4) { target[t + i] = 0 }
             }
         }
         return BGRAImage(width: canvas.width, height: canvas.height, pixels: pixels)

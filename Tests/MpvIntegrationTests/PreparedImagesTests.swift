@@ -51,3 +51,19 @@ final class PreparedImagesTests: XCTestCase {
         XCTAssertNil(cache[key(200)])
     }
 }
+
+/// R26, bounded like every image: a squeezeback's creative of any aspect ratio becomes one
+/// bitmap the size of the canvas (cropped before it is scaled), its window transparent.
+final class SqueezebackBitmapTests: XCTestCase {
+    func testR26ACreativeOfAnyAspectIsCroppedToTheCanvasBeforeScaling() throws {
+        for (width, height) in [(4000, 1), (1, 4000), (1280, 720), (300, 200)] {
+            let source = BGRAImage(width: width, height: height, pixels: [UInt8](repeating: 255, count: width * height * 4))
+            let bitmap = try SqueezebackDrawing.bitmap(source, .standard, canvas: (640, 360), path: "x.png")
+            XCTAssertEqual(bitmap.width, 640, "\(width)×\(height)")
+            XCTAssertEqual(bitmap.height, 360, "\(width)×\(height)")
+            XCTAssertEqual(bitmap.pixels.count, 640 * 360 * 4)
+            XCTAssertEqual(bitmap.pixels[(10 * 640 + 10) * 4 + 3], 0, "the content's window is transparent")
+            XCTAssertEqual(bitmap.pixels[(350 * 640 + 630) * 4 + 3], 255, "the L is the creative")
+        }
+    }
+}
