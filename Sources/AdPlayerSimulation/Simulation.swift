@@ -55,6 +55,8 @@ public final class Simulation: @unchecked Sendable {
     private let settings: Settings
     private let stage: SimulationStage
     private let rules: RuleBook
+    /// The timeline, the HAR and the rules, written and judged in order on a thread of their own.
+    private let recorder = Recorder()
     private let timeline: LineWriter
     private let har: HAR.Writer
     private let counts = Locked((ads: 0, requests: 0, unanswered: 0, beacons: 0, entries: 0, loudness: SimulationReport.LoudnessTally()))
@@ -101,6 +103,11 @@ public final class Simulation: @unchecked Sendable {
 
     private func note(_ fields: [String: JSONValue], at: Double? = nil) {
         let at = at ?? wallNow()
+        recorder.record { [self] in write(fields, at: at) }
+    }
+
+    /// A timeline entry, on the recorder's thread.
+    private func write(_ fields: [String: JSONValue], at: Double) {
         var object = fields
         object["t"] = .string(ISO8601.format(at))
         object["s"] = .number(((at - settings.from) * 1000).rounded() / 1000)
@@ -129,7 +136,8 @@ public final class Simulation: @unchecked Sendable {
         stage.beacons.listen { [weak self] exchange in self?.recorded(exchange) }
         stage.surface.watch { [weak self] id, shown in
             guard let self else { return }
-            rules.surface(wallNow(), id, shown)
+            let at = wallNow()
+            recorder.record { rules.surface(at, id, shown) }
         }
         let box = try Box(configuration: configuration, stage: stage.box, events: events, log: log,
                           adObserver: { [weak self] event in self?.adEvent(event) }, contentObserver: observers.content)
@@ -174,9 +182,10 @@ public final class Simulation: @unchecked Sendable {
         stepHere(box)
         note(["event": "simulation.end"])
         stage.shutdown()
-        for problem in stage.problems() { rules.problem(problem) }
         box.finish()
         withExtendedLifetime((observer, viewer)) {}
+        recorder.close()   // everything handed over written and judged
+        for problem in stage.problems() { rules.problem(problem) }
 
         // The outputs: the streamed ones closed and renamed, the rest written whole.
         timeline.close()
@@ -231,7 +240,7 @@ public final class Simulation: @unchecked Sendable {
         }
         if now - lastTick >= 1 {
             lastTick = now
-            rules.tick(now)
+            recorder.record { [rules] in rules.tick(now) }
         }
         return courier.withLock { courier in
             courier.poked || courier.delivering ? .again : .moveOn(wanted: courier.wake.map { max(0, $0 - now) })
@@ -253,7 +262,8 @@ public final class Simulation: @unchecked Sendable {
     private func settle() {
         guard stage.isVirtual else { return }
         if !stage.box.environment.waitSettled(timeout: 600) {
-            rules.problem("work under way did not finish in 10 minutes of real time (at \(ISO8601.format(wallNow())))")
+            let problem = "work under way did not finish in 10 minutes of real time (at \(ISO8601.format(wallNow())))"
+            recorder.record { [rules] in rules.problem(problem) }
         }
     }
 
@@ -261,8 +271,10 @@ public final class Simulation: @unchecked Sendable {
 
     private func told(_ event: ControlEvent) {
         let at = wallNow()
-        rules.event(at, event)
-        note(event.json.objectFields, at: at)
+        recorder.record { [self] in
+            rules.event(at, event)
+            write(event.json.objectFields, at: at)
+        }
     }
 
     private func adEvent(_ event: AdEvent) {
@@ -273,26 +285,28 @@ public final class Simulation: @unchecked Sendable {
             }
         }
         let at = wallNow()
-        rules.adEvent(at, event)
+        recorder.record { [rules] in rules.adEvent(at, event) }
         observers.ad?(at, event)
     }
 
     private func playerEvent(_ event: PlayerEvent) {
         let at = wallNow()
-        rules.player(at, event.change, event.snapshot)
+        recorder.record { [rules] in rules.player(at, event.change, event.snapshot) }
     }
 
     private func viewerStep(_ label: String, _ request: Request, _ result: String) {
         let at = wallNow()
-        rules.viewer(at, request, ok: result == "ok")
+        recorder.record { [rules] in rules.viewer(at, request, ok: result == "ok") }
         var fields: [String: JSONValue] = ["event": "viewer", "do": .string(label), "cmd": .string(request.name), "result": .string(result)]
         if let args = Commands.row(of: request)?.encode(request), !args.isEmpty { fields["args"] = .object(args) }
         note(fields, at: at)
     }
 
     private func recorded(_ exchange: RecordedExchange) {
-        rules.exchange(exchange)
-        har.add(exchange)
+        recorder.record { [rules, har] in
+            rules.exchange(exchange)
+            har.add(exchange)
+        }
         switch exchange.kind {
         case .request:
             counts.withLock {

@@ -116,7 +116,7 @@ public final class SimulationStage: @unchecked Sendable {
                            trackingClock: SimulatedTrackingClock(environment), stateFolder: parts.workFolder,
                            screen: ScreenStage(dark: { screen.dark }, witness: { record in screen.witness(record) }),
                            measure: parts.measure, viewabilityMeasurable: true, courierThread: false, backgroundChecks: false, displayPower: nil,
-                           virtualTime: virtualTime)
+                           virtualTime: virtualTime, durability: .runOnly)
         return (box, http, beacons)
     }
 

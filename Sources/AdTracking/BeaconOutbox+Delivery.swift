@@ -190,57 +190,58 @@ extension BeaconOutbox {
     func record(_ pending: Pending, _ url: String, _ result: Result<Int, any Error>, into report: inout Report) -> OutboxEvent {
         state.withLock { state -> OutboxEvent in
             defer { state.inFlight.remove(pending.id) }
-            _ = try? state.db.execute("PRAGMA synchronous=NORMAL")
-            defer { _ = try? state.db.execute("PRAGMA synchronous=FULL") }
-            let now = state.run.now()
-            if case .success(let status) = result, (200..<300).contains(status) {
-                state.schedule[pending.id] = nil
-                report.sent += 1
-                add("sent", 1, &state)
-                if let play = pending.beacon.play { state.unsavedPlays[play, default: (0, 0, 0, 0)].sent += 1 }
+            let db = state.db
+            return db.withoutSyncEachCommit { () -> OutboxEvent in
+                let now = state.run.now()
+                if case .success(let status) = result, (200..<300).contains(status) {
+                    state.schedule[pending.id] = nil
+                    report.sent += 1
+                    add("sent", 1, &state)
+                    if let play = pending.beacon.play { state.unsavedPlays[play, default: (0, 0, 0, 0)].sent += 1 }
+                    if pending.id < 0 {
+                        state.memory.removeAll { $0.id == pending.id }
+                        state.memoryBytes -= pending.beacon.url.utf8.count
+                    } else {
+                        do {
+                            try state.db.execute("DELETE FROM beacons WHERE id = ?", [.integer(pending.id)])
+                            state.rows -= 1
+                            state.bytes -= pending.beacon.url.utf8.count
+                        } catch {
+                            state.delivered.insert(pending.id)   // never sent again; deleted when the disk takes writes
+                            state.diskFailing = true
+                        }
+                    }
+                    saveCounters(&state)
+                    savePlays(&state)
+                    return .sent(url: url, attempts: pending.attempts + 1)
+                }
+                let reason = switch result {
+                case .success(let status): "HTTP \(status)"
+                case .failure(let error): String(describing: error)
+                }
+                report.failed += 1
+                add("failed_attempts", 1, &state)
+                let delay = backoff(after: pending.attempts + 1)
                 if pending.id < 0 {
-                    state.memory.removeAll { $0.id == pending.id }
-                    state.memoryBytes -= pending.beacon.url.utf8.count
+                    if let index = state.memory.firstIndex(where: { $0.id == pending.id }) {
+                        state.memory[index].attempts += 1
+                        state.memory[index].nextRun = now + delay
+                    }
                 } else {
-                    do {
-                        try state.db.execute("DELETE FROM beacons WHERE id = ?", [.integer(pending.id)])
-                        state.rows -= 1
-                        state.bytes -= pending.beacon.url.utf8.count
-                    } catch {
-                        state.delivered.insert(pending.id)   // never sent again; deleted when the disk takes writes
+                    let entry = (attempts: pending.attempts + 1, nextRun: now + delay)
+                    let written = !state.diskFailing && (try? state.db.execute("UPDATE beacons SET attempts = ?, next_run = ?, last_error = ? WHERE id = ?",
+                                                                                 [.integer(Int64(entry.attempts)), .real(entry.nextRun),
+                                                                                  .text(String(reason.prefix(500))), .integer(pending.id)])) != nil
+                    if !written {
                         state.diskFailing = true
+                        state.schedule[pending.id] = entry
+                    } else {
+                        state.schedule[pending.id] = nil
                     }
                 }
                 saveCounters(&state)
-                savePlays(&state)
-                return .sent(url: url, attempts: pending.attempts + 1)
+                return .retrying(url: url, attempts: pending.attempts + 1, reason: reason, inSeconds: delay)
             }
-            let reason = switch result {
-            case .success(let status): "HTTP \(status)"
-            case .failure(let error): String(describing: error)
-            }
-            report.failed += 1
-            add("failed_attempts", 1, &state)
-            let delay = backoff(after: pending.attempts + 1)
-            if pending.id < 0 {
-                if let index = state.memory.firstIndex(where: { $0.id == pending.id }) {
-                    state.memory[index].attempts += 1
-                    state.memory[index].nextRun = now + delay
-                }
-            } else {
-                let entry = (attempts: pending.attempts + 1, nextRun: now + delay)
-                let written = !state.diskFailing && (try? state.db.execute("UPDATE beacons SET attempts = ?, next_run = ?, last_error = ? WHERE id = ?",
-                                                                             [.integer(Int64(entry.attempts)), .real(entry.nextRun),
-                                                                              .text(String(reason.prefix(500))), .integer(pending.id)])) != nil
-                if !written {
-                    state.diskFailing = true
-                    state.schedule[pending.id] = entry
-                } else {
-                    state.schedule[pending.id] = nil
-                }
-            }
-            saveCounters(&state)
-            return .retrying(url: url, attempts: pending.attempts + 1, reason: reason, inSeconds: delay)
         }
     }
 

@@ -159,14 +159,21 @@ extension BeaconOutbox {
         }
     }
 
+    /// A run-only file's lock let go (`StateDurability.runOnly`): after the run, a reader of its
+    /// own (a simulation's plays.csv) opens it. Writes after this take the lock again.
+    public func releaseFile() {
+        state.withLock { $0.db.releaseExclusiveLock() }
+    }
+
     /// While a play of this run is on screen, the run clock — the last moment the daemon knew
     /// it was — is saved every `heartbeat` seconds (one small transaction), so that a start
     /// after a kill closes it there (`LedgerHead.closeLeftOpen`). Returns the seconds until it
-    /// is due again, nil while no play is open. The courier calls it.
+    /// is due again, nil while no play is open (and always for a `.runOnly` file: no kill to
+    /// survive). The courier calls it.
     @discardableResult
     public func keepAlive() -> Double? {
         state.withLock { state in
-            guard configuration.ownsLedger, !state.openPlays.isEmpty else { return nil }
+            guard configuration.ownsLedger, configuration.durability == .crashSafe, !state.openPlays.isEmpty else { return nil }
             let now = state.run.now()
             let due = state.lastAliveSaved + configuration.heartbeat - now
             guard due <= 0.001 else { return due }   // a millisecond early is on time (no wake for a rounding's remainder)

@@ -39,7 +39,7 @@ extension BeaconOutbox {
             // A beacon of the memory database in flight keeps its id until it is answered.
             guard state.inFlight.isEmpty, state.memory.isEmpty, state.delivered.isEmpty, state.schedule.isEmpty else { return Waiting.retry }
             do {
-                let file = try SQLiteDatabase.openRepairing(path: waiting.path, onWarning: onWarning)
+                let file = try SQLiteDatabase.openRepairing(path: waiting.path, durability: configuration.durability, onWarning: onWarning)
                 var (saved, ledger) = try Self.prepare(file, clock: clock, configuration: configuration, onWarning: onWarning)
                 let memoryRun = state.run.now()
                 let moved = try file.transaction {

@@ -54,6 +54,9 @@ public final class BeaconOutbox: Sendable {
         /// running daemon leave this off.
         public var ownsLedger = false
         public var heartbeat: Double = 5
+        /// What the file must survive: `.runOnly` (a simulation's private file) has no
+        /// heartbeat and no syncs (`StateDurability`).
+        public var durability = StateDurability.crashSafe
         /// The box's randomness (the ledger's id, retries' jitter): a simulation's is seeded.
         public var environment = AdEnvironment.system
 
@@ -143,7 +146,7 @@ public final class BeaconOutbox: Sendable {
         let db: SQLiteDatabase
         var waiting: Waiting?
         do {
-            db = try SQLiteDatabase.openRepairing(path: path, onWarning: onWarning)
+            db = try SQLiteDatabase.openRepairing(path: path, durability: configuration.durability, onWarning: onWarning)
         } catch let error as SQLiteError where error.isBusy && configuration.ownsLedger {
             db = try SQLiteDatabase(path: ":memory:")
             waiting = Waiting(path: path, lastTry: clock.monotonicNow())

@@ -108,10 +108,41 @@ public struct DisplayEvidence: Sendable, Equatable {
 
     /// The play's `display_evidence` as recorded (one line of JSON): the reason, then each
     /// check with its time (ISO 8601, UTC, milliseconds).
+    /// Written out (as `JSONSerialization` with sorted keys and unescaped slashes writes it, byte
+    /// for byte: a test holds it to that): one per play, and Foundation's writer was a few per
+    /// cent of a simulated month.
     public var recorded: String {
-        var object: [String: Any] = ["checks": checks.map { ["what": $0.what, "said": $0.said, "at": ISO8601.format($0.at)] }]
-        if let reason { object["reason"] = reason }
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return "{}" }
-        return String(decoding: data, as: UTF8.self)
+        var text = "{\"checks\":["
+        for (index, check) in checks.enumerated() {
+            if index > 0 { text += "," }
+            text += "{\"at\":" + Self.quoted(ISO8601.format(check.at)) + ",\"said\":" + Self.quoted(check.said) + ",\"what\":" + Self.quoted(check.what) + "}"
+        }
+        text += "]"
+        if let reason { text += ",\"reason\":" + Self.quoted(reason) }
+        return text + "}"
+    }
+
+    /// A JSON string as Foundation's writer quotes it: `"` and `\\` escaped, the control
+    /// characters as `\\b \\f \\n \\r \\t` or `\\u00XX` (lower-case hex), everything else as it is.
+    static func quoted(_ text: String) -> String {
+        var bytes: [UInt8] = [0x22]
+        bytes.reserveCapacity(text.utf8.count + 2)
+        for byte in text.utf8 {
+            switch byte {
+            case 0x22: bytes += [0x5C, 0x22]
+            case 0x5C: bytes += [0x5C, 0x5C]
+            case 0x08: bytes += [0x5C, UInt8(ascii: "b")]
+            case 0x0C: bytes += [0x5C, UInt8(ascii: "f")]
+            case 0x0A: bytes += [0x5C, UInt8(ascii: "n")]
+            case 0x0D: bytes += [0x5C, UInt8(ascii: "r")]
+            case 0x09: bytes += [0x5C, UInt8(ascii: "t")]
+            case 0x00..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes += [0x5C, UInt8(ascii: "u"), 0x30, 0x30, hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(0x22)
+        return String(decoding: bytes, as: UTF8.self)
     }
 }

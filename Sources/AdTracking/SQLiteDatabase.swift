@@ -30,6 +30,19 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
     public var isBusy: Bool { code & 0xFF == SQLITE_BUSY || code & 0xFF == SQLITE_LOCKED }
 }
 
+/// What a box's state files must survive. The daemon's survive a `kill -9` and a power cut as
+/// docs/operating.md says; a simulation's are thrown away at its end and survive nothing.
+public enum StateDurability: Sendable, Equatable {
+    /// Every commit synced (WAL, `synchronous=FULL`) unless a write says it may wait; a
+    /// position saved each second and the ledger's heartbeat (their writers' promises).
+    case crashSafe
+    /// A run's private files: no sync (`synchronous=OFF`), each file locked once by its one
+    /// connection (`locking_mode=EXCLUSIVE`: no lock taken and released per transaction), and
+    /// no write whose only purpose is surviving a crash (the position each second, the
+    /// heartbeat). What the run itself reads back is the same.
+    case runOnly
+}
+
 /// One SQLite connection. Not thread-safe by itself: its owner serializes every call
 /// (the outbox holds it behind its lock).
 package final class SQLiteDatabase {
@@ -52,10 +65,13 @@ package final class SQLiteDatabase {
     package func confineToCurrentThread() { owner.withLock { $0 = pthread_self() } }
 
     /// Opens (creating if needed) `path` in WAL mode with full fsync: a row that
-    /// `execute` returned from is on disk, also across `kill -9` and power loss. Read-only:
+    /// `execute` returned from is on disk, also across `kill -9` and power loss (`.crashSafe`). Read-only:
     /// opens an existing database to read it (a read-only state folder can still be looked at).
-    package init(path: String, readOnly: Bool = false, busyTimeoutMilliseconds: Int32 = 5000) throws {
+    /// `durability` `.runOnly`: a run's private file (see `StateDurability`), only ever opened
+    /// by this one connection.
+    package init(path: String, readOnly: Bool = false, busyTimeoutMilliseconds: Int32 = 5000, durability: StateDurability = .crashSafe) throws {
         self.path = path
+        self.durability = readOnly ? .crashSafe : durability
         let flags = readOnly ? SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK else {
@@ -67,17 +83,49 @@ package final class SQLiteDatabase {
         sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
         sqlite3_commit_hook(db, { _ in SQLiteDatabase.commits.add(1, ordering: .relaxed); return 0 }, nil)
         if !readOnly {
-            try execute("PRAGMA journal_mode=WAL")
-            try execute("PRAGMA synchronous=FULL")
+            switch durability {
+            case .crashSafe:
+                try execute("PRAGMA journal_mode=WAL")
+                try execute("PRAGMA synchronous=FULL")
+            case .runOnly:
+                // The rollback journal in memory (a transaction still rolls back; nothing
+                // survives a crash, as nothing needs to), the file locked at its first use and
+                // kept until `releaseExclusiveLock` (which WAL would not allow).
+                try execute("PRAGMA locking_mode=EXCLUSIVE")
+                try execute("PRAGMA journal_mode=MEMORY")
+                try execute("PRAGMA synchronous=OFF")
+            }
         }
+    }
+
+    /// See `StateDurability`.
+    package let durability: StateDurability
+
+    /// A `.runOnly` connection lets go of the file's lock it holds since its first use, so that
+    /// another connection can read the file (a run's results read after the run). Its next
+    /// write takes the lock again.
+    package func releaseExclusiveLock() {
+        guard durability == .runOnly else { return }
+        _ = try? execute("PRAGMA locking_mode=NORMAL")
+        _ = try? execute("SELECT count(*) FROM sqlite_master")   // the lock goes at the next access
+    }
+
+    /// Runs `body` with its commits not synced each (`synchronous=NORMAL` under WAL: a crash or
+    /// `kill -9` loses none of them; a power cut may lose those since the last synced commit),
+    /// then syncs each commit again. A `.runOnly` connection never syncs: nothing to change.
+    package func withoutSyncEachCommit<T>(_ body: () throws -> T) rethrows -> T {
+        guard durability == .crashSafe else { return try body() }
+        _ = try? execute("PRAGMA synchronous=NORMAL")
+        defer { _ = try? execute("PRAGMA synchronous=FULL") }
+        return try body()
     }
 
     /// Opens `path` for writing; a file that is not a usable database (corrupt, random bytes,
     /// emptied to 0 bytes behind our back) is moved aside — `onWarning` names both paths — and a
     /// fresh one is created, so that nothing waits on it. `salvage` gets the old file's path to
     /// read what it still can.
-    package static func openRepairing(path: String, busyTimeoutMilliseconds: Int32 = 250, onWarning: (String) -> Void,
-                                      salvage: (String) -> Void = { _ in }) throws -> SQLiteDatabase {
+    package static func openRepairing(path: String, busyTimeoutMilliseconds: Int32 = 250, durability: StateDurability = .crashSafe,
+                                      onWarning: (String) -> Void, salvage: (String) -> Void = { _ in }) throws -> SQLiteDatabase {
         let manager = FileManager.default
         var problem: String?
         if let size = (try? manager.attributesOfItem(atPath: path))?[.size] as? Int, size == 0,
@@ -85,7 +133,7 @@ package final class SQLiteDatabase {
             problem = "is empty (0 bytes): emptied outside adplayerd; whatever it held is gone"
         } else if manager.fileExists(atPath: path) {
             do {
-                let database = try SQLiteDatabase(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds)
+                let database = try SQLiteDatabase(path: path, busyTimeoutMilliseconds: busyTimeoutMilliseconds, durability: durability)
                 let check = try database.execute("PRAGMA quick_check").first?.first?.text ?? "?"
                 if check == "ok" {
                     // In WAL mode a writer's lock (an operator's `BEGIN EXCLUSIVE`, a backup)
@@ -105,7 +153,7 @@ package final class SQLiteDatabase {
                 problem = "is not a usable database (\(error))"
             }
         }
-        guard let problem else { return try SQLiteDatabase(path: path) }
+        guard let problem else { return try SQLiteDatabase(path: path, durability: durability) }
         let stamp = ISO8601DateFormatter().string(from: Date()).replacingOccurrences(of: ":", with: "")
         let aside = "\(path).bad-\(stamp)"
         do {
@@ -119,7 +167,7 @@ package final class SQLiteDatabase {
         // Whoever opens a damaged file first reads back what it still holds, for every owner of
         // the file (the state's queue and positions, the outbox's beacons, proof of play): the
         // first to open it is not always the one whose rows matter most.
-        let fresh = try SQLiteDatabase(path: path)
+        let fresh = try SQLiteDatabase(path: path, durability: durability)
         let summary = fresh.readBack(from: aside)
         // Said to the file's owners too (the ledger starts a new chain segment that names it).
         _ = try? fresh.execute("CREATE TABLE IF NOT EXISTS repairs (at REAL NOT NULL, aside TEXT NOT NULL, summary TEXT NOT NULL, seen INTEGER NOT NULL DEFAULT 0)")

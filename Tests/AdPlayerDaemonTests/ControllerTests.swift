@@ -51,6 +51,47 @@ final class ControllerTests: XCTestCase {
         XCTAssertEqual(h.offLoop.take(), [])
     }
 
+    /// The position each second is a crash's promise (a `kill -9` resumes within a second or
+    /// two): a daemon's state writes it while playing. A run-only state (a simulation's, which
+    /// no kill ends) writes the positions of its save points only — a pause, a change of item,
+    /// a stop — and what the run reads back (`open` resuming) is the same.
+    func testARunOnlyStateSavesPositionsAtItsSavePointsOnly() throws {
+        for durability in [StateDurability.crashSafe, .runOnly] {
+            let path = scratch.appendingPathComponent("state-\(durability).sqlite").path
+            do {
+                let h = try ControllerHarness(source: nil, statePath: path, durability: durability)
+                h.start()
+                _ = try h.onLoop { try h.controller.enqueue([QueueEntry(path: "/lib/a.mp4"), QueueEntry(path: "/lib/b.mp4")]) }
+                h.store.flush()
+                let before = SQLiteDatabase.transactionCount()
+                h.advance(5.5)
+                h.store.flush()
+                let commits = SQLiteDatabase.transactionCount() - before
+                switch durability {
+                case .crashSafe:
+                    XCTAssertGreaterThanOrEqual(commits, 1)
+                    let saved = try SQLiteDatabase(path: path, readOnly: true).execute("SELECT seconds FROM positions WHERE path = '/lib/a.mp4'")
+                    XCTAssertEqual(saved.first?.first?.real ?? 0, 5, accuracy: 0.01, "saved each second while playing (the writer takes the latest)")
+                case .runOnly:
+                    XCTAssertEqual(commits, 0, "nothing written while it plays")
+                    XCTAssertThrowsError(try SQLiteDatabase(path: path, readOnly: true, busyTimeoutMilliseconds: 0).execute("SELECT 1 FROM positions"),
+                                         "the file is its one connection's") { XCTAssertTrue(($0 as? SQLiteError)?.isBusy == true, "\($0)") }
+                }
+                _ = try h.onLoop { try h.controller.next() }
+                h.advance(3)
+                _ = try h.onLoop { try h.controller.open(QueueEntry(path: "/lib/a.mp4"), start: nil) }
+                XCTAssertEqual(h.player.snapshot().position, 5.5, accuracy: 0.01, "\(durability): open resumes where the episode was left")
+                h.onLoop { h.controller.stop() }
+                h.store.flush()
+                XCTAssertEqual(h.offLoop.take(), [])
+            }
+            // The store gone, its file holds the save points' positions.
+            let saved = try StateStore(path: path, log: Logger(level: .error)).load()
+            XCTAssertEqual(saved.positions["/lib/a.mp4"] ?? 0, 5.5, accuracy: 0.01, "\(durability)")
+            XCTAssertEqual(saved.positions["/lib/b.mp4"] ?? 0, 3, accuracy: 0.01, "\(durability)")
+        }
+    }
+
     /// A saved queue longer than the bounds (10,000 entries, 4 MiB of paths) is cut on load,
     /// in order, to the longest start that fits.
     func testASavedQueueIsCutToItsBoundsOnLoad() throws {

@@ -35,6 +35,27 @@ final class DisplayEvidenceTests: XCTestCase {
         return bytes
     }
 
+    /// A play's `display_evidence` is written out by hand (Foundation's writer was a few per cent
+    /// of a simulated month): byte for byte what `JSONSerialization` writes (sorted keys,
+    /// slashes as they are), for every control character, quotes, backslashes, slashes and text
+    /// beyond ASCII — the ledger's rows keep the form they had.
+    func testTheRecordedEvidenceIsWhatFoundationsWriterWrites() throws {
+        let controls = String(String.UnicodeScalarView((0..<0x20).compactMap(Unicode.Scalar.init)))
+        let texts = ["covered by \"a\" window", "back\\slash/and/slashes", controls, "écran 画面 🙂 \u{2028}\u{2029}\u{7F}", "", "no output"]
+        let several = texts.map { text in
+            DisplayEvidence(verdict: .verified, reason: nil, code: nil,
+                            checks: [DisplayEvidence.Check(what: "connector", said: "connected (\(text))", at: 1_800_000_000),
+                                     DisplayEvidence.Check(what: "pixels", said: text, at: 1_800_000_000.5)])
+        }
+        for (text, evidence) in zip(texts + texts, texts.map { DisplayEvidence.missing($0, at: 1_800_000_000.123) } + several) {
+            var object: [String: Any] = ["checks": evidence.checks.map { ["what": $0.what, "said": $0.said, "at": ISO8601.format($0.at)] }]
+            if let reason = evidence.reason { object["reason"] = reason }
+            let foundation = String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]),
+                                    as: UTF8.self)
+            XCTAssertEqual(evidence.recorded, foundation, text.debugDescription)
+        }
+    }
+
     func testAnEDIDNamesThePanelAndAnythingElseIsNoEDID() throws {
         let identity = try XCTUnwrap(EDIDIdentity(Self.edid()))
         XCTAssertEqual(identity.manufacturer, "SAM")

@@ -27,19 +27,20 @@ final class ControllerHarness: @unchecked Sendable {
     var writes: [[ControlEvent]] { batches.withLock { $0 } }
     private let adEvents = Locked<[AdEvent]>([])
 
-    convenience init(source: (any AdSource)?, statePath: String = ":memory:", pauseAdDelay: Double = 1,
+    convenience init(source: (any AdSource)?, statePath: String = ":memory:", durability: StateDurability = .crashSafe, pauseAdDelay: Double = 1,
                      adsConfiguration: VideoAdsConfiguration = VideoAdsConfiguration()) throws {
-        try self.init(statePath: statePath, pauseAdDelay: pauseAdDelay, adsConfiguration: adsConfiguration) { _ in source }
+        try self.init(statePath: statePath, durability: durability, pauseAdDelay: pauseAdDelay, adsConfiguration: adsConfiguration) { _ in source }
     }
 
     /// `makeSource` gets the store: a catalog counts its frequency caps there, as the daemon's does.
     /// `videos`: linear ads play on the loop's virtual time (the simulator's surface) instead of
     /// the recording surface, whose videos a test drives by hand.
-    init(statePath: String = ":memory:", pauseAdDelay: Double = 1, adsConfiguration: VideoAdsConfiguration = VideoAdsConfiguration(),
-         videos: Bool = false, makeSource: (StateStore) throws -> (any AdSource)?) throws {
+    init(statePath: String = ":memory:", durability: StateDurability = .crashSafe, pauseAdDelay: Double = 1,
+         adsConfiguration: VideoAdsConfiguration = VideoAdsConfiguration(), videos: Bool = false,
+         makeSource: (StateStore) throws -> (any AdSource)?) throws {
         loop = VirtualLoop(recordingOffLoopCallsIn: offLoop)
         player = VirtualPlayer(loop: loop)
-        store = try StateStore(path: statePath, log: log)
+        store = try StateStore(path: statePath, log: log, durability: durability)
         let source = try makeSource(store)
         let emitted = self.emitted, adEvents = self.adEvents, batches = self.batches
         let metrics = self.metrics

@@ -80,6 +80,9 @@ public final class Box: @unchecked Sendable {
         //    costs persistence, never playback.
         var durable = stage.stateFolder != nil
         let statePath = stage.stateFolder.map { $0 + "/adplayerd.sqlite" } ?? ":memory:"
+        // A run-only folder's files each have one connection (locked once): the store's tables
+        // in a file of their own beside the outbox's.
+        let storePath = stage.durability == .runOnly ? stage.stateFolder.map { $0 + "/adplayerd-state.sqlite" } ?? ":memory:" : statePath
         if let folder = stage.stateFolder {
             do {
                 try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -92,7 +95,7 @@ public final class Box: @unchecked Sendable {
         self.durable = durable
         let store: StateStore
         do {
-            store = try StateStore(path: durable ? statePath : ":memory:", log: log, environment: environment)
+            store = try StateStore(path: durable ? storePath : ":memory:", log: log, environment: environment, durability: stage.durability)
         } catch let error as SQLiteError where error.isBusy {
             // Locked by another process: not damage — left as it is. Playback does not wait for
             // it (a quarter of a second at most); the queue and positions of this run are kept in
@@ -100,10 +103,10 @@ public final class Box: @unchecked Sendable {
             // file once it opens, or beside it at a stop (BeaconOutbox+Waiting.swift).
             log.error("state: \(statePath): \(error); this run's queue and positions are not saved (nothing in the file is lost: it is used "
                       + "again at the next start); beacons and proof of play are written to it once it opens")
-            store = try StateStore(path: ":memory:", log: log, environment: environment)
+            store = try StateStore(path: ":memory:", log: log, environment: environment, durability: stage.durability)
         } catch {
             log.error("state: \(statePath): \(error); running without saved state this time")
-            store = try StateStore(path: ":memory:", log: log, environment: environment)
+            store = try StateStore(path: ":memory:", log: log, environment: environment, durability: stage.durability)
             durable = false
         }
         self.store = store
@@ -114,6 +117,7 @@ public final class Box: @unchecked Sendable {
         var outboxConfiguration = configuration.outbox
         outboxConfiguration.ownsLedger = true   // the box owns the ledger: it closes what a kill left open
         outboxConfiguration.environment = environment
+        outboxConfiguration.durability = stage.durability
         outbox = try BeaconOutbox(path: durable ? statePath : ":memory:", configuration: outboxConfiguration, sender: stage.beaconSender,
                                   clock: stage.trackingClock, onEvent: { event in Self.tell(event, log: log, events: events) },
                                   onWarning: { log.warning("tracking: \($0)") })
@@ -361,6 +365,7 @@ public final class Box: @unchecked Sendable {
     public func finish() {
         store.flush()
         sources.withLock { $0?.cleanup() }
+        outbox.releaseFile()
     }
 
     // MARK: The parts

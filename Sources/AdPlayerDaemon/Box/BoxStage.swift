@@ -26,6 +26,10 @@ public struct BoxStage: Sendable {
     /// The state folder (the database, the creative cache, screenshots); nil: memory only, and
     /// creatives in a private temporary folder.
     public var stateFolder: String?
+    /// What the state folder's files must survive: the daemon's a `kill -9` and a power cut
+    /// (`.crashSafe`); a simulation's private folder nothing (`.runOnly`: no syncs, no writes
+    /// made only to survive a crash, each file locked once by its one connection).
+    public var durability: StateDurability
     /// The screen: whether it is known dark, and the witness of what it showed.
     public var screen: ScreenStage
     /// A media file's length as FFmpeg reads it (nil: unknown), off the loop.
@@ -48,8 +52,9 @@ public struct BoxStage: Sendable {
     public init(environment: AdEnvironment, loop: any PlayerLoop, player: any ContentPlayer, surface: any AdSurface, fetcher: any BoundedFetcher,
                 beaconSender: any BeaconSender, trackingClock: any TrackingClock, stateFolder: String?, screen: ScreenStage,
                 measure: @escaping @Sendable (String) -> Double?, viewabilityMeasurable: Bool, courierThread: Bool, backgroundChecks: Bool,
-                displayPower: (@Sendable (Bool) -> Void)?, virtualTime: Bool = false) {
+                displayPower: (@Sendable (Bool) -> Void)?, virtualTime: Bool = false, durability: StateDurability = .crashSafe) {
         self.environment = environment
+        self.durability = durability
         self.virtualTime = virtualTime
         self.loop = loop
         self.player = player

@@ -744,9 +744,11 @@ public final class Controller: PlayerObserver, @unchecked Sendable {
     }
 
     /// While playing, the position is saved every second: a `kill -9` resumes within a second
-    /// or two of where it was. Nothing is scheduled while paused.
+    /// or two of where it was. Nothing is scheduled while paused, nor for a state that survives
+    /// no kill (`.runOnly`, a simulation's): its positions are those saved at a pause, a seek,
+    /// a change of item and a stop, the same the run reads back.
     func armPositionTimer() {
-        guard positionTimer == nil || positionTimer!.isCancelled else { return }
+        guard store.durability == .crashSafe, positionTimer == nil || positionTimer!.isCancelled else { return }
         positionTimer = player.loop.schedule(after: 1) { [weak self] in
             guard let self else { return }
             positionTimer = nil

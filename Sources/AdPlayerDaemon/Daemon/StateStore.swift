@@ -80,16 +80,20 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
     public static let maxPositions = 10_000
 
     private let database: SQLiteDatabase
+    /// What the file must survive (`.runOnly`: nothing; no position each second).
+    public let durability: StateDurability
     private let writer: Workers
     private let counters = Locked<[String: Int]>([:])
     private let showLog = Locked<[String: [ShowTime]]>([:])
     private let log: Logger
 
     /// Its writer thread is of `environment` (a simulation's shares its one thread).
-    public init(path: String, log: Logger, environment: AdEnvironment = .system) throws {
+    /// `durability` `.runOnly`: `path` is the run's private file, this store's alone.
+    public init(path: String, log: Logger, environment: AdEnvironment = .system, durability: StateDurability = .crashSafe) throws {
         writer = Workers(name: "adplayerd-state", environment: environment)
         self.log = log
-        database = try SQLiteDatabase.openRepairing(path: path, onWarning: { log.warning("state: \($0)") })
+        self.durability = durability
+        database = try SQLiteDatabase.openRepairing(path: path, durability: durability, onWarning: { log.warning("state: \($0)") })
         try database.execute("CREATE TABLE IF NOT EXISTS queue (position INTEGER PRIMARY KEY, path TEXT NOT NULL, content_id TEXT NOT NULL)")
         try database.execute("CREATE TABLE IF NOT EXISTS playback (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         try database.execute("CREATE TABLE IF NOT EXISTS positions (path TEXT PRIMARY KEY, seconds REAL NOT NULL)")
@@ -205,14 +209,14 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
                 return pending.positions
             }
             guard !positions.isEmpty else { return }
-            try db.execute("PRAGMA synchronous=NORMAL")
-            defer { _ = try? db.execute("PRAGMA synchronous=FULL") }
-            try db.transaction {
-                for (path, seconds) in positions.sorted(by: { $0.key < $1.key }) {
-                    if let seconds, seconds.isFinite, seconds > 0 {
-                        try db.execute("INSERT OR REPLACE INTO positions (path, seconds) VALUES (?, ?)", [.text(path), .real(seconds)])
-                    } else {
-                        try db.execute("DELETE FROM positions WHERE path = ?", [.text(path)])
+            try db.withoutSyncEachCommit {
+                try db.transaction {
+                    for (path, seconds) in positions.sorted(by: { $0.key < $1.key }) {
+                        if let seconds, seconds.isFinite, seconds > 0 {
+                            try db.execute("INSERT OR REPLACE INTO positions (path, seconds) VALUES (?, ?)", [.text(path), .real(seconds)])
+                        } else {
+                            try db.execute("DELETE FROM positions WHERE path = ?", [.text(path)])
+                        }
                     }
                 }
             }
