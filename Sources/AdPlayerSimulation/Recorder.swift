@@ -40,6 +40,9 @@ final class Recorder: Sendable {
         }
     }
 
+    /// A run that ended early (a box that could not be built) lets the thread end too.
+    deinit { state.signal { $0.closed = true } }
+
     /// `work` done after everything handed over before it.
     func record(_ work: @escaping Work) {
         let full = state.withLock { state -> Bool in

@@ -159,10 +159,11 @@ extension BeaconOutbox {
         }
     }
 
-    /// A run-only file's lock let go (`StateDurability.runOnly`): after the run, a reader of its
-    /// own (a simulation's plays.csv) opens it. Writes after this take the lock again.
-    public func releaseFile() {
-        state.withLock { $0.db.releaseExclusiveLock() }
+    /// A run-only outbox (`StateDurability.runOnly`, in memory) written whole to its file: after
+    /// the run, a reader of its own (a simulation's plays.csv, `plays verify --state-dir`)
+    /// opens it. Nothing to do for any other.
+    public func writeOut() throws {
+        try state.withLock { try $0.db.writeOut() }
     }
 
     /// While a play of this run is on screen, the run clock — the last moment the daemon knew

@@ -36,10 +36,10 @@ public enum StateDurability: Sendable, Equatable {
     /// Every commit synced (WAL, `synchronous=FULL`) unless a write says it may wait; a
     /// position saved each second and the ledger's heartbeat (their writers' promises).
     case crashSafe
-    /// A run's private files: no sync (`synchronous=OFF`), each file locked once by its one
-    /// connection (`locking_mode=EXCLUSIVE`: no lock taken and released per transaction), and
-    /// no write whose only purpose is surviving a crash (the position each second, the
-    /// heartbeat). What the run itself reads back is the same.
+    /// A run's private files: each database held in memory while the run goes and written to
+    /// its file whole when the run lets go of it (`SQLiteDatabase.writeOut`: no write, sync or
+    /// lock per transaction), and no write whose only purpose is surviving a crash (the position
+    /// each second, the heartbeat). What the run itself reads back is the same.
     case runOnly
 }
 
@@ -67,13 +67,14 @@ package final class SQLiteDatabase {
     /// Opens (creating if needed) `path` in WAL mode with full fsync: a row that
     /// `execute` returned from is on disk, also across `kill -9` and power loss (`.crashSafe`). Read-only:
     /// opens an existing database to read it (a read-only state folder can still be looked at).
-    /// `durability` `.runOnly`: a run's private file (see `StateDurability`), only ever opened
-    /// by this one connection.
+    /// `durability` `.runOnly`: a run's private database (see `StateDurability`): in memory,
+    /// `path` written by `writeOut`.
     package init(path: String, readOnly: Bool = false, busyTimeoutMilliseconds: Int32 = 5000, durability: StateDurability = .crashSafe) throws {
         self.path = path
         self.durability = readOnly ? .crashSafe : durability
         let flags = readOnly ? SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        // A run-only database lives in memory until `writeOut` (its folder is the run's own and new).
+        let rc = sqlite3_open_v2(durability == .runOnly && !readOnly ? ":memory:" : path, &db, flags, nil)
         guard rc == SQLITE_OK else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             sqlite3_close(db)
@@ -88,12 +89,7 @@ package final class SQLiteDatabase {
                 try execute("PRAGMA journal_mode=WAL")
                 try execute("PRAGMA synchronous=FULL")
             case .runOnly:
-                // The rollback journal in memory (a transaction still rolls back; nothing
-                // survives a crash, as nothing needs to), the file locked at its first use and
-                // kept until `releaseExclusiveLock` (which WAL would not allow).
-                try execute("PRAGMA locking_mode=EXCLUSIVE")
-                try execute("PRAGMA journal_mode=MEMORY")
-                try execute("PRAGMA synchronous=OFF")
+                break   // in memory (its journal too: a transaction still rolls back)
             }
         }
     }
@@ -101,13 +97,13 @@ package final class SQLiteDatabase {
     /// See `StateDurability`.
     package let durability: StateDurability
 
-    /// A `.runOnly` connection lets go of the file's lock it holds since its first use, so that
-    /// another connection can read the file (a run's results read after the run). Its next
-    /// write takes the lock again.
-    package func releaseExclusiveLock() {
-        guard durability == .runOnly else { return }
-        _ = try? execute("PRAGMA locking_mode=NORMAL")
-        _ = try? execute("SELECT count(*) FROM sqlite_master")   // the lock goes at the next access
+    /// A `.runOnly` database written whole to its file (replacing it), for a reader of its
+    /// own (a run's results read after the run, a kept state folder); the connection goes on in
+    /// memory, and a later `writeOut` writes it again.
+    package func writeOut() throws {
+        guard durability == .runOnly, path != ":memory:" else { return }
+        for suffix in ["", "-wal", "-shm", "-journal"] { unlink(path + suffix) }
+        try execute("VACUUM INTO ?", [.text(path)])
     }
 
     /// Runs `body` with its commits not synced each (`synchronous=NORMAL` under WAL: a crash or
@@ -126,6 +122,8 @@ package final class SQLiteDatabase {
     /// read what it still can.
     package static func openRepairing(path: String, busyTimeoutMilliseconds: Int32 = 250, durability: StateDurability = .crashSafe,
                                       onWarning: (String) -> Void, salvage: (String) -> Void = { _ in }) throws -> SQLiteDatabase {
+        // A run-only database starts empty in memory: nothing on disk is read, or repaired.
+        if durability == .runOnly { return try SQLiteDatabase(path: path, durability: .runOnly) }
         let manager = FileManager.default
         var problem: String?
         if let size = (try? manager.attributesOfItem(atPath: path))?[.size] as? Int, size == 0,

@@ -80,9 +80,9 @@ public final class Box: @unchecked Sendable {
         //    costs persistence, never playback.
         var durable = stage.stateFolder != nil
         let statePath = stage.stateFolder.map { $0 + "/adplayerd.sqlite" } ?? ":memory:"
-        // A run-only folder's files each have one connection (locked once): the store's tables
-        // in a file of their own beside the outbox's.
-        let storePath = stage.durability == .runOnly ? stage.stateFolder.map { $0 + "/adplayerd-state.sqlite" } ?? ":memory:" : statePath
+        // A run-only state is in memory (`StateDurability.runOnly`): the store's and the
+        // outbox's databases are two, the outbox's written to the file at the end.
+        let storePath = stage.durability == .runOnly ? ":memory:" : statePath
         if let folder = stage.stateFolder {
             do {
                 try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -365,7 +365,11 @@ public final class Box: @unchecked Sendable {
     public func finish() {
         store.flush()
         sources.withLock { $0?.cleanup() }
-        outbox.releaseFile()
+        do {
+            try outbox.writeOut()   // a run-only outbox (in memory) to its file, for the run's readers
+        } catch {
+            log.error("tracking: \(error): the run's ledger and beacons could not be written to its state folder")
+        }
     }
 
     // MARK: The parts

@@ -288,9 +288,14 @@ public final class StateStore: FrequencyCounters, @unchecked Sendable {
     }
 
     /// Waits until every write handed over so far is on disk (at shutdown; never on the loop).
+    /// A run-only store (in memory) is written whole to its file then.
     public func flush(timeout: Double = 5) {
         let done = Handover<Bool>()
-        writer.execute { done.fulfil(true) }
+        let database = Unchecked(self.database)
+        writer.execute {
+            try? database.value.writeOut()
+            done.fulfil(true)
+        }
         _ = done.wait(timeout: timeout)
     }
 
