@@ -162,7 +162,7 @@ final class StressTests: XCTestCase {
     /// the ledger it left verifying whole (`plays verify --state-dir`), and no play left open but
     /// the one on at the end.
     ///
-    /// The release build runs it (`make stress` builds it; about 6 minutes on the 2-core machine, its media made first,
+    /// The release build runs it (`make stress` builds it; about 70 s on the 2-core machine with its media made,
     /// docs/benchmarks.md §14 — the debug build takes several times as long).
     func testAMonthOfABusyBoxHoldsEveryRuleAndItsLedgerVerifies() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
