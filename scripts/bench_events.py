@@ -25,10 +25,16 @@ round, from /proc.
 Usage: /usr/bin/python3 scripts/bench_events.py [ROUNDS] [CLIENTS...]   (default 200; 1)
   ADPLAYERD_BIN: another build, to compare two versions side by side.
   BENCH_MODES: image, html, or both (the default).
+  BENCH_LOOP_STAMPS=1: the daemon at --log-level debug; its own stamps of each pause, from the
+    pause reaching the player's loop to the batch of events written to the clients' queues
+    ("pauses told to clients", said at its stop), printed as one more column (p50/p99, µs) —
+    to tell the loop's share of the tail from the rest (the writer threads, the sockets, the
+    machine).
 """
 import http.server
 import json
 import os
+import re
 import select
 import shutil
 import socket
@@ -45,6 +51,7 @@ CLIENTS = [int(c) for c in sys.argv[2:]] or [1]
 BUILD = "release" if os.path.exists(os.path.join(ROOT, ".build/release/adplayerd")) else "debug"
 ADPLAYERD = os.environ.get("ADPLAYERD_BIN", os.path.join(ROOT, f".build/{BUILD}/adplayerd"))
 SLOT_EVERY = 2.0
+LOOP_STAMPS = os.environ.get("BENCH_LOOP_STAMPS") == "1"
 
 
 class Lines:
@@ -106,6 +113,23 @@ def loop_cpu(pid):
     return 0.0
 
 
+def preemptions(pid):
+    """Involuntary context switches of the daemon's threads so far: (the player loop's, all)."""
+    loop, total = 0, 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                count = next(int(line.split()[1]) for line in f if line.startswith("nonvoluntary_ctxt_switches"))
+        except (OSError, StopIteration):
+            continue
+        total += count
+        if name == "mpv-events":
+            loop += count
+    return loop, total
+
+
 def slots_server(slot_count):
     """A loopback slots API: an HTML overlay every SLOT_EVERY s for any title."""
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -151,9 +175,11 @@ def run(mode, clients, work, episode):
         server = slots_server(290)
         ads = f"http://127.0.0.1:{server.server_address[1]}/v1/ads"
         env["ADPLAYERD_ADS_TOKEN"] = "bench"
+    stamps_log = os.path.join(state, "daemon.log") if LOOP_STAMPS else None
     daemon = subprocess.Popen([ADPLAYERD, "--library", work, "--ads", ads, "--state-dir", os.path.join(state, "state"),
-                               "--socket", control_path, "--mpv-ipc-socket", ipc_path, "--log-level", "error"],
-                              env=env, stderr=subprocess.DEVNULL)
+                               "--socket", control_path, "--mpv-ipc-socket", ipc_path, "--log-level", "debug" if LOOP_STAMPS else "error"],
+                              env=env, stderr=open(stamps_log, "w") if stamps_log else subprocess.DEVNULL)
+    loop = ["–", "–"]
     try:
         deadline = time.monotonic() + 30
         while not (os.path.exists(control_path) and os.path.exists(ipc_path)):
@@ -195,7 +221,7 @@ def run(mode, clients, work, episode):
         assert call("open", {"path": episode, "start": SLOT_EVERY - 0.2})["ok"]
         started = "ad.started" if mode == "image" else "ad.html"
         ended = "ad.ended" if mode == "image" else "ad.html"
-        mpv_lat, daemon_lat, gap, inner = [], [], [], []
+        mpv_lat, daemon_lat, gap, inner, preempted = [], [], [], [], []
         cpu_before = None
         slot = 1
         for round_number in range(ROUNDS):
@@ -205,6 +231,7 @@ def run(mode, clients, work, episode):
                 cpu_before = loop_cpu(daemon.pid)   # round 0 warms up
             for conn in conns.values():
                 conn.ready.clear()
+            before = preemptions(daemon.pid) if LOOP_STAMPS else (0, 0)
             t0 = time.monotonic_ns()
             conns["mpv"].send({"command": ["set_property", "pause", True]})
             stamps = {}
@@ -218,10 +245,12 @@ def run(mode, clients, work, episode):
                         inner.append(message["latency_us"])
                 return True if len(stamps) == 2 else None
             wait(conns, got)
+            after = preemptions(daemon.pid) if LOOP_STAMPS else (0, 0)
             if round_number >= 1:
                 mpv_lat.append((stamps["mpv"] - t0) / 1000)
                 daemon_lat.append((stamps["daemon"] - t0) / 1000)
                 gap.append((stamps["daemon"] - stamps["mpv"]) / 1000)
+                preempted.append((after[0] > before[0], after[1] > before[1]))
             if dropped:
                 raise SystemExit(f"{len(dropped)} subscribed clients were disconnected: the figures would not hold")
             slot += 1
@@ -229,10 +258,24 @@ def run(mode, clients, work, episode):
             assert call("play")["ok"]
         cpu = (loop_cpu(daemon.pid) - (cpu_before or 0)) / max(1, ROUNDS - 1)
         stop.set()
-        return mpv_lat, daemon_lat, gap, inner, cpu
+        if LOOP_STAMPS:
+            # The rounds in which a thread of the daemon was preempted (an involuntary switch
+            # between t0 and the daemon's event read), and daemon − mpv with and without.
+            hit = [g for g, (l, a) in zip(gap, preempted) if l]
+            clean = [g for g, (l, a) in zip(gap, preempted) if not l]
+            anywhere = sum(1 for l, a in preempted if a)
+            print(f"  preempted: any daemon thread in {anywhere} of {len(gap)} rounds, the player's loop in {len(hit)}; daemon − mpv "
+                  f"p50/p99 in those {'/'.join(quantiles(hit))}, in the others {'/'.join(quantiles(clean))}", flush=True)
+        return mpv_lat, daemon_lat, gap, inner, cpu, loop
     finally:
         daemon.terminate()
         daemon.wait()
+        if stamps_log:
+            with open(stamps_log, errors="replace") as f:
+                for line in f:
+                    match = re.search(r"pauses told to clients \d+ times.*p50 (\d+) µs, p99 (\d+) µs", line)
+                    if match:
+                        loop[:] = [match.group(1), match.group(2)]
         if server:
             server.shutdown()
 
@@ -252,13 +295,15 @@ def main():
                         "testsrc2=size=160x120:rate=10:duration=600", "-c:v", "libx264", "-preset", "ultrafast",
                         "-pix_fmt", "yuv420p", episode], check=True)
         print(f"({BUILD} build, {ROUNDS} rounds each; µs; t0 = pause set through mpv's IPC)")
-        print("| overlay | clients | mpv − t0 p50/p99 | daemon − t0 p50/p99 | daemon − mpv p50/p99 | latency_us p50/p99 | loop CPU µs/round |")
-        print("|---|---|---|---|---|---|---|")
+        extra = " loop: pause → written p50/p99 |" if LOOP_STAMPS else ""
+        print("| overlay | clients | mpv − t0 p50/p99 | daemon − t0 p50/p99 | daemon − mpv p50/p99 | latency_us p50/p99 | loop CPU µs/round |" + extra)
+        print("|---|---|---|---|---|---|---|" + ("---|" if LOOP_STAMPS else ""))
         for mode in os.environ.get("BENCH_MODES", "image,html").split(","):
             for clients in CLIENTS:
-                mpv_lat, daemon_lat, gap, inner, cpu = run(mode, clients, work, episode)
+                mpv_lat, daemon_lat, gap, inner, cpu, loop = run(mode, clients, work, episode)
                 print(f"| {mode} | {clients} | {'/'.join(quantiles(mpv_lat))} | {'/'.join(quantiles(daemon_lat))} | "
-                      f"{'/'.join(quantiles(gap))} | {'/'.join(quantiles(inner))} | {cpu * 1e6:.0f} |", flush=True)
+                      f"{'/'.join(quantiles(gap))} | {'/'.join(quantiles(inner))} | {cpu * 1e6:.0f} |"
+                      + (f" {'/'.join(loop)} |" if LOOP_STAMPS else ""), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
