@@ -46,6 +46,9 @@ final class Recorder: Sendable {
     /// `work` done after everything handed over before it.
     func record(_ work: @escaping Work) {
         let full = state.withLock { state -> Bool in
+            // After `close` nothing more is recorded (a late log line): kept, it would hold the
+            // run that made it for ever.
+            guard !state.closed else { return false }
             state.filling.append(work)
             return state.filling.count >= Self.batchSize
         }

@@ -391,8 +391,11 @@ final class SimulateTests: XCTestCase {
         let aloneA = try run("alone-a", seed: 3, catalog: catalog)
         let aloneB = try run("alone-b", seed: 9, catalog: nil)
         let together = UnsafeMutableBufferPointer<[String: Data]>.allocate(capacity: 2)
-        defer { together.deallocate() }
         together.initialize(repeating: [:])
+        defer {
+            together.deinitialize()   // the dictionaries they hold released (found by AddressSanitizer's leak checker)
+            together.deallocate()
+        }
         nonisolated(unsafe) let slots = together
         DispatchQueue.concurrentPerform(iterations: 2) { index in
             slots[index] = (try? (index == 0 ? run("both-a", seed: 3, catalog: catalog) : run("both-b", seed: 9, catalog: nil))) ?? [:]
